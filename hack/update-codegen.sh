@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Regenerates everything derived from pkg/apis: deepcopy, defaulters,
+# conversions, OpenAPI definitions, and the clientset with listers, informers
+# and apply configurations. Generators are installed into the ignored bin/.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+SCRIPT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${SCRIPT_ROOT}"
+THIS_PKG="github.com/firestoned/banlieue"
+BOILERPLATE="${SCRIPT_ROOT}/hack/boilerplate.go.txt"
+
+export GOBIN="${SCRIPT_ROOT}/bin"
+mkdir -p "${GOBIN}"
+
+CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+kube::codegen::gen_helpers \
+    --boilerplate "${BOILERPLATE}" \
+    "${SCRIPT_ROOT}/pkg/apis"
+
+report_args=(--report-filename "${SCRIPT_ROOT}/hack/api-rules-violations.list")
+if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-true}" == "true" ]]; then
+    report_args+=(--update-report)
+fi
+kube::codegen::gen_openapi \
+    --output-dir "${SCRIPT_ROOT}/pkg/generated/openapi" \
+    --output-pkg "${THIS_PKG}/pkg/generated/openapi" \
+    "${report_args[@]}" \
+    --boilerplate "${BOILERPLATE}" \
+    "${SCRIPT_ROOT}/pkg/apis"
+
+# Apply configurations need the OpenAPI schema of our types (for
+# server-side-apply structure); it comes from the definitions just generated.
+schema="$(mktemp)"
+trap 'rm -f "${schema}"' EXIT
+go run ./pkg/generated/openapi/cmd/models-schema > "${schema}"
+
+kube::codegen::gen_client \
+    --with-watch \
+    --with-applyconfig \
+    --applyconfig-openapi-schema "${schema}" \
+    --output-dir "${SCRIPT_ROOT}/pkg/generated" \
+    --output-pkg "${THIS_PKG}/pkg/generated" \
+    --boilerplate "${BOILERPLATE}" \
+    "${SCRIPT_ROOT}/pkg/apis"

@@ -1,0 +1,920 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package banlieue
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LocalObjectReference names an object of a known kind. For namespaced
+// referrers it lives in the referrer's namespace; cluster-scoped kinds
+// (VMClass, VMImage) are found by name alone.
+type LocalObjectReference struct {
+	// name of the referenced object. Must be a DNS-1123 subdomain.
+	Name string `json:"name"`
+}
+
+// KeySelector selects one key of a Secret or ConfigMap in the referrer's namespace.
+type KeySelector struct {
+	// name of the Secret or ConfigMap. Must be a DNS-1123 subdomain.
+	Name string `json:"name"`
+	// key inside the object's data. Defaulted per field (see the field's documentation).
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// PowerState is the power state of a virtual machine.
+type PowerState string
+
+const (
+	// PowerStatePoweredOn means the VM runs.
+	PowerStatePoweredOn PowerState = "PoweredOn"
+	// PowerStatePoweredOff means the VM is stopped.
+	PowerStatePoweredOff PowerState = "PoweredOff"
+	// PowerStateSuspended means the VM's memory is saved and it does not run.
+	PowerStateSuspended PowerState = "Suspended"
+)
+
+// Firmware is the boot firmware of a virtual machine.
+type Firmware string
+
+const (
+	// FirmwareBIOS boots with legacy BIOS.
+	FirmwareBIOS Firmware = "bios"
+	// FirmwareEFI boots with UEFI.
+	FirmwareEFI Firmware = "efi"
+	// FirmwareEFISecure boots with UEFI and secure boot.
+	FirmwareEFISecure Firmware = "efi-secure"
+)
+
+// DiskProvisioning is how a disk's blocks are allocated on its datastore.
+type DiskProvisioning string
+
+const (
+	// DiskProvisioningThin allocates blocks on first write.
+	DiskProvisioningThin DiskProvisioning = "thin"
+	// DiskProvisioningThick allocates all blocks at creation, zeroing them lazily.
+	DiskProvisioningThick DiskProvisioning = "thick"
+	// DiskProvisioningEagerZeroed allocates and zeroes all blocks at creation.
+	DiskProvisioningEagerZeroed DiskProvisioning = "eagerZeroed"
+)
+
+// ---------------------------------------------------------------------------
+// VirtualMachine
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachine is a provider-agnostic virtual machine. It names a VMClass
+// (its shape) and a VMImage (what it boots); banlieue places it on a Provider
+// whose labels match spec.placement and drives that backend.
+type VirtualMachine struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the virtual machine.
+	Spec VirtualMachineSpec `json:"spec"`
+	// status is the observed state, written by banlieue's controllers.
+	// +optional
+	Status VirtualMachineStatus `json:"status,omitempty"`
+}
+
+// VirtualMachineSpec is the desired state of a VirtualMachine. It carries no
+// backend-specific settings: the class, the image and the placement selectors
+// are all a backend needs.
+type VirtualMachineSpec struct {
+	// classRef names the cluster-scoped VMClass that gives the VM its hardware
+	// shape and network topology. Immutable.
+	ClassRef LocalObjectReference `json:"classRef"`
+	// imageRef names the cluster-scoped VMImage the VM boots from. Immutable.
+	ImageRef LocalObjectReference `json:"imageRef"`
+	// placement constrains which Providers and failure domains may run the VM.
+	// There is no reference to a Provider by name: the scheduler matches labels.
+	// May change until the VM is scheduled (status.scheduled is set).
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+	// desiredPowerState is the power state the VM should be driven to:
+	// PoweredOn, PoweredOff or Suspended. Defaults to PoweredOn.
+	// +optional
+	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+	// userData references the cloud-init / ignition / sysprep payload: exactly
+	// one of secretRef or configMapRef. The key defaults to "user-data". Immutable.
+	// +optional
+	UserData *UserData `json:"userData,omitempty"`
+	// hardwareOverride holds per-VM deltas over the class's hardware. Only the
+	// fields set here replace the class's values; everything else is inherited.
+	// An empty override is removed. Disk sizes may only grow on update.
+	// +optional
+	HardwareOverride *HardwareOverride `json:"hardwareOverride,omitempty"`
+	// networkOverrides replace the IPAM of named class interfaces for this VM
+	// only. Entries without a change are removed. Immutable once the VM is
+	// scheduled.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	NetworkOverrides []NetworkOverride `json:"networkOverrides,omitempty"`
+}
+
+// Placement constrains where a VM may run.
+type Placement struct {
+	// providerSelector selects the Providers (by their labels) that may run
+	// the VM. Empty or absent selects every Provider.
+	// +optional
+	ProviderSelector *metav1.LabelSelector `json:"providerSelector,omitempty"`
+	// failureDomainSelector selects failure domains by the labels a Provider
+	// publishes in status.failureDomains[].labels, which always include
+	// "name" (the resolved failure-domain name).
+	// +optional
+	FailureDomainSelector *metav1.LabelSelector `json:"failureDomainSelector,omitempty"`
+}
+
+// UserData references the first-boot payload of a VM. Exactly one of
+// secretRef or configMapRef must be set.
+type UserData struct {
+	// secretRef selects a key of a Secret in the VM's namespace. Use it for
+	// anything sensitive. The key defaults to "user-data".
+	// +optional
+	SecretRef *KeySelector `json:"secretRef,omitempty"`
+	// configMapRef selects a key of a ConfigMap in the VM's namespace, for
+	// non-sensitive data. The key defaults to "user-data".
+	// +optional
+	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+}
+
+// HardwareOverride is a delta over VMClass.spec.hardware. Omitted fields are
+// inherited from the class and are never filled in by the server.
+type HardwareOverride struct {
+	// cpus replaces VMClass.spec.hardware.cpus. Minimum 1.
+	// +optional
+	CPUs *int32 `json:"cpus,omitempty"`
+	// memoryMiB replaces VMClass.spec.hardware.memoryMiB. Minimum 1.
+	// +optional
+	MemoryMiB *int64 `json:"memoryMiB,omitempty"`
+	// diskOverrides replace the size of class disks, matched by name. Every
+	// name must be a disk of the class. Entries without sizeGiB are removed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	DiskOverrides []DiskOverride `json:"diskOverrides,omitempty"`
+}
+
+// DiskOverride replaces the size of one class disk.
+type DiskOverride struct {
+	// name of the class disk to override.
+	Name string `json:"name"`
+	// sizeGiB is the disk's size in GiB for this VM. Minimum 1.
+	// +optional
+	SizeGiB *int64 `json:"sizeGiB,omitempty"`
+}
+
+// NetworkOverride replaces the IPAM of one class interface.
+type NetworkOverride struct {
+	// name of the class interface to override.
+	Name string `json:"name"`
+	// static pins the interface to a static address. An address written in
+	// CIDR form ("192.0.2.90/24") is split into address and prefix.
+	// +optional
+	Static *StaticIPConfig `json:"static,omitempty"`
+}
+
+// StaticIPConfig is a static IPv4 or IPv6 configuration of one interface.
+type StaticIPConfig struct {
+	// address is the interface's IP address. CIDR form ("192.0.2.90/24") is
+	// accepted when prefix is omitted and is split into address and prefix.
+	Address string `json:"address"`
+	// prefix is the network prefix length: 0-32 for IPv4, 0-128 for IPv6.
+	// Required unless given with the address in CIDR form.
+	// +optional
+	Prefix *int32 `json:"prefix,omitempty"`
+	// gateway is the default gateway; it must lie inside address/prefix.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+	// nameservers are DNS server IP addresses.
+	// +optional
+	// +listType=atomic
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// Condition types of a VirtualMachine.
+const (
+	// VirtualMachineReady: the VM exists, is provisioned and is reachable.
+	VirtualMachineReady = "Ready"
+	// VirtualMachineScheduled: a Provider matching placement has been selected.
+	VirtualMachineScheduled = "Scheduled"
+	// VirtualMachinePlacementValid: the VMClass/VMImage/placement combination is resolvable.
+	VirtualMachinePlacementValid = "PlacementValid"
+	// VirtualMachineInfrastructureReady: the backend infrastructure object reports Ready.
+	VirtualMachineInfrastructureReady = "InfrastructureReady"
+	// VirtualMachineMigrating: a recreate-based migration is in progress.
+	VirtualMachineMigrating = "Migrating"
+)
+
+// VirtualMachineStatus is the observed state of a VirtualMachine, mirrored
+// from its backend infrastructure object.
+type VirtualMachineStatus struct {
+	// observedGeneration is the metadata.generation the controllers last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// initialization tracks whether the backend has ever accepted the spec.
+	// +optional
+	Initialization *VirtualMachineInitialization `json:"initialization,omitempty"`
+	// scheduled records where the scheduler placed the VM.
+	// +optional
+	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+	// infrastructureRef points at the backend infrastructure object (for
+	// vSphere, a VSphereMachine in the VM's namespace).
+	// +optional
+	InfrastructureRef *InfrastructureReference `json:"infrastructureRef,omitempty"`
+	// addresses reported by the backend.
+	// +optional
+	// +listType=atomic
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// powerState is the power state the backend reports.
+	// +optional
+	PowerState PowerState `json:"powerState,omitempty"`
+}
+
+// VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.
+type VirtualMachineInitialization struct {
+	// provisioned is true once the backend has accepted the spec. It is
+	// mirrored from the infrastructure object, never set by the core controller.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// ScheduledPlacement is the scheduler's decision for a VM.
+type ScheduledPlacement struct {
+	// provider is the name of the chosen Provider (in the VM's namespace or
+	// given as namespace/name).
+	Provider string `json:"provider"`
+	// failureDomain is the chosen failure domain of that Provider.
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
+	// storage is the resolved backend target of each disk.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Storage []StorageResolution `json:"storage,omitempty"`
+	// network is the resolved backend target of each interface.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Network []NetworkResolution `json:"network,omitempty"`
+}
+
+// StorageResolution maps one disk to its backend datastore.
+type StorageResolution struct {
+	// name of the disk.
+	Name string `json:"name"`
+	// storageClass the disk asked for.
+	// +optional
+	StorageClass string `json:"storageClass,omitempty"`
+	// datastore the Provider maps that storage class to.
+	// +optional
+	Datastore string `json:"datastore,omitempty"`
+}
+
+// NetworkResolution maps one interface to its backend network.
+type NetworkResolution struct {
+	// name of the interface.
+	Name string `json:"name"`
+	// networkClass the interface asked for.
+	// +optional
+	NetworkClass string `json:"networkClass,omitempty"`
+	// portGroup the Provider maps that network class to.
+	// +optional
+	PortGroup string `json:"portGroup,omitempty"`
+}
+
+// InfrastructureReference points at an infrastructure object in the same
+// namespace, in the Cluster API v1beta2 contract-versioned shape.
+type InfrastructureReference struct {
+	// apiGroup of the referenced object, e.g. infrastructure.banlieue.io.
+	APIGroup string `json:"apiGroup"`
+	// kind of the referenced object, e.g. VSphereMachine.
+	Kind string `json:"kind"`
+	// name of the referenced object.
+	Name string `json:"name"`
+}
+
+// MachineAddressType is the kind of a machine address (Cluster API's vocabulary).
+type MachineAddressType string
+
+const (
+	MachineHostName    MachineAddressType = "Hostname"
+	MachineExternalIP  MachineAddressType = "ExternalIP"
+	MachineInternalIP  MachineAddressType = "InternalIP"
+	MachineExternalDNS MachineAddressType = "ExternalDNS"
+	MachineInternalDNS MachineAddressType = "InternalDNS"
+)
+
+// MachineAddress is one address of a VM.
+type MachineAddress struct {
+	// type of the address: Hostname, ExternalIP, InternalIP, ExternalDNS or InternalDNS.
+	Type MachineAddressType `json:"type"`
+	// address itself.
+	Address string `json:"address"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineList is a list of VirtualMachines.
+type VirtualMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VirtualMachine `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// ResolvedVirtualMachine (the read-only "resolved" subresource)
+
+// Provenance tells where an effective value came from.
+type Provenance string
+
+const (
+	// ProvenanceClass: the value comes from the VMClass.
+	ProvenanceClass Provenance = "class"
+	// ProvenanceOverride: the value comes from the VM's override delta.
+	ProvenanceOverride Provenance = "override"
+	// ProvenanceDefault: neither set it; banlieue's default applies.
+	ProvenanceDefault Provenance = "default"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ResolvedVirtualMachine is the effective configuration of a VirtualMachine:
+// its VMClass merged with its override deltas, with the provenance of every
+// overridable value. Served read-only at .../virtualmachines/NAME/resolved.
+type ResolvedVirtualMachine struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the VirtualMachine's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the merged, effective configuration.
+	Spec ResolvedVirtualMachineSpec `json:"spec"`
+}
+
+// ResolvedVirtualMachineSpec is the merged configuration of a VM.
+type ResolvedVirtualMachineSpec struct {
+	// class is the name of the VMClass merged in.
+	Class string `json:"class"`
+	// cpus is the effective number of virtual CPUs.
+	CPUs ResolvedInt32 `json:"cpus"`
+	// memoryMiB is the effective memory in MiB.
+	MemoryMiB ResolvedInt64 `json:"memoryMiB"`
+	// disks are the effective disks, in class order.
+	// +listType=map
+	// +listMapKey=name
+	Disks []ResolvedDisk `json:"disks,omitempty"`
+	// interfaces are the effective network interfaces, in class order.
+	// +listType=map
+	// +listMapKey=name
+	Interfaces []ResolvedInterface `json:"interfaces,omitempty"`
+	// firmware is the effective boot firmware (bios when the class names none).
+	Firmware Firmware `json:"firmware"`
+	// firmwareFrom tells whether firmware came from the class or the default.
+	FirmwareFrom Provenance `json:"firmwareFrom"`
+	// features the class requires of a Provider.
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+	// tpmEnabled: the VM gets a virtual TPM.
+	TPMEnabled bool `json:"tpmEnabled"`
+	// image is the VMImage the VM boots, with its per-provider sources.
+	Image ResolvedImage `json:"image"`
+	// placement is the VM's placement constraints.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+	// powerState is the desired power state.
+	PowerState PowerState `json:"powerState"`
+	// userData is the VM's first-boot payload reference.
+	// +optional
+	UserData *UserData `json:"userData,omitempty"`
+}
+
+// ResolvedInt32 is an effective integer and where it came from.
+type ResolvedInt32 struct {
+	// value is the effective value.
+	Value int32 `json:"value"`
+	// from is class, override or default.
+	From Provenance `json:"from"`
+}
+
+// ResolvedInt64 is an effective integer and where it came from.
+type ResolvedInt64 struct {
+	// value is the effective value.
+	Value int64 `json:"value"`
+	// from is class, override or default.
+	From Provenance `json:"from"`
+}
+
+// ResolvedDisk is one effective disk.
+type ResolvedDisk struct {
+	// name of the disk.
+	Name string `json:"name"`
+	// sizeGiB is the effective size, with its provenance.
+	SizeGiB ResolvedInt64 `json:"sizeGiB"`
+	// storageClass of the disk (from the class).
+	StorageClass string `json:"storageClass,omitempty"`
+	// provisioning of the disk (from the class).
+	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
+}
+
+// IPAMMode is how an interface gets its address.
+type IPAMMode string
+
+const (
+	// IPAMDHCP: the address comes from DHCP.
+	IPAMDHCP IPAMMode = "DHCP"
+	// IPAMStatic: the address is static.
+	IPAMStatic IPAMMode = "Static"
+	// IPAMPool: the address is allocated from a named pool.
+	IPAMPool IPAMMode = "Pool"
+)
+
+// ResolvedInterface is one effective network interface.
+type ResolvedInterface struct {
+	// name of the interface.
+	Name string `json:"name"`
+	// networkClass of the interface (from the class).
+	NetworkClass string `json:"networkClass,omitempty"`
+	// mode is the effective IPAM mode: DHCP, Static or Pool.
+	Mode IPAMMode `json:"mode"`
+	// static is the effective static configuration when mode is Static.
+	// +optional
+	Static *StaticIPConfig `json:"static,omitempty"`
+	// pool is the IP pool when mode is Pool.
+	// +optional
+	Pool *LocalObjectReference `json:"pool,omitempty"`
+	// from is where the IPAM came from: class, override, or default (DHCP).
+	From Provenance `json:"from"`
+}
+
+// ResolvedImage is the image a VM boots.
+type ResolvedImage struct {
+	// name of the VMImage.
+	Name string `json:"name"`
+	// osFamily of the image.
+	// +optional
+	OSFamily string `json:"osFamily,omitempty"`
+	// sources of the image per provider class.
+	// +optional
+	// +listType=map
+	// +listMapKey=providerClass
+	Sources []ImageSource `json:"sources,omitempty"`
+	// installMode of the image's template.
+	// +optional
+	InstallMode InstallMode `json:"installMode,omitempty"`
+}
+
+// ---------------------------------------------------------------------------
+// VMClass
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VMClass is a reusable, cluster-scoped hardware shape (CPUs, memory, disks,
+// network interfaces, firmware) plus the abstract storage/network classes and
+// features a Provider must offer to run it.
+type VMClass struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the class's shape.
+	Spec VMClassSpec `json:"spec"`
+}
+
+// VMClassSpec is the shape of a VMClass. Changing a class does not
+// reconfigure VMs that already run with it.
+type VMClassSpec struct {
+	// hardware is the CPU, memory and disk shape.
+	Hardware VMClassHardware `json:"hardware"`
+	// network lists the VM's network interfaces.
+	// +optional
+	Network *VMClassNetwork `json:"network,omitempty"`
+	// firmware is the boot firmware: bios, efi or efi-secure. When omitted,
+	// the resolved firmware is bios.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+	// features a Provider must advertise in spec.capabilities.features to run
+	// this class (for example hotAddCPU, efiSecureBoot, vtpm).
+	// +optional
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+	// tpmEnabled attaches a virtual TPM. Requires firmware efi or efi-secure,
+	// and a Provider advertising the vtpm feature.
+	// +optional
+	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+}
+
+// VMClassHardware is the CPU, memory and disk shape of a class.
+type VMClassHardware struct {
+	// cpus is the number of virtual CPUs. Minimum 1.
+	CPUs int32 `json:"cpus"`
+	// memoryMiB is the memory in MiB. Minimum 1.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// disks of the VM, the first being the boot disk.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Disks []DiskSpec `json:"disks,omitempty"`
+}
+
+// DiskSpec is one disk of a class.
+type DiskSpec struct {
+	// name of the disk, unique in the class; overrides refer to it.
+	Name string `json:"name"`
+	// sizeGiB is the disk size in GiB. Minimum 1.
+	SizeGiB int64 `json:"sizeGiB"`
+	// storageClass is the abstract storage class a Provider maps to a
+	// datastore (Provider.spec.capabilities.storageClasses).
+	// +optional
+	StorageClass string `json:"storageClass,omitempty"`
+	// provisioning is thin, thick or eagerZeroed. Defaults to thin.
+	// +optional
+	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
+}
+
+// VMClassNetwork is the network topology of a class.
+type VMClassNetwork struct {
+	// interfaces of the VM, in device order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Interfaces []NetworkInterfaceSpec `json:"interfaces,omitempty"`
+}
+
+// NetworkInterfaceSpec is one network interface of a class.
+type NetworkInterfaceSpec struct {
+	// name of the interface, unique in the class; overrides refer to it.
+	Name string `json:"name"`
+	// networkClass is the abstract network class a Provider maps to a port
+	// group (Provider.spec.capabilities.networkClasses).
+	// +optional
+	NetworkClass string `json:"networkClass,omitempty"`
+	// ipam is how the interface gets its address: DHCP when empty, or at
+	// most one of static or pool.
+	// +optional
+	IPAM IPAMConfig `json:"ipam,omitempty"`
+}
+
+// IPAMConfig selects how an interface is addressed. Empty means DHCP.
+type IPAMConfig struct {
+	// static gives the interface a fixed address.
+	// +optional
+	Static *StaticIPConfig `json:"static,omitempty"`
+	// pool allocates the address from a named IP pool.
+	// +optional
+	Pool *LocalObjectReference `json:"pool,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VMClassList is a list of VMClasses.
+type VMClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VMClass `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// VMImage
+
+// ImageSourceKind is the kind of a backend image source.
+type ImageSourceKind string
+
+const (
+	// ImageSourceTemplate: ref names a VM template in the backend.
+	ImageSourceTemplate ImageSourceKind = "Template"
+)
+
+// InstallMode says when an image's OS is installed.
+type InstallMode string
+
+const (
+	// InstallModeImmediate: the OS is installed into the template; clones boot installed.
+	InstallModeImmediate InstallMode = "immediate"
+	// InstallModeDeferred: each clone installs the OS at its own first boot.
+	InstallModeDeferred InstallMode = "deferred"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VMImage maps a backend-agnostic OS image name to a source per provider class.
+type VMImage struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the image and its sources.
+	Spec VMImageSpec `json:"spec"`
+	// status reports, per Provider, whether the image can be used there.
+	// +optional
+	Status VMImageStatus `json:"status,omitempty"`
+}
+
+// VMImageSpec describes an image.
+type VMImageSpec struct {
+	// osFamily, e.g. linux or windows.
+	// +optional
+	OSFamily string `json:"osFamily,omitempty"`
+	// osDistribution, e.g. ubuntu.
+	// +optional
+	OSDistribution string `json:"osDistribution,omitempty"`
+	// osVersion, e.g. "22.04".
+	// +optional
+	OSVersion string `json:"osVersion,omitempty"`
+	// architecture, e.g. amd64 or arm64.
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
+	// guestAgent running in the image, e.g. cloud-init.
+	// +optional
+	GuestAgent string `json:"guestAgent,omitempty"`
+	// sources give the image's backend source, at most one per provider class.
+	// +optional
+	// +listType=map
+	// +listMapKey=providerClass
+	Sources []ImageSource `json:"sources,omitempty"`
+	// template describes how the image's template is built.
+	// +optional
+	Template *ImageTemplate `json:"template,omitempty"`
+	// cloudConfigs are extra cloud-config documents used when building or
+	// installing the image.
+	// +optional
+	// +listType=atomic
+	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
+}
+
+// ImageSource is the image's source for one provider class.
+type ImageSource struct {
+	// providerClass this source serves, e.g. vsphere.
+	ProviderClass string `json:"providerClass"`
+	// kind of source. Only Template today.
+	Kind ImageSourceKind `json:"kind"`
+	// ref is the backend name of the source (for vSphere, the template's
+	// name, which must exist in every failure-domain datacenter).
+	Ref string `json:"ref"`
+}
+
+// ImageTemplate describes the template build of an image.
+type ImageTemplate struct {
+	// firmware the template is built with: bios, efi or efi-secure.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+	// installMode is immediate (installed into the template) or deferred
+	// (each clone installs at first boot, e.g. to seal keys to its own vTPM).
+	// Defaults to immediate.
+	// +optional
+	InstallMode InstallMode `json:"installMode,omitempty"`
+}
+
+// CloudConfigSource references a cloud-config document.
+type CloudConfigSource struct {
+	// secretRef names a Secret holding the cloud-config.
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// VMImageStatus is the observed state of a VMImage.
+type VMImageStatus struct {
+	// perProvider reports, for each Provider ("namespace/name"), whether the
+	// image's source exists there.
+	// +optional
+	// +listType=map
+	// +listMapKey=provider
+	PerProvider []ImageProviderStatus `json:"perProvider,omitempty"`
+}
+
+// Reasons a VMImage is not ready on a Provider.
+const (
+	ImageReasonTemplateNotFound = "TemplateNotFound"
+	ImageReasonConnectFailed    = "ConnectFailed"
+	ImageReasonLookupFailed     = "LookupFailed"
+	ImageReasonNoVSphereSource  = "NoVSphereSource"
+)
+
+// ImageProviderStatus is the readiness of an image on one Provider.
+type ImageProviderStatus struct {
+	// provider is the Provider, as "namespace/name".
+	Provider string `json:"provider"`
+	// ready is true when the image can be used on that Provider.
+	Ready bool `json:"ready"`
+	// reason is a CamelCase reason when not ready: TemplateNotFound,
+	// ConnectFailed, LookupFailed or NoVSphereSource.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// message is a human-readable explanation.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VMImageList is a list of VMImages.
+type VMImageList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VMImage `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// Provider
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Provider declares one backend endpoint (today a vCenter) and the storage
+// classes, network classes and features it offers to the scheduler.
+type Provider struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the backend and what it offers.
+	Spec ProviderSpec `json:"spec"`
+	// status reports connectivity and the discovered failure domains.
+	// +optional
+	Status ProviderStatus `json:"status,omitempty"`
+}
+
+// ProviderSpec declares a backend.
+type ProviderSpec struct {
+	// providerClassRef names the backend implementation; "vsphere" today.
+	// Immutable.
+	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
+	// connection tells the provider how to reach and authenticate to the backend.
+	Connection ProviderConnection `json:"connection"`
+	// capabilities is the explicit contract the scheduler matches a VMClass
+	// against: every storage class, network class and feature a class asks
+	// for must be listed here.
+	// +optional
+	Capabilities ProviderCapabilities `json:"capabilities,omitempty"`
+	// failureDomainNameOverrides replace the auto-computed name
+	// (<provider>-<datacenter>-<cluster>) of chosen (datacenter, cluster)
+	// pairs. Override names must be unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=datacenter
+	// +listMapKey=cluster
+	FailureDomainNameOverrides []FailureDomainNameOverride `json:"failureDomainNameOverrides,omitempty"`
+}
+
+// ProviderConnection is how to reach a backend.
+type ProviderConnection struct {
+	// endpoint is the backend's https URL, e.g. https://vcenter.example.com/sdk.
+	Endpoint string `json:"endpoint"`
+	// credentialsRef names a Secret in the Provider's namespace with the keys
+	// username and password.
+	CredentialsRef LocalObjectReference `json:"credentialsRef"`
+	// insecureSkipTLSVerify disables TLS verification of the endpoint.
+	// Self-signed test endpoints only; prefer caBundle. Cannot be combined
+	// with caBundle.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// caBundle is the CA that signs the endpoint's certificate: exactly one of
+	// inline, configMapRef or secretRef. The key of a reference defaults to ca.crt.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty"`
+}
+
+// CABundleSource gives PEM-encoded CA certificates. Exactly one field must be set.
+type CABundleSource struct {
+	// inline PEM-encoded certificates.
+	// +optional
+	Inline string `json:"inline,omitempty"`
+	// configMapRef selects a key of a ConfigMap in the Provider's namespace.
+	// The key defaults to ca.crt.
+	// +optional
+	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+	// secretRef selects a key of a Secret in the Provider's namespace. The key
+	// defaults to ca.crt.
+	// +optional
+	SecretRef *KeySelector `json:"secretRef,omitempty"`
+}
+
+// ProviderCapabilities is what a Provider offers to the scheduler.
+type ProviderCapabilities struct {
+	// storageClasses map abstract storage classes to backend datastores.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	StorageClasses []StorageClassCapability `json:"storageClasses,omitempty"`
+	// networkClasses map abstract network classes to backend port groups.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	NetworkClasses []NetworkClassCapability `json:"networkClasses,omitempty"`
+	// features the backend supports, e.g. hotAddCPU, efiSecureBoot, vtpm.
+	// Set by hand; never auto-discovered.
+	// +optional
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+}
+
+// StorageClassCapability maps a storage class to a datastore.
+type StorageClassCapability struct {
+	// name of the storage class, as VMClass disks name it.
+	Name string `json:"name"`
+	// target is the backend storage.
+	Target StorageTarget `json:"target"`
+}
+
+// StorageTarget is a backend storage location.
+type StorageTarget struct {
+	// datastore name in the backend.
+	Datastore string `json:"datastore"`
+}
+
+// NetworkClassCapability maps a network class to a port group.
+type NetworkClassCapability struct {
+	// name of the network class, as VMClass interfaces name it.
+	Name string `json:"name"`
+	// target is the backend network.
+	Target NetworkTarget `json:"target"`
+}
+
+// NetworkTarget is a backend network.
+type NetworkTarget struct {
+	// portGroup name in the backend.
+	PortGroup string `json:"portGroup"`
+}
+
+// FailureDomainNameOverride gives one (datacenter, cluster) pair a chosen name.
+type FailureDomainNameOverride struct {
+	// datacenter as named in the backend.
+	Datacenter string `json:"datacenter"`
+	// cluster (compute cluster) as named in the backend.
+	Cluster string `json:"cluster"`
+	// name to publish for this failure domain. Must be a DNS-1123 label.
+	Name string `json:"name"`
+}
+
+// Reasons of a Provider's Ready condition.
+const (
+	ProviderReady                 = "Ready"
+	ProviderReasonSecretMissing   = "SecretMissing"
+	ProviderReasonSecretInvalid   = "SecretInvalid"
+	ProviderReasonConnectFailed   = "ConnectFailed"
+	ProviderReasonInventoryFailed = "InventoryFailed"
+)
+
+// ProviderStatus is the observed state of a Provider.
+type ProviderStatus struct {
+	// observedGeneration is the metadata.generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, with reasons SecretMissing, SecretInvalid,
+	// ConnectFailed or InventoryFailed when False.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// failureDomains found in the backend, one per (datacenter, cluster).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+}
+
+// FailureDomain is one (datacenter, cluster) pair of a Provider.
+type FailureDomain struct {
+	// name is the resolved name (override or auto-computed).
+	Name string `json:"name"`
+	// datacenter in the backend.
+	Datacenter string `json:"datacenter"`
+	// cluster in the backend.
+	Cluster string `json:"cluster"`
+	// labels a VM's placement.failureDomainSelector matches; always include "name".
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ProviderList is a list of Providers.
+type ProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Provider `json:"items"`
+}
