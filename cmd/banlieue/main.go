@@ -1,0 +1,40 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Command banlieue is banlieue's single binary; the subcommand selects the
+// role (apiserver today; controller, provider and dev follow).
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/cli"
+
+	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
+)
+
+func main() {
+	ctx := genericapiserver.SetupSignalContext()
+	root := &cobra.Command{
+		Use:   "banlieue",
+		Short: "One Kubernetes API for virtual machines on any backend",
+		// Subcommands only.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.AddCommand(apiserver.NewCommand(ctx))
+	os.Exit(cli.Run(root))
+}

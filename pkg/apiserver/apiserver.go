@@ -1,0 +1,124 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package apiserver assembles banlieue's aggregated API server: the scheme,
+// the storage of every banlieue.io resource and its subresources.
+package apiserver
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/install"
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/provider"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/virtualmachine"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmclass"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmimage"
+)
+
+var (
+	// Scheme knows every type the server serves, internal and versioned.
+	Scheme = runtime.NewScheme()
+	// Codecs encodes and decodes objects of Scheme.
+	Codecs = serializer.NewCodecFactory(Scheme)
+)
+
+func init() {
+	install.Install(Scheme)
+
+	// Options and status types every API group's endpoints use.
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
+	Scheme.AddUnversionedTypes(unversioned,
+		&metav1.Status{},
+		&metav1.APIVersions{},
+		&metav1.APIGroupList{},
+		&metav1.APIGroup{},
+		&metav1.APIResourceList{},
+	)
+}
+
+// Config is the configuration of a banlieue API server.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+}
+
+// Server is a banlieue API server.
+type Server struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+type completedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+}
+
+// CompletedConfig is a Config with defaults filled in.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// Complete fills in defaults.
+func (cfg *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete()}}
+}
+
+// New returns a server serving banlieue.io/v1alpha1 from etcd.
+func (c CompletedConfig) New() (*Server, error) {
+	generic, err := c.GenericConfig.New("banlieue-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{GenericAPIServer: generic}
+
+	optsGetter := c.GenericConfig.RESTOptionsGetter
+	classes, err := vmclass.NewREST(Scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	images, imageStatus, err := vmimage.NewREST(Scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	providers, providerStatus, err := provider.NewREST(Scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images)
+	if err != nil {
+		return nil, err
+	}
+
+	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"virtualmachines":          vms.VirtualMachine,
+		"virtualmachines/status":   vms.Status,
+		"virtualmachines/resolved": vms.Resolved,
+		"vmclasses":                classes,
+		"vmimages":                 images,
+		"vmimages/status":          imageStatus,
+		"providers":                providers,
+		"providers/status":         providerStatus,
+	}
+	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,260 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package apiserver is the "banlieue apiserver" command: options, their
+// validation, the server configuration and running it.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	restclient "k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"github.com/firestoned/banlieue/pkg/admission/initializer"
+	"github.com/firestoned/banlieue/pkg/admission/references"
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/apiserver"
+	"github.com/firestoned/banlieue/pkg/embeddedetcd"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	informers "github.com/firestoned/banlieue/pkg/generated/informers/externalversions"
+	generatedopenapi "github.com/firestoned/banlieue/pkg/generated/openapi"
+)
+
+// DefaultEtcdPathPrefix is where banlieue keeps its objects in etcd.
+const DefaultEtcdPathPrefix = "/registry/banlieue.io"
+
+// Options are the flags of "banlieue apiserver".
+type Options struct {
+	RecommendedOptions *genericoptions.RecommendedOptions
+
+	// Standalone serves without a Kubernetes control plane: no delegated
+	// authentication/authorization and no admission that needs core
+	// Kubernetes APIs. Only the loopback identity and client certificates
+	// signed by --client-ca-file get in. For tests and quick local runs.
+	Standalone bool
+	// EmbeddedEtcdDataDir is where the embedded etcd keeps its data, used
+	// when no --etcd-servers are given.
+	EmbeddedEtcdDataDir string
+	// EmbeddedEtcdClientPort is the embedded etcd's client port (0: any free port).
+	EmbeddedEtcdClientPort int
+}
+
+// NewOptions returns options with banlieue's defaults.
+func NewOptions() *Options {
+	o := &Options{
+		RecommendedOptions: genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix,
+			apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
+		EmbeddedEtcdDataDir: ".banlieue/etcd",
+	}
+	// Store objects as v1alpha1, whatever version a client used.
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
+	// No etcd servers by default: the embedded etcd is the local default.
+	o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = nil
+	o.RecommendedOptions.SecureServing.BindPort = 8443
+	o.RecommendedOptions.SecureServing.ServerCert.CertDirectory = ""
+	references.Register(o.RecommendedOptions.Admission.Plugins)
+	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, references.PluginName)
+	return o
+}
+
+// AddFlags adds the flags, grouped into named sets for --help.
+func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
+	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	fs := fss.FlagSet("banlieue")
+	fs.BoolVar(&o.Standalone, "standalone", o.Standalone,
+		"Serve without a Kubernetes control plane: no delegated authentication/authorization and only banlieue's own admission. Local tests and development only.")
+	fs.StringVar(&o.EmbeddedEtcdDataDir, "embedded-etcd-data-dir", o.EmbeddedEtcdDataDir,
+		"Data directory of the embedded etcd, started when --etcd-servers is empty.")
+	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
+		"Loopback client port of the embedded etcd (0 picks a free port).")
+}
+
+// Complete adjusts options that depend on each other.
+func (o *Options) Complete() {
+	if o.Standalone {
+		ro := o.RecommendedOptions
+		ro.CoreAPI = nil
+		ro.Admission = nil
+		ro.Features.EnablePriorityAndFairness = false
+		ro.Authentication.RemoteKubeConfigFileOptional = true
+		ro.Authentication.SkipInClusterLookup = true
+		ro.Authorization.RemoteKubeConfigFileOptional = true
+	}
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	ro := *o.RecommendedOptions
+	var errs []error
+	if len(ro.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		if o.EmbeddedEtcdDataDir == "" {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-data-dir is required when --etcd-servers is empty"))
+		}
+		// The embedded etcd's URL is only known once it runs; validate the
+		// remaining etcd options as if it were given.
+		etcd := *ro.Etcd
+		etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:2379"}
+		ro.Etcd = &etcd
+	}
+	errs = append(errs, ro.Validate()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// Server is a configured banlieue API server, ready to run.
+type Server struct {
+	server    *apiserver.Server
+	etcd      *embeddedetcd.Etcd
+	informers informers.SharedInformerFactory
+	// LoopbackClientConfig reaches the server as a privileged user.
+	LoopbackClientConfig *restclient.Config
+}
+
+// NewServer starts the embedded etcd (when no --etcd-servers are given) and
+// builds the server. Call Run to serve, or Stop if Run is never called.
+func (o *Options) NewServer() (*Server, error) {
+	s := &Server{}
+	if len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		e, err := embeddedetcd.Start(o.EmbeddedEtcdDataDir, o.EmbeddedEtcdClientPort)
+		if err != nil {
+			return nil, err
+		}
+		s.etcd = e
+		o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{e.ClientURL}
+	}
+	cfg, err := o.config(s)
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	srv, err := cfg.Complete().New()
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.server = srv
+	s.LoopbackClientConfig = cfg.GenericConfig.LoopbackClientConfig
+	srv.GenericAPIServer.AddPostStartHookOrDie("start-banlieue-informers", func(ctx genericapiserver.PostStartHookContext) error {
+		if cfg.GenericConfig.SharedInformerFactory != nil {
+			cfg.GenericConfig.SharedInformerFactory.Start(ctx.Done())
+		}
+		s.informers.Start(ctx.Done())
+		return nil
+	})
+	return s, nil
+}
+
+func (o *Options) config(s *Server) (*apiserver.Config, error) {
+	ro := o.RecommendedOptions
+	if err := ro.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+	ro.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		client, err := clientset.NewForConfig(c.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		s.informers = informers.NewSharedInformerFactory(client, 10*time.Minute)
+		return []admission.PluginInitializer{initializer.New(s.informers)}, nil
+	}
+
+	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "banlieue"
+	cfg.OpenAPIConfig.Info.Version = v1alpha1.SchemeGroupVersion.Version
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "banlieue"
+	cfg.OpenAPIV3Config.Info.Version = v1alpha1.SchemeGroupVersion.Version
+
+	if err := ro.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	if o.Standalone {
+		// Without core Kubernetes APIs the recommended admission chain cannot
+		// run; banlieue's own plugin still guards every write.
+		plugin := references.New()
+		initializer.New(s.informers).Initialize(plugin)
+		if err := plugin.ValidateInitialization(); err != nil {
+			return nil, err
+		}
+		cfg.AdmissionControl = plugin
+	}
+	return &apiserver.Config{GenericConfig: cfg}, nil
+}
+
+// Run serves until ctx is done, then stops the embedded etcd.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.Stop()
+	return s.server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// Stop releases what NewServer started.
+func (s *Server) Stop() {
+	if s.etcd != nil {
+		s.etcd.Stop()
+		s.etcd = nil
+	}
+}
+
+// NewCommand returns "banlieue apiserver".
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := NewOptions()
+	fss := &cliflag.NamedFlagSets{}
+	cmd := &cobra.Command{
+		Use:   "apiserver",
+		Short: "Serve the banlieue.io API (an aggregated API server with its own etcd)",
+		Long: "Serve banlieue.io/v1alpha1 (VirtualMachine, Provider, VMClass, VMImage) from etcd. " +
+			"Register it with kube-apiserver through an APIService. Without --etcd-servers it runs an embedded etcd.",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Complete()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			s, err := o.NewServer()
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Starting banlieue apiserver", "standalone", o.Standalone)
+			return s.Run(cmd.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+	o.AddFlags(fss)
+	for _, fs := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(fs)
+	}
+	cliflag.SetUsageAndHelpFunc(cmd, *fss, 100)
+	return cmd
+}
