@@ -29,6 +29,7 @@ fi
 kube::codegen::gen_openapi \
     --output-dir "${SCRIPT_ROOT}/pkg/generated/openapi" \
     --output-pkg "${THIS_PKG}/pkg/generated/openapi" \
+    --output-model-name-file zz_generated.model_name.go \
     "${report_args[@]}" \
     --boilerplate "${BOILERPLATE}" \
     "${SCRIPT_ROOT}/pkg/apis"

@@ -22,6 +22,7 @@ limitations under the License.
 package openapi
 
 import (
+	v1alpha1 "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	resource "k8s.io/apimachinery/pkg/api/resource"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -32,115 +33,115 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CABundleSource":               schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CloudConfigSource":            schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskOverride":                 schema_pkg_apis_banlieue_v1alpha1_DiskOverride(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskSpec":                     schema_pkg_apis_banlieue_v1alpha1_DiskSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomain":                schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomainNameOverride":    schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.HardwareOverride":             schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.IPAMConfig":                   schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageProviderStatus":          schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageSource":                  schema_pkg_apis_banlieue_v1alpha1_ImageSource(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageTemplate":                schema_pkg_apis_banlieue_v1alpha1_ImageTemplate(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.InfrastructureReference":      schema_pkg_apis_banlieue_v1alpha1_InfrastructureReference(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector":                  schema_pkg_apis_banlieue_v1alpha1_KeySelector(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference":         schema_pkg_apis_banlieue_v1alpha1_LocalObjectReference(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.MachineAddress":               schema_pkg_apis_banlieue_v1alpha1_MachineAddress(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkClassCapability":       schema_pkg_apis_banlieue_v1alpha1_NetworkClassCapability(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkInterfaceSpec":         schema_pkg_apis_banlieue_v1alpha1_NetworkInterfaceSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkOverride":              schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkResolution":            schema_pkg_apis_banlieue_v1alpha1_NetworkResolution(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkTarget":                schema_pkg_apis_banlieue_v1alpha1_NetworkTarget(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Placement":                    schema_pkg_apis_banlieue_v1alpha1_Placement(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Provider":                     schema_pkg_apis_banlieue_v1alpha1_Provider(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderCapabilities":         schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderConnection":           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderList":                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderSpec":                 schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderStatus":               schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedDisk":                 schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedImage":                schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt32":                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt32(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt64":                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt64(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInterface":            schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedVirtualMachine":       schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachine(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedVirtualMachineSpec":   schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ScheduledPlacement":           schema_pkg_apis_banlieue_v1alpha1_ScheduledPlacement(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig":               schema_pkg_apis_banlieue_v1alpha1_StaticIPConfig(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageClassCapability":       schema_pkg_apis_banlieue_v1alpha1_StorageClassCapability(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageResolution":            schema_pkg_apis_banlieue_v1alpha1_StorageResolution(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageTarget":                schema_pkg_apis_banlieue_v1alpha1_StorageTarget(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.UserData":                     schema_pkg_apis_banlieue_v1alpha1_UserData(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClass":                      schema_pkg_apis_banlieue_v1alpha1_VMClass(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassHardware":              schema_pkg_apis_banlieue_v1alpha1_VMClassHardware(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassList":                  schema_pkg_apis_banlieue_v1alpha1_VMClassList(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassNetwork":               schema_pkg_apis_banlieue_v1alpha1_VMClassNetwork(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassSpec":                  schema_pkg_apis_banlieue_v1alpha1_VMClassSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImage":                      schema_pkg_apis_banlieue_v1alpha1_VMImage(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageList":                  schema_pkg_apis_banlieue_v1alpha1_VMImageList(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageSpec":                  schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageStatus":                schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachine":               schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineInitialization": schema_pkg_apis_banlieue_v1alpha1_VirtualMachineInitialization(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineList":           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineSpec":           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref),
-		"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineStatus":         schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref),
-		resource.Quantity{}.OpenAPIModelName():                                                   schema_apimachinery_pkg_api_resource_Quantity(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                             schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                                            schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                                           schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                                            schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                             schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                                schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                                    schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                                     schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                                        schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.CABundleSource{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref),
+		v1alpha1.CloudConfigSource{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref),
+		v1alpha1.DiskOverride{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_DiskOverride(ref),
+		v1alpha1.DiskSpec{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_DiskSpec(ref),
+		v1alpha1.FailureDomain{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref),
+		v1alpha1.FailureDomainNameOverride{}.OpenAPIModelName():    schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref),
+		v1alpha1.HardwareOverride{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref),
+		v1alpha1.IPAMConfig{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref),
+		v1alpha1.ImageProviderStatus{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref),
+		v1alpha1.ImageSource{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_ImageSource(ref),
+		v1alpha1.ImageTemplate{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ImageTemplate(ref),
+		v1alpha1.InfrastructureReference{}.OpenAPIModelName():      schema_pkg_apis_banlieue_v1alpha1_InfrastructureReference(ref),
+		v1alpha1.KeySelector{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_KeySelector(ref),
+		v1alpha1.LocalObjectReference{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_LocalObjectReference(ref),
+		v1alpha1.MachineAddress{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_MachineAddress(ref),
+		v1alpha1.NetworkClassCapability{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_NetworkClassCapability(ref),
+		v1alpha1.NetworkInterfaceSpec{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_NetworkInterfaceSpec(ref),
+		v1alpha1.NetworkOverride{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref),
+		v1alpha1.NetworkResolution{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_NetworkResolution(ref),
+		v1alpha1.NetworkTarget{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_NetworkTarget(ref),
+		v1alpha1.Placement{}.OpenAPIModelName():                    schema_pkg_apis_banlieue_v1alpha1_Placement(ref),
+		v1alpha1.Provider{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_Provider(ref),
+		v1alpha1.ProviderCapabilities{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref),
+		v1alpha1.ProviderConnection{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
+		v1alpha1.ProviderList{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
+		v1alpha1.ProviderSpec{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
+		v1alpha1.ProviderStatus{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref),
+		v1alpha1.ResolvedDisk{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref),
+		v1alpha1.ResolvedImage{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref),
+		v1alpha1.ResolvedInt32{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt32(ref),
+		v1alpha1.ResolvedInt64{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt64(ref),
+		v1alpha1.ResolvedInterface{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref),
+		v1alpha1.ResolvedVirtualMachine{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachine(ref),
+		v1alpha1.ResolvedVirtualMachineSpec{}.OpenAPIModelName():   schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref),
+		v1alpha1.ScheduledPlacement{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ScheduledPlacement(ref),
+		v1alpha1.StaticIPConfig{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_StaticIPConfig(ref),
+		v1alpha1.StorageClassCapability{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_StorageClassCapability(ref),
+		v1alpha1.StorageResolution{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_StorageResolution(ref),
+		v1alpha1.StorageTarget{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_StorageTarget(ref),
+		v1alpha1.UserData{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_UserData(ref),
+		v1alpha1.VMClass{}.OpenAPIModelName():                      schema_pkg_apis_banlieue_v1alpha1_VMClass(ref),
+		v1alpha1.VMClassHardware{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_VMClassHardware(ref),
+		v1alpha1.VMClassList{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_VMClassList(ref),
+		v1alpha1.VMClassNetwork{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_VMClassNetwork(ref),
+		v1alpha1.VMClassSpec{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_VMClassSpec(ref),
+		v1alpha1.VMImage{}.OpenAPIModelName():                      schema_pkg_apis_banlieue_v1alpha1_VMImage(ref),
+		v1alpha1.VMImageList{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_VMImageList(ref),
+		v1alpha1.VMImageSpec{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref),
+		v1alpha1.VMImageStatus{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref),
+		v1alpha1.VirtualMachine{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref),
+		v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(): schema_pkg_apis_banlieue_v1alpha1_VirtualMachineInitialization(ref),
+		v1alpha1.VirtualMachineList{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref),
+		v1alpha1.VirtualMachineSpec{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref),
+		v1alpha1.VirtualMachineStatus{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref),
+		resource.Quantity{}.OpenAPIModelName():                     schema_apimachinery_pkg_api_resource_Quantity(ref),
+		v1.APIGroup{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                  schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                      schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                       schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                          schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -161,20 +162,20 @@ func schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref common.ReferenceCallba
 					"configMapRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "configMapRef selects a key of a ConfigMap in the Provider's namespace. The key defaults to ca.crt.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"),
+							Ref:         ref(v1alpha1.KeySelector{}.OpenAPIModelName()),
 						},
 					},
 					"secretRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "secretRef selects a key of a Secret in the Provider's namespace. The key defaults to ca.crt.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"),
+							Ref:         ref(v1alpha1.KeySelector{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"},
+			v1alpha1.KeySelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -189,7 +190,7 @@ func schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref common.ReferenceCal
 						SchemaProps: spec.SchemaProps{
 							Description: "secretRef names a Secret holding the cloud-config.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -197,7 +198,7 @@ func schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"},
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -403,7 +404,7 @@ func schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref common.ReferenceCall
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskOverride"),
+										Ref: ref(v1alpha1.DiskOverride{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -413,7 +414,7 @@ func schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskOverride"},
+			v1alpha1.DiskOverride{}.OpenAPIModelName()},
 	}
 }
 
@@ -427,20 +428,20 @@ func schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref common.ReferenceCallback) 
 					"static": {
 						SchemaProps: spec.SchemaProps{
 							Description: "static gives the interface a fixed address.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"),
+							Ref:         ref(v1alpha1.StaticIPConfig{}.OpenAPIModelName()),
 						},
 					},
 					"pool": {
 						SchemaProps: spec.SchemaProps{
 							Description: "pool allocates the address from a named IP pool.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"},
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
 	}
 }
 
@@ -696,7 +697,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkClassCapability(ref common.Referen
 						SchemaProps: spec.SchemaProps{
 							Description: "target is the backend network.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkTarget"),
+							Ref:         ref(v1alpha1.NetworkTarget{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -704,7 +705,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkClassCapability(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkTarget"},
+			v1alpha1.NetworkTarget{}.OpenAPIModelName()},
 	}
 }
 
@@ -734,7 +735,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkInterfaceSpec(ref common.Reference
 						SchemaProps: spec.SchemaProps{
 							Description: "ipam is how the interface gets its address: DHCP when empty, or at most one of static or pool.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.IPAMConfig"),
+							Ref:         ref(v1alpha1.IPAMConfig{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -742,7 +743,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkInterfaceSpec(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.IPAMConfig"},
+			v1alpha1.IPAMConfig{}.OpenAPIModelName()},
 	}
 }
 
@@ -764,7 +765,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref common.ReferenceCallb
 					"static": {
 						SchemaProps: spec.SchemaProps{
 							Description: "static pins the interface to a static address. An address written in CIDR form (\"192.0.2.90/24\") is split into address and prefix.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"),
+							Ref:         ref(v1alpha1.StaticIPConfig{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -772,7 +773,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"},
+			v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
 	}
 }
 
@@ -892,14 +893,14 @@ func schema_pkg_apis_banlieue_v1alpha1_Provider(ref common.ReferenceCallback) co
 						SchemaProps: spec.SchemaProps{
 							Description: "spec declares the backend and what it offers.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderSpec"),
+							Ref:         ref(v1alpha1.ProviderSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status reports connectivity and the discovered failure domains.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderStatus"),
+							Ref:         ref(v1alpha1.ProviderStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -907,7 +908,7 @@ func schema_pkg_apis_banlieue_v1alpha1_Provider(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderSpec", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.ProviderSpec{}.OpenAPIModelName(), v1alpha1.ProviderStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -933,7 +934,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageClassCapability"),
+										Ref: ref(v1alpha1.StorageClassCapability{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -954,7 +955,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkClassCapability"),
+										Ref: ref(v1alpha1.NetworkClassCapability{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -983,7 +984,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkClassCapability", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageClassCapability"},
+			v1alpha1.NetworkClassCapability{}.OpenAPIModelName(), v1alpha1.StorageClassCapability{}.OpenAPIModelName()},
 	}
 }
 
@@ -1006,7 +1007,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 						SchemaProps: spec.SchemaProps{
 							Description: "credentialsRef names a Secret in the Provider's namespace with the keys username and password.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"insecureSkipTLSVerify": {
@@ -1019,7 +1020,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 					"caBundle": {
 						SchemaProps: spec.SchemaProps{
 							Description: "caBundle is the CA that signs the endpoint's certificate: exactly one of inline, configMapRef or secretRef. The key of a reference defaults to ca.crt.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CABundleSource"),
+							Ref:         ref(v1alpha1.CABundleSource{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1027,7 +1028,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CABundleSource", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"},
+			v1alpha1.CABundleSource{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -1064,7 +1065,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Provider"),
+										Ref: ref(v1alpha1.Provider{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1075,7 +1076,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Provider", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.Provider{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1090,21 +1091,21 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 						SchemaProps: spec.SchemaProps{
 							Description: "providerClassRef names the backend implementation; \"vsphere\" today. Immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"connection": {
 						SchemaProps: spec.SchemaProps{
 							Description: "connection tells the provider how to reach and authenticate to the backend.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderConnection"),
+							Ref:         ref(v1alpha1.ProviderConnection{}.OpenAPIModelName()),
 						},
 					},
 					"capabilities": {
 						SchemaProps: spec.SchemaProps{
 							Description: "capabilities is the explicit contract the scheduler matches a VMClass against: every storage class, network class and feature a class asks for must be listed here.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderCapabilities"),
+							Ref:         ref(v1alpha1.ProviderCapabilities{}.OpenAPIModelName()),
 						},
 					},
 					"failureDomainNameOverrides": {
@@ -1123,7 +1124,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomainNameOverride"),
+										Ref: ref(v1alpha1.FailureDomainNameOverride{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1134,7 +1135,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomainNameOverride", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderCapabilities", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ProviderConnection"},
+			v1alpha1.FailureDomainNameOverride{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.ProviderCapabilities{}.OpenAPIModelName(), v1alpha1.ProviderConnection{}.OpenAPIModelName()},
 	}
 }
 
@@ -1188,7 +1189,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomain"),
+										Ref: ref(v1alpha1.FailureDomain{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1198,7 +1199,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.FailureDomain", v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -1221,7 +1222,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref common.ReferenceCallback
 						SchemaProps: spec.SchemaProps{
 							Description: "sizeGiB is the effective size, with its provenance.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt64"),
+							Ref:         ref(v1alpha1.ResolvedInt64{}.OpenAPIModelName()),
 						},
 					},
 					"storageClass": {
@@ -1244,7 +1245,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt64"},
+			v1alpha1.ResolvedInt64{}.OpenAPIModelName()},
 	}
 }
 
@@ -1285,7 +1286,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageSource"),
+										Ref: ref(v1alpha1.ImageSource{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1304,7 +1305,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageSource"},
+			v1alpha1.ImageSource{}.OpenAPIModelName()},
 	}
 }
 
@@ -1404,13 +1405,13 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref common.ReferenceCal
 					"static": {
 						SchemaProps: spec.SchemaProps{
 							Description: "static is the effective static configuration when mode is Static.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"),
+							Ref:         ref(v1alpha1.StaticIPConfig{}.OpenAPIModelName()),
 						},
 					},
 					"pool": {
 						SchemaProps: spec.SchemaProps{
 							Description: "pool is the IP pool when mode is Pool.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"from": {
@@ -1427,7 +1428,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StaticIPConfig"},
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
 	}
 }
 
@@ -1463,7 +1464,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachine(ref common.Referen
 						SchemaProps: spec.SchemaProps{
 							Description: "spec is the merged, effective configuration.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedVirtualMachineSpec"),
+							Ref:         ref(v1alpha1.ResolvedVirtualMachineSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1471,7 +1472,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachine(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedVirtualMachineSpec", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.ResolvedVirtualMachineSpec{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1494,14 +1495,14 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 						SchemaProps: spec.SchemaProps{
 							Description: "cpus is the effective number of virtual CPUs.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt32"),
+							Ref:         ref(v1alpha1.ResolvedInt32{}.OpenAPIModelName()),
 						},
 					},
 					"memoryMiB": {
 						SchemaProps: spec.SchemaProps{
 							Description: "memoryMiB is the effective memory in MiB.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt64"),
+							Ref:         ref(v1alpha1.ResolvedInt64{}.OpenAPIModelName()),
 						},
 					},
 					"disks": {
@@ -1519,7 +1520,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedDisk"),
+										Ref: ref(v1alpha1.ResolvedDisk{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1540,7 +1541,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInterface"),
+										Ref: ref(v1alpha1.ResolvedInterface{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1595,13 +1596,13 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 						SchemaProps: spec.SchemaProps{
 							Description: "image is the VMImage the VM boots, with its per-provider sources.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedImage"),
+							Ref:         ref(v1alpha1.ResolvedImage{}.OpenAPIModelName()),
 						},
 					},
 					"placement": {
 						SchemaProps: spec.SchemaProps{
 							Description: "placement is the VM's placement constraints.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Placement"),
+							Ref:         ref(v1alpha1.Placement{}.OpenAPIModelName()),
 						},
 					},
 					"powerState": {
@@ -1616,7 +1617,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 					"userData": {
 						SchemaProps: spec.SchemaProps{
 							Description: "userData is the VM's first-boot payload reference.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.UserData"),
+							Ref:         ref(v1alpha1.UserData{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1624,7 +1625,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Placement", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedDisk", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedImage", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt32", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInt64", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ResolvedInterface", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.UserData"},
+			v1alpha1.Placement{}.OpenAPIModelName(), v1alpha1.ResolvedDisk{}.OpenAPIModelName(), v1alpha1.ResolvedImage{}.OpenAPIModelName(), v1alpha1.ResolvedInt32{}.OpenAPIModelName(), v1alpha1.ResolvedInt64{}.OpenAPIModelName(), v1alpha1.ResolvedInterface{}.OpenAPIModelName(), v1alpha1.UserData{}.OpenAPIModelName()},
 	}
 }
 
@@ -1665,7 +1666,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ScheduledPlacement(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageResolution"),
+										Ref: ref(v1alpha1.StorageResolution{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1686,7 +1687,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ScheduledPlacement(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkResolution"),
+										Ref: ref(v1alpha1.NetworkResolution{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1697,7 +1698,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ScheduledPlacement(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkResolution", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageResolution"},
+			v1alpha1.NetworkResolution{}.OpenAPIModelName(), v1alpha1.StorageResolution{}.OpenAPIModelName()},
 	}
 }
 
@@ -1775,7 +1776,7 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageClassCapability(ref common.Referen
 						SchemaProps: spec.SchemaProps{
 							Description: "target is the backend storage.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageTarget"),
+							Ref:         ref(v1alpha1.StorageTarget{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1783,7 +1784,7 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageClassCapability(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.StorageTarget"},
+			v1alpha1.StorageTarget{}.OpenAPIModelName()},
 	}
 }
 
@@ -1855,20 +1856,20 @@ func schema_pkg_apis_banlieue_v1alpha1_UserData(ref common.ReferenceCallback) co
 					"secretRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "secretRef selects a key of a Secret in the VM's namespace. Use it for anything sensitive. The key defaults to \"user-data\".",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"),
+							Ref:         ref(v1alpha1.KeySelector{}.OpenAPIModelName()),
 						},
 					},
 					"configMapRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "configMapRef selects a key of a ConfigMap in the VM's namespace, for non-sensitive data. The key defaults to \"user-data\".",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"),
+							Ref:         ref(v1alpha1.KeySelector{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.KeySelector"},
+			v1alpha1.KeySelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -1903,7 +1904,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClass(ref common.ReferenceCallback) com
 						SchemaProps: spec.SchemaProps{
 							Description: "spec is the class's shape.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassSpec"),
+							Ref:         ref(v1alpha1.VMClassSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1911,7 +1912,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClass(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassSpec", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.VMClassSpec{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1953,7 +1954,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassHardware(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskSpec"),
+										Ref: ref(v1alpha1.DiskSpec{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1964,7 +1965,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassHardware(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.DiskSpec"},
+			v1alpha1.DiskSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2001,7 +2002,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassList(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClass"),
+										Ref: ref(v1alpha1.VMClass{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2012,7 +2013,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassList(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClass", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.VMClass{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2038,7 +2039,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassNetwork(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkInterfaceSpec"),
+										Ref: ref(v1alpha1.NetworkInterfaceSpec{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2048,7 +2049,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassNetwork(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkInterfaceSpec"},
+			v1alpha1.NetworkInterfaceSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2063,13 +2064,13 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassSpec(ref common.ReferenceCallback)
 						SchemaProps: spec.SchemaProps{
 							Description: "hardware is the CPU, memory and disk shape.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassHardware"),
+							Ref:         ref(v1alpha1.VMClassHardware{}.OpenAPIModelName()),
 						},
 					},
 					"network": {
 						SchemaProps: spec.SchemaProps{
 							Description: "network lists the VM's network interfaces.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassNetwork"),
+							Ref:         ref(v1alpha1.VMClassNetwork{}.OpenAPIModelName()),
 						},
 					},
 					"firmware": {
@@ -2111,7 +2112,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMClassSpec(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassHardware", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMClassNetwork"},
+			v1alpha1.VMClassHardware{}.OpenAPIModelName(), v1alpha1.VMClassNetwork{}.OpenAPIModelName()},
 	}
 }
 
@@ -2146,14 +2147,14 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImage(ref common.ReferenceCallback) com
 						SchemaProps: spec.SchemaProps{
 							Description: "spec describes the image and its sources.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageSpec"),
+							Ref:         ref(v1alpha1.VMImageSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status reports, per Provider, whether the image can be used there.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageStatus"),
+							Ref:         ref(v1alpha1.VMImageStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2161,7 +2162,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImage(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageSpec", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImageStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.VMImageSpec{}.OpenAPIModelName(), v1alpha1.VMImageStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2198,7 +2199,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageList(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImage"),
+										Ref: ref(v1alpha1.VMImage{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2209,7 +2210,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageList(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VMImage", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.VMImage{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2270,7 +2271,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageSource"),
+										Ref: ref(v1alpha1.ImageSource{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2279,7 +2280,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 					"template": {
 						SchemaProps: spec.SchemaProps{
 							Description: "template describes how the image's template is built.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageTemplate"),
+							Ref:         ref(v1alpha1.ImageTemplate{}.OpenAPIModelName()),
 						},
 					},
 					"cloudConfigs": {
@@ -2294,7 +2295,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CloudConfigSource"),
+										Ref: ref(v1alpha1.CloudConfigSource{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2304,7 +2305,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.CloudConfigSource", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageSource", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageTemplate"},
+			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName(), v1alpha1.ImageTemplate{}.OpenAPIModelName()},
 	}
 }
 
@@ -2330,7 +2331,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref common.ReferenceCallbac
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageProviderStatus"),
+										Ref: ref(v1alpha1.ImageProviderStatus{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2340,7 +2341,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ImageProviderStatus"},
+			v1alpha1.ImageProviderStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -2375,14 +2376,14 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref common.ReferenceCallba
 						SchemaProps: spec.SchemaProps{
 							Description: "spec is the desired state of the virtual machine.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineSpec"),
+							Ref:         ref(v1alpha1.VirtualMachineSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status is the observed state, written by banlieue's controllers.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineStatus"),
+							Ref:         ref(v1alpha1.VirtualMachineStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2390,7 +2391,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineSpec", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.VirtualMachineSpec{}.OpenAPIModelName(), v1alpha1.VirtualMachineStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2447,7 +2448,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachine"),
+										Ref: ref(v1alpha1.VirtualMachine{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2458,7 +2459,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachine", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.VirtualMachine{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2473,20 +2474,20 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 						SchemaProps: spec.SchemaProps{
 							Description: "classRef names the cluster-scoped VMClass that gives the VM its hardware shape and network topology. Immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"imageRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "imageRef names the cluster-scoped VMImage the VM boots from. Immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"placement": {
 						SchemaProps: spec.SchemaProps{
 							Description: "placement constrains which Providers and failure domains may run the VM. There is no reference to a Provider by name: the scheduler matches labels. May change until the VM is scheduled (status.scheduled is set).",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Placement"),
+							Ref:         ref(v1alpha1.Placement{}.OpenAPIModelName()),
 						},
 					},
 					"desiredPowerState": {
@@ -2501,13 +2502,13 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 					"userData": {
 						SchemaProps: spec.SchemaProps{
 							Description: "userData references the cloud-init / ignition / sysprep payload: exactly one of secretRef or configMapRef. The key defaults to \"user-data\". Immutable.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.UserData"),
+							Ref:         ref(v1alpha1.UserData{}.OpenAPIModelName()),
 						},
 					},
 					"hardwareOverride": {
 						SchemaProps: spec.SchemaProps{
 							Description: "hardwareOverride holds per-VM deltas over the class's hardware. Only the fields set here replace the class's values; everything else is inherited. An empty override is removed. Disk sizes may only grow on update.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.HardwareOverride"),
+							Ref:         ref(v1alpha1.HardwareOverride{}.OpenAPIModelName()),
 						},
 					},
 					"networkOverrides": {
@@ -2525,7 +2526,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkOverride"),
+										Ref: ref(v1alpha1.NetworkOverride{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2536,7 +2537,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.HardwareOverride", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.LocalObjectReference", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.NetworkOverride", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.Placement", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.UserData"},
+			v1alpha1.HardwareOverride{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.NetworkOverride{}.OpenAPIModelName(), v1alpha1.Placement{}.OpenAPIModelName(), v1alpha1.UserData{}.OpenAPIModelName()},
 	}
 }
 
@@ -2578,19 +2579,19 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 					"initialization": {
 						SchemaProps: spec.SchemaProps{
 							Description: "initialization tracks whether the backend has ever accepted the spec.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineInitialization"),
+							Ref:         ref(v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName()),
 						},
 					},
 					"scheduled": {
 						SchemaProps: spec.SchemaProps{
 							Description: "scheduled records where the scheduler placed the VM.",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ScheduledPlacement"),
+							Ref:         ref(v1alpha1.ScheduledPlacement{}.OpenAPIModelName()),
 						},
 					},
 					"infrastructureRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "infrastructureRef points at the backend infrastructure object (for vSphere, a VSphereMachine in the VM's namespace).",
-							Ref:         ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.InfrastructureReference"),
+							Ref:         ref(v1alpha1.InfrastructureReference{}.OpenAPIModelName()),
 						},
 					},
 					"addresses": {
@@ -2605,7 +2606,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.MachineAddress"),
+										Ref: ref(v1alpha1.MachineAddress{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2623,7 +2624,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.InfrastructureReference", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.MachineAddress", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.ScheduledPlacement", "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1.VirtualMachineInitialization", v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

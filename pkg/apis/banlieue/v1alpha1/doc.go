@@ -21,5 +21,6 @@ limitations under the License.
 // +k8s:deepcopy-gen=package
 // +k8s:conversion-gen=github.com/firestoned/banlieue/pkg/apis/banlieue
 // +k8s:defaulter-gen=TypeMeta
+// +k8s:openapi-model-package=com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1
 // +groupName=banlieue.io
 package v1alpha1

@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -60,11 +61,11 @@ func (r *ResolvedREST) Get(ctx context.Context, name string, options *metav1.Get
 	// VMClass and VMImage are cluster-scoped.
 	clusterCtx := genericapirequest.WithNamespace(ctx, metav1.NamespaceNone)
 	class := &v1alpha1.VMClass{}
-	if err := r.getConverted(clusterCtx, r.classes, vm.Spec.ClassRef.Name, class); err != nil {
+	if err := r.getConverted(clusterCtx, r.classes, banlieue.Resource("vmclasses"), vm.Spec.ClassRef.Name, class); err != nil {
 		return nil, err
 	}
 	image := &v1alpha1.VMImage{}
-	if err := r.getConverted(clusterCtx, r.images, vm.Spec.ImageRef.Name, image); err != nil {
+	if err := r.getConverted(clusterCtx, r.images, banlieue.Resource("vmimages"), vm.Spec.ImageRef.Name, image); err != nil {
 		return nil, err
 	}
 	resolved, err := resolve.Resolve(vm, class, image)
@@ -83,8 +84,14 @@ func (r *ResolvedREST) Get(ctx context.Context, name string, options *metav1.Get
 	return out, nil
 }
 
-func (r *ResolvedREST) getConverted(ctx context.Context, getter rest.Getter, name string, into runtime.Object) error {
+// getConverted reads a referenced object. A missing one is reported under
+// its own resource: the store would name the resource of the request
+// (virtualmachines), which would send the user looking in the wrong place.
+func (r *ResolvedREST) getConverted(ctx context.Context, getter rest.Getter, resource schema.GroupResource, name string, into runtime.Object) error {
 	obj, err := getter.Get(ctx, name, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(resource, name)
+	}
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -39,8 +38,10 @@ func main() {
 }
 
 func run() error {
+	// Every type names its own OpenAPI model (+k8s:openapi-model-package),
+	// so definition names are used as they are.
 	ref := func(name string) spec.Ref {
-		return spec.MustCreateRef("#/definitions/" + modelName(name))
+		return spec.MustCreateRef("#/definitions/" + name)
 	}
 	defs := openapi.GetOpenAPIDefinitions(ref)
 	out := make(map[string]spec.Schema, len(defs))
@@ -50,27 +51,11 @@ func run() error {
 		if v2, ok := def.Schema.Extensions[common.ExtensionV2Schema].(spec.Schema); ok {
 			schema = v2
 		}
-		out[modelName(name)] = schema
+		out[name] = schema
 	}
 	return json.NewEncoder(os.Stdout).Encode(&spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
 		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: "banlieue", Version: "unversioned"}},
 		Definitions: out,
 	}})
-}
-
-// modelName turns a Go package path name (github.com/x/y.Kind) into the
-// REST-friendly form (com.github.x.y.Kind). Names without a slash are already
-// model names (every k8s.io and banlieue.io package declares its own).
-func modelName(name string) string {
-	if !strings.Contains(name, "/") {
-		return name
-	}
-	parts := strings.Split(name, "/")
-	host := strings.Split(parts[0], ".")
-	for i, j := 0, len(host)-1; i < j; i, j = i+1, j-1 {
-		host[i], host[j] = host[j], host[i]
-	}
-	parts[0] = strings.Join(host, ".")
-	return strings.Join(parts, ".")
 }
