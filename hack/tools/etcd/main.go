@@ -1,0 +1,13 @@
+// Command etcd is etcd's own server main, built from the Go module at the
+// version pinned in hack/tools/go.mod.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
