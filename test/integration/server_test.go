@@ -43,6 +43,8 @@ type testServer struct {
 	Config  *restclient.Config
 	Client  clientset.Interface
 	DataDir string
+	// EtcdURL is the embedded etcd's client URL, for tests that read storage.
+	EtcdURL string
 	stop    func()
 }
 
@@ -83,7 +85,8 @@ func startServer(t *testing.T, dataDir string, extraFlags ...string) *testServer
 		t.Fatalf("server not ready: %v", err)
 	}
 	stopped := false
-	ts := &testServer{Config: cfg, Client: client, DataDir: dataDir}
+	ts := &testServer{Config: cfg, Client: client, DataDir: dataDir,
+		EtcdURL: o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList[0]}
 	ts.stop = func() {
 		if stopped {
 			return

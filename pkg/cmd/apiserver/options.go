@@ -60,6 +60,9 @@ type Options struct {
 	// Kubernetes APIs. Only the loopback identity and client certificates
 	// signed by --client-ca-file get in. For tests and quick local runs.
 	Standalone bool
+	// StandaloneKubeconfig, in standalone mode, is where to write an
+	// administrator's kubeconfig (certificates are issued at start-up).
+	StandaloneKubeconfig string
 	// EmbeddedEtcdDataDir is where the embedded etcd keeps its data, used
 	// when no --etcd-servers are given.
 	EmbeddedEtcdDataDir string
@@ -92,6 +95,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	fs := fss.FlagSet("banlieue")
 	fs.BoolVar(&o.Standalone, "standalone", o.Standalone,
 		"Serve without a Kubernetes control plane: no delegated authentication/authorization and only banlieue's own admission. Local tests and development only.")
+	fs.StringVar(&o.StandaloneKubeconfig, "standalone-kubeconfig", o.StandaloneKubeconfig,
+		"With --standalone: write an administrator kubeconfig here, with certificates issued at start-up.")
 	fs.StringVar(&o.EmbeddedEtcdDataDir, "embedded-etcd-data-dir", o.EmbeddedEtcdDataDir,
 		"Data directory of the embedded etcd, started when --etcd-servers is empty.")
 	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
@@ -115,6 +120,9 @@ func (o *Options) Complete() {
 func (o *Options) Validate() error {
 	ro := *o.RecommendedOptions
 	var errs []error
+	if o.StandaloneKubeconfig != "" && !o.Standalone {
+		errs = append(errs, fmt.Errorf("--standalone-kubeconfig needs --standalone"))
+	}
 	if len(ro.Etcd.StorageConfig.Transport.ServerList) == 0 {
 		if o.EmbeddedEtcdDataDir == "" {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-data-dir is required when --etcd-servers is empty"))
@@ -142,6 +150,11 @@ type Server struct {
 // builds the server. Call Run to serve, or Stop if Run is never called.
 func (o *Options) NewServer() (*Server, error) {
 	s := &Server{}
+	if o.StandaloneKubeconfig != "" {
+		if err := o.writeStandaloneAccess(); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
 		e, err := embeddedetcd.Start(o.EmbeddedEtcdDataDir, o.EmbeddedEtcdClientPort)
 		if err != nil {

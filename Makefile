@@ -1,0 +1,56 @@
+# banlieue: one Kubernetes API for virtual machines on any backend.
+#
+#   make run       the local environment (see README)
+#   make test      everything CI runs: verify, unit, integration and e2e tests
+#
+# Tools and binaries go to the ignored bin/ folder.
+
+SHELL := /usr/bin/env bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+# Integration tests start real servers; keep them from piling up on 2 cores.
+TEST_FLAGS ?= -count=1 -timeout=30m
+
+.PHONY: all
+all: build
+
+.PHONY: build
+build: ## Build the banlieue binary into bin/.
+	$(GO) build -o $(BIN)/banlieue ./cmd/banlieue
+
+.PHONY: tools
+tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes).
+	hack/build-tools.sh
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, listers, informers, apply configurations.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail on stale generated code, unformatted files or go vet findings.
+	hack/verify-gofmt.sh
+	$(GO) vet ./...
+	hack/verify-codegen.sh
+
+.PHONY: test-unit
+test-unit: ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing.
+	$(GO) test $(TEST_FLAGS) ./pkg/...
+
+.PHONY: test-integration
+test-integration: ## The real API server in-process on a real embedded etcd.
+	$(GO) test $(TEST_FLAGS) ./test/integration/...
+
+.PHONY: test
+test: verify test-unit test-integration ## Everything: verify, unit and integration tests.
+
+.PHONY: run
+run: build ## Run the API server locally on an embedded etcd kept in .banlieue/.
+	hack/run-local.sh
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN)
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
