@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -50,7 +50,7 @@ func seedClass() *VMClass {
 func seedImage() *VMImage {
 	return &VMImage{
 		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
-		Spec: VMImageSpec{OSFamily: "linux", Sources: []ImageSource{{ProviderClass: "vsphere", Kind: ImageSourceTemplate, Ref: "ubuntu-22.04-cloudinit"}}},
+		Spec:       VMImageSpec{OSFamily: "linux", Sources: []ImageSource{{ProviderClass: "vsphere", Kind: ImageSourceTemplate, Ref: "ubuntu-22.04-cloudinit"}}},
 	}
 }
 
@@ -67,6 +67,9 @@ func vm(mutate func(*VirtualMachineSpec)) *VirtualMachine {
 	}
 	return v
 }
+
+func i32(v int32, from Provenance) ResolvedInt32 { return ResolvedInt32{Value: v, From: from} }
+func i64(v int64, from Provenance) ResolvedInt64 { return ResolvedInt64{Value: v, From: from} }
 
 var static90 = &StaticIPConfig{Address: "192.0.2.90", Prefix: ptr.To[int32](24), Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}
 
@@ -90,10 +93,10 @@ func TestResolveProvenance(t *testing.T) {
 		{
 			name: "no overrides: everything from the class",
 			vm:   vm(nil),
-			cpus: ResolvedInt32{8, ProvenanceClass}, memory: ResolvedInt64{32768, ProvenanceClass},
+			cpus: i32(8, ProvenanceClass), memory: i64(32768, ProvenanceClass),
 			disks: []ResolvedDisk{
-				{Name: "root", SizeGiB: ResolvedInt64{80, ProvenanceClass}, StorageClass: "gold", Provisioning: DiskProvisioningThin},
-				{Name: "data", SizeGiB: ResolvedInt64{500, ProvenanceClass}, StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
+				{Name: "root", SizeGiB: i64(80, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningThin},
+				{Name: "data", SizeGiB: i64(500, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
 			},
 			interfaces: classIfaces, firmware: FirmwareEFISecure, fwFrom: ProvenanceClass,
 		},
@@ -103,10 +106,10 @@ func TestResolveProvenance(t *testing.T) {
 				s.HardwareOverride = &HardwareOverride{MemoryMiB: ptr.To[int64](65536), DiskOverrides: []DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}}
 				s.NetworkOverrides = []NetworkOverride{{Name: "eth0", Static: static90}}
 			}),
-			cpus: ResolvedInt32{8, ProvenanceClass}, memory: ResolvedInt64{65536, ProvenanceOverride},
+			cpus: i32(8, ProvenanceClass), memory: i64(65536, ProvenanceOverride),
 			disks: []ResolvedDisk{
-				{Name: "root", SizeGiB: ResolvedInt64{80, ProvenanceClass}, StorageClass: "gold", Provisioning: DiskProvisioningThin},
-				{Name: "data", SizeGiB: ResolvedInt64{2000, ProvenanceOverride}, StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
+				{Name: "root", SizeGiB: i64(80, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningThin},
+				{Name: "data", SizeGiB: i64(2000, ProvenanceOverride), StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
 			},
 			interfaces: append([]ResolvedInterface{{Name: "eth0", NetworkClass: "prod", Mode: IPAMStatic, Static: static90, From: ProvenanceOverride}}, classIfaces[1:]...),
 			firmware:   FirmwareEFISecure, fwFrom: ProvenanceClass,
@@ -117,10 +120,10 @@ func TestResolveProvenance(t *testing.T) {
 				s.HardwareOverride = &HardwareOverride{CPUs: ptr.To[int32](16)}
 				s.NetworkOverrides = []NetworkOverride{{Name: "eth1", Static: static90}, {Name: "eth2", Static: static90}}
 			}),
-			cpus: ResolvedInt32{16, ProvenanceOverride}, memory: ResolvedInt64{32768, ProvenanceClass},
+			cpus: i32(16, ProvenanceOverride), memory: i64(32768, ProvenanceClass),
 			disks: []ResolvedDisk{
-				{Name: "root", SizeGiB: ResolvedInt64{80, ProvenanceClass}, StorageClass: "gold", Provisioning: DiskProvisioningThin},
-				{Name: "data", SizeGiB: ResolvedInt64{500, ProvenanceClass}, StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
+				{Name: "root", SizeGiB: i64(80, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningThin},
+				{Name: "data", SizeGiB: i64(500, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
 			},
 			interfaces: []ResolvedInterface{
 				classIfaces[0],
@@ -137,8 +140,8 @@ func TestResolveProvenance(t *testing.T) {
 				c.Spec.Network = nil
 				c.Spec.Hardware.Disks = []DiskSpec{{Name: "root", SizeGiB: 10}}
 			},
-			cpus: ResolvedInt32{8, ProvenanceClass}, memory: ResolvedInt64{32768, ProvenanceClass},
-			disks:    []ResolvedDisk{{Name: "root", SizeGiB: ResolvedInt64{10, ProvenanceClass}, Provisioning: DiskProvisioningThin}},
+			cpus: i32(8, ProvenanceClass), memory: i64(32768, ProvenanceClass),
+			disks:    []ResolvedDisk{{Name: "root", SizeGiB: i64(10, ProvenanceClass), Provisioning: DiskProvisioningThin}},
 			firmware: FirmwareBIOS, fwFrom: ProvenanceDefault,
 		},
 	}

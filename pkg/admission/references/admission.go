@@ -55,7 +55,7 @@ type Plugin struct {
 }
 
 var (
-	_ admission.ValidationInterface     = &Plugin{}
+	_ admission.ValidationInterface    = &Plugin{}
 	_ initializer.WantsInformerFactory = &Plugin{}
 )
 

@@ -45,7 +45,9 @@ type Strategy struct {
 }
 
 // NewStrategy returns the Provider strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy { return Strategy{typer, names.SimpleNameGenerator} }
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{typer, names.SimpleNameGenerator}
+}
 
 func (Strategy) NamespaceScoped() bool { return true }
 

@@ -44,7 +44,9 @@ type Strategy struct {
 }
 
 // NewStrategy returns the VMClass strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy { return Strategy{typer, names.SimpleNameGenerator} }
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{typer, names.SimpleNameGenerator}
+}
 
 func (Strategy) NamespaceScoped() bool { return false }
 

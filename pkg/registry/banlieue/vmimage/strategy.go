@@ -45,7 +45,9 @@ type Strategy struct {
 }
 
 // NewStrategy returns the VMImage strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy { return Strategy{typer, names.SimpleNameGenerator} }
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{typer, names.SimpleNameGenerator}
+}
 
 func (Strategy) NamespaceScoped() bool { return false }
 
@@ -77,7 +79,9 @@ func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field
 
 func (Strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
 
-func (Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string { return nil }
+func (Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
 
 func (Strategy) AllowCreateOnUpdate(context.Context) bool { return false }
 
