@@ -40,12 +40,19 @@ test-unit: ## Unit tests: types, validation, defaulting, merge, round-trip fuzzi
 test-integration: ## The real API server in-process on a real embedded etcd.
 	$(GO) test $(TEST_FLAGS) ./test/integration/...
 
+.PHONY: test-e2e
+test-e2e: build tools ## kubectl against a real kube-apiserver aggregating the banlieue binary.
+	$(GO) test $(TEST_FLAGS) ./test/e2e/...
+
 .PHONY: test
-test: verify test-unit test-integration ## Everything: verify, unit and integration tests.
+test: verify test-unit test-integration test-e2e ## Everything: verify, unit, integration and e2e tests.
+
+# Extra arguments for "banlieue dev", e.g. DEV_ARGS=--dir=/tmp/banlieue.
+DEV_ARGS ?=
 
 .PHONY: run
-run: build ## Run the API server locally on an embedded etcd kept in .banlieue/.
-	hack/run-local.sh
+run: build tools ## A local control plane with banlieue aggregated into it; data kept in .banlieue/. Ctrl-C stops it.
+	$(BIN)/banlieue dev $(DEV_ARGS)
 
 .PHONY: clean
 clean:

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 // Command banlieue is banlieue's single binary; the subcommand selects the
-// role (apiserver today; controller, provider and dev follow).
+// role: apiserver, or dev for a local environment (controller and provider follow).
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"k8s.io/component-base/cli"
 
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
 )
 
 func main() {
@@ -35,6 +36,6 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), dev.NewCommand(ctx))
 	os.Exit(cli.Run(root))
 }

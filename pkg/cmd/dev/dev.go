@@ -1,0 +1,130 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package dev is "banlieue dev": a long-lived local environment (etcd,
+// kube-apiserver, kube-controller-manager and banlieue aggregated into it)
+// on embedded defaults, with the seed examples applied.
+package dev
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/firestoned/banlieue/artifacts"
+	"github.com/firestoned/banlieue/pkg/devenv"
+)
+
+// NewCommand returns "banlieue dev".
+func NewCommand(ctx context.Context) *cobra.Command {
+	var (
+		dir, binDir string
+		noExamples  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local Kubernetes control plane with banlieue aggregated into it (Ctrl-C stops it)",
+		Long: "Starts etcd, kube-apiserver, kube-controller-manager and banlieue as processes on loopback, " +
+			"registers banlieue's APIService, applies the install RBAC and the seed examples, and prints a KUBECONFIG. " +
+			"Data stays in --dir, so a restart keeps your objects. Binaries come from --bin-dir ('make tools').",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if binDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				binDir = filepath.Dir(exe)
+			}
+			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples)
+		},
+	}
+	cmd.SetContext(ctx)
+	cmd.Flags().StringVar(&dir, "dir", ".banlieue", "Where data, certificates, kubeconfigs and logs are kept.")
+	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue (default: this binary's folder).")
+	cmd.Flags().BoolVar(&noExamples, "no-examples", false, "Do not apply the seed examples.")
+	return cmd
+}
+
+func run(ctx context.Context, out io.Writer, dir, binDir string, examples bool) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Fprintf(out, "banlieue dev: starting etcd, kube-apiserver, kube-controller-manager and banlieue (data in %s)...\n", abs)
+	env, err := devenv.Start(ctx, devenv.Config{
+		Dir:     abs,
+		BinDir:  binDir,
+		Durable: true,
+		Setup:   InstallRBAC,
+	})
+	if err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(abs, "logs"))
+	}
+	defer env.Stop()
+	if examples {
+		names, err := devenv.YAMLFiles(artifacts.Examples, "examples")
+		if err != nil {
+			return err
+		}
+		if err := devenv.ApplyFiles(ctx, env.Admin, artifacts.Examples, names...); err != nil {
+			return fmt.Errorf("applying the examples: %w", err)
+		}
+	}
+	kubectl := filepath.Join(binDir, "kubectl")
+	fmt.Fprintf(out, readyMessage, time.Since(start).Round(100*time.Millisecond), env.KubeAPIServerURL, devenv.APIServiceName, env.Logs(),
+		env.AdminKubeconfig, kubectl, kubectl, kubectl)
+	<-ctx.Done()
+	klog.InfoS("Stopping banlieue dev")
+	return nil
+}
+
+const readyMessage = `
+banlieue is up in %s: kube-apiserver %s, banlieue behind it (APIService %s).
+Logs: %s
+
+  export KUBECONFIG=%s
+  %s get vm,provider,vmclass,vmimage -A
+  %s explain virtualmachine.spec.hardwareOverride
+  %s get --raw /apis/banlieue.io/v1alpha1/namespaces/banlieue-system/virtualmachines/db-prod-02/resolved
+
+Ctrl-C stops everything.
+`
+
+// InstallRBAC applies the namespace, ServiceAccount and RBAC of
+// artifacts/deploy/base: banlieue runs with exactly the permissions an
+// installed server has.
+func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
+	cfg, err := clientConfig(adminKubeconfig)
+	if err != nil {
+		return err
+	}
+	return devenv.ApplyFiles(ctx, cfg, artifacts.Deploy,
+		"deploy/base/namespace.yaml", "deploy/base/serviceaccount.yaml",
+		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml")
+}
+
+func clientConfig(kubeconfig string) (*restclient.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}

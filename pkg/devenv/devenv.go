@@ -1,0 +1,451 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package devenv runs a small, real Kubernetes control plane with banlieue
+// aggregated into it, every part a separate process on loopback: etcd,
+// kube-apiserver (aggregation layer, RBAC), kube-controller-manager (the
+// namespace and garbage-collector controllers) and the banlieue binary with
+// delegated authentication and authorization, registered through an
+// APIService whose caBundle is the CA of banlieue's serving certificate.
+//
+// The end-to-end tests start one per test binary; "banlieue dev" (make run)
+// starts a long-lived one whose data survives restarts.
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	"github.com/firestoned/banlieue/pkg/pki"
+)
+
+// Identities of the environment's components. banlieue runs with the
+// identity its Deployment's ServiceAccount has in a real cluster, so the
+// RBAC in artifacts/deploy is exercised as shipped.
+const (
+	Namespace          = "banlieue-system"
+	ServiceAccount     = "banlieue-apiserver"
+	BanlieueUser       = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
+	APIServiceName     = "v1alpha1.banlieue.io"
+	banlieueEtcdPrefix = "/banlieue.io/registry"
+)
+
+// Config says where the environment lives and what it runs.
+type Config struct {
+	// Dir holds data, certificates, kubeconfigs and logs.
+	Dir string
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.
+	BinDir string
+	// Durable keeps etcd's fsync (make run). Tests turn it off for speed.
+	Durable bool
+	// Setup applies cluster objects banlieue needs before its APIService is
+	// registered (its Namespace and RBAC), through the admin kubeconfig.
+	Setup func(ctx context.Context, adminKubeconfig string) error
+	// BanlieueArgs are extra arguments for "banlieue apiserver".
+	BanlieueArgs []string
+}
+
+// Env is a running environment.
+type Env struct {
+	cfg Config
+	// AdminKubeconfig reaches kube-apiserver as a cluster administrator.
+	AdminKubeconfig string
+	// Admin is the REST config of AdminKubeconfig.
+	Admin *restclient.Config
+	// KubeAPIServerURL is kube-apiserver's https URL.
+	KubeAPIServerURL string
+	// BanlieueURL is banlieue's own https URL (behind the aggregator).
+	BanlieueURL string
+	// BanlieueCA is the CA of banlieue's serving certificate.
+	BanlieueCA []byte
+
+	ca       *pki.CA
+	procs    []*process
+	banlieue *process
+	ports    ports
+}
+
+type ports struct {
+	etcdClient, etcdPeer, kubeAPIServer, banlieue int
+}
+
+// Start brings the environment up and returns once the banlieue APIService
+// is Available. On error everything started is stopped again.
+func Start(ctx context.Context, cfg Config) (env *Env, err error) {
+	e := &Env{cfg: cfg}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	for _, d := range []string{"pki", "logs", "kubeconfigs"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.pickPorts(); err != nil {
+		return nil, err
+	}
+	if err := e.writeCertificates(); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	if err := e.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.startKubeAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.startKubeControllerManager(); err != nil {
+		return nil, err
+	}
+	if cfg.Setup != nil {
+		if err := cfg.Setup(ctx, e.AdminKubeconfig); err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+	}
+	if err := e.StartBanlieue(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.registerAPIService(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop kills every process (by PID, in reverse start order) and waits for it.
+func (e *Env) Stop() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop()
+	}
+	e.procs = nil
+}
+
+// Dir is where the environment keeps its files.
+func (e *Env) Dir() string { return e.cfg.Dir }
+
+// Logs is the folder with one log file per process.
+func (e *Env) Logs() string { return filepath.Join(e.cfg.Dir, "logs") }
+
+// KillBanlieue stops the banlieue process only.
+func (e *Env) KillBanlieue() {
+	if e.banlieue != nil {
+		e.banlieue.stop()
+		e.banlieue = nil
+	}
+}
+
+// StartBanlieue starts the banlieue API server process (again) on its port
+// and waits until it is ready.
+func (e *Env) StartBanlieue(ctx context.Context) error {
+	pkiDir := filepath.Join(e.cfg.Dir, "pki")
+	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "banlieue.kubeconfig")
+	args := []string{"apiserver",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(e.ports.banlieue),
+		"--tls-cert-file=" + filepath.Join(pkiDir, "banlieue-serving.crt"),
+		"--tls-private-key-file=" + filepath.Join(pkiDir, "banlieue-serving.key"),
+		"--etcd-servers=" + e.etcdURL(),
+		"--etcd-prefix=" + banlieueEtcdPrefix,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		// The admin client certificate's CA is the cluster CA: accept the
+		// same client certificates kube-apiserver accepts (direct access).
+		"--client-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
+	}
+	args = append(args, e.cfg.BanlieueArgs...)
+	p, err := e.startProcess("banlieue", filepath.Join(e.cfg.BinDir, "banlieue"), args...)
+	if err != nil {
+		return err
+	}
+	e.banlieue = p
+	e.BanlieueURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue))
+	return e.waitHTTPSReady(ctx, p, e.BanlieueURL, e.BanlieueCA, 2*time.Minute)
+}
+
+func (e *Env) etcdURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.etcdClient))
+}
+
+func (e *Env) pickPorts() error {
+	var err error
+	for _, p := range []*int{&e.ports.etcdClient, &e.ports.etcdPeer, &e.ports.kubeAPIServer, &e.ports.banlieue} {
+		if *p, err = freePort(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (e *Env) startEtcd(ctx context.Context) error {
+	args := []string{
+		"--name=devenv",
+		"--data-dir=" + filepath.Join(e.cfg.Dir, "etcd"),
+		"--listen-client-urls=" + e.etcdURL(),
+		"--advertise-client-urls=" + e.etcdURL(),
+		"--listen-peer-urls=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
+		"--initial-advertise-peer-urls=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
+		"--initial-cluster=devenv=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
+		"--listen-metrics-urls=",
+		"--log-level=warn",
+	}
+	if !e.cfg.Durable {
+		args = append(args, "--unsafe-no-fsync")
+	}
+	p, err := e.startProcess("etcd", filepath.Join(e.cfg.BinDir, "etcd"), args...)
+	if err != nil {
+		return err
+	}
+	return pollProcess(ctx, p, time.Minute, func(ctx context.Context) bool {
+		return httpGetOK(ctx, nil, e.etcdURL()+"/health")
+	})
+}
+
+func (e *Env) startKubeAPIServer(ctx context.Context) error {
+	pkiDir := filepath.Join(e.cfg.Dir, "pki")
+	f := func(name string) string { return filepath.Join(pkiDir, name) }
+	args := []string{
+		"--etcd-servers=" + e.etcdURL(),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(e.ports.kubeAPIServer),
+		// No kubernetes Service endpoints on loopback addresses.
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--tls-cert-file=" + f("kube-apiserver.crt"),
+		"--tls-private-key-file=" + f("kube-apiserver.key"),
+		"--client-ca-file=" + f("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + f("sa.pub"),
+		"--service-account-signing-key-file=" + f("sa.key"),
+		// The aggregation layer: kube-apiserver authenticates users, then
+		// proxies with its front-proxy client certificate and the user in headers.
+		"--requestheader-client-ca-file=" + f("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + f("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + f("front-proxy-client.key"),
+		"--anonymous-auth=true",
+		"--profiling=false",
+	}
+	p, err := e.startProcess("kube-apiserver", filepath.Join(e.cfg.BinDir, "kube-apiserver"), args...)
+	if err != nil {
+		return err
+	}
+	e.KubeAPIServerURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.kubeAPIServer))
+	admin, err := e.ca.IssueClient("banlieue-dev-admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	e.AdminKubeconfig = filepath.Join(e.cfg.Dir, "kubeconfigs", "admin.kubeconfig")
+	if err := e.writeKubeconfig(e.AdminKubeconfig, "admin", admin); err != nil {
+		return err
+	}
+	if e.Admin, err = clientcmd.BuildConfigFromFlags("", e.AdminKubeconfig); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(e.Admin)
+	if err != nil {
+		return err
+	}
+	if err := pollProcess(ctx, p, 3*time.Minute, func(ctx context.Context) bool {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok"
+	}); err != nil {
+		return fmt.Errorf("kube-apiserver not ready: %w", err)
+	}
+	// banlieue's identity: the ServiceAccount user, authenticated by a client
+	// certificate (no Pod, so no projected token).
+	ident, err := e.ca.IssueClient(BanlieueUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+	if err != nil {
+		return err
+	}
+	return e.writeKubeconfig(filepath.Join(e.cfg.Dir, "kubeconfigs", "banlieue.kubeconfig"), "banlieue", ident)
+}
+
+func (e *Env) startKubeControllerManager() error {
+	kc := e.AdminKubeconfig
+	_, err := e.startProcess("kube-controller-manager", filepath.Join(e.cfg.BinDir, "kube-controller-manager"),
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--controllers=namespace,garbagecollector",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+	)
+	return err
+}
+
+// registerAPIService points kube-apiserver's aggregator at banlieue through
+// an ExternalName Service to localhost, with banlieue's CA as caBundle, and
+// waits for the APIService to be Available.
+func (e *Env) registerAPIService(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(e.Admin)
+	if err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-apiserver", Namespace: Namespace},
+		Spec: corev1.ServiceSpec{
+			Type:         corev1.ServiceTypeExternalName,
+			ExternalName: "localhost",
+			Ports:        []corev1.ServicePort{{Name: "https", Port: int32(e.ports.banlieue)}},
+		},
+	}
+	if err := upsert(ctx, func() error {
+		_, err := client.CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}, func() error {
+		cur, err := client.CoreV1().Services(Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = svc.Spec
+		_, err = client.CoreV1().Services(Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+
+	agg, err := aggregatorclient.NewForConfig(e.Admin)
+	if err != nil {
+		return err
+	}
+	port := int32(e.ports.banlieue)
+	apiService := &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: APIServiceName},
+		Spec: apiregistrationv1.APIServiceSpec{
+			Group: "banlieue.io", Version: "v1alpha1",
+			GroupPriorityMinimum: 1000, VersionPriority: 15,
+			Service:  &apiregistrationv1.ServiceReference{Namespace: Namespace, Name: "banlieue-apiserver", Port: &port},
+			CABundle: e.BanlieueCA,
+		},
+	}
+	apis := agg.ApiregistrationV1().APIServices()
+	if err := upsert(ctx, func() error {
+		_, err := apis.Create(ctx, apiService, metav1.CreateOptions{})
+		return err
+	}, func() error {
+		cur, err := apis.Get(ctx, APIServiceName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = apiService.Spec
+		_, err = apis.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("apiservice: %w", err)
+	}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		cur, err := apis.Get(ctx, APIServiceName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == apiregistrationv1.Available {
+				last = fmt.Sprintf("%s: %s", c.Reason, c.Message)
+				return c.Status == apiregistrationv1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("APIService %s not Available (%s): %w", APIServiceName, last, err)
+	}
+	klog.InfoS("banlieue APIService available", "apiservice", APIServiceName)
+	return nil
+}
+
+func upsert(_ context.Context, create, update func() error) error {
+	err := create()
+	if apierrors.IsAlreadyExists(err) {
+		return update()
+	}
+	return err
+}
+
+// UserKubeconfig writes a kubeconfig for a user authenticated by a client
+// certificate (common name = user, organisations = groups) and returns its path.
+func (e *Env) UserKubeconfig(user string, groups ...string) (string, error) {
+	kp, err := e.ca.IssueClient(user, groups...)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(e.cfg.Dir, "kubeconfigs", safeName(user)+".kubeconfig")
+	return path, e.writeKubeconfig(path, safeName(user), kp)
+}
+
+// AnonymousKubeconfig writes a kubeconfig with no credentials.
+func (e *Env) AnonymousKubeconfig() (string, error) {
+	path := filepath.Join(e.cfg.Dir, "kubeconfigs", "anonymous.kubeconfig")
+	return path, e.writeKubeconfig(path, "anonymous", nil)
+}
+
+func (e *Env) writeKubeconfig(path, user string, kp *pki.KeyPair) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["devenv"] = &clientcmdapi.Cluster{Server: e.KubeAPIServerURL, CertificateAuthorityData: e.ca.CertPEM}
+	auth := &clientcmdapi.AuthInfo{}
+	if kp != nil {
+		auth.ClientCertificateData, auth.ClientKeyData = kp.CertPEM, kp.KeyPEM
+	}
+	cfg.AuthInfos[user] = auth
+	cfg.Contexts["devenv"] = &clientcmdapi.Context{Cluster: "devenv", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "devenv"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func safeName(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}

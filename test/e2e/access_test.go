@@ -1,0 +1,227 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firestoned/banlieue/pkg/devenv"
+)
+
+const vmYAML = `apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata: {name: %s, namespace: %s}
+spec:
+  classRef: {name: db-prod-large}
+  imageRef: {name: ubuntu-22.04-cloudinit}
+`
+
+const providerYAML = `apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {name: %s, namespace: %s}
+spec:
+  providerClassRef: {name: vsphere}
+  connection:
+    endpoint: https://vcenter.example.com/sdk
+    credentialsRef: {name: creds}
+`
+
+// TestRBACThroughAggregator: banlieue authorizes every request it gets from
+// kube-apiserver's proxy with a SubjectAccessReview, per verb, namespace and
+// subresource.
+func TestRBACThroughAggregator(t *testing.T) {
+	mustKC(t, "create", "namespace", "team-a")
+	mustKC(t, "create", "namespace", "team-b")
+	for _, ns := range []string{"team-a", "team-b"} {
+		mustKCIn(t, fmt.Sprintf(vmYAML, "vm-1", ns), "apply", "-f", "-")
+	}
+	mustKC(t, "create", "rolebinding", "viewer", "-n", "team-a", "--clusterrole=banlieue-view", "--user=viewer")
+	mustKC(t, "create", "role", "vm-getter", "-n", "team-a", "--verb=get", "--resource=virtualmachines.banlieue.io")
+	mustKC(t, "create", "rolebinding", "getter", "-n", "team-a", "--role=vm-getter", "--user=getter")
+
+	viewer, err := env.UserKubeconfig("viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getter, err := env.UserKubeconfig("getter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := env.AnonymousKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := "/apis/banlieue.io/v1alpha1/namespaces/team-a/virtualmachines/vm-1/resolved"
+
+	cases := []struct {
+		name       string
+		kubeconfig string
+		args       []string
+		stdin      string
+		allowed    bool
+		errWant    string
+	}{
+		{"viewer lists VMs in A", viewer, []string{"get", "vm", "-n", "team-a"}, "", true, ""},
+		{"viewer gets a VM in A", viewer, []string{"get", "vm", "vm-1", "-n", "team-a"}, "", true, ""},
+		{"viewer reads resolved in A", viewer, []string{"get", "--raw", resolved}, "", true, ""},
+		{"viewer is forbidden in B", viewer, []string{"get", "vm", "-n", "team-b"}, "", false, "Forbidden"},
+		{"viewer cannot create", viewer, []string{"create", "-f", "-"}, fmt.Sprintf(vmYAML, "vm-2", "team-a"), false, "Forbidden"},
+		{"viewer cannot delete", viewer, []string{"delete", "vm", "vm-1", "-n", "team-a"}, "", false, "Forbidden"},
+		{"get without resolved permission", getter, []string{"get", "vm", "vm-1", "-n", "team-a"}, "", true, ""},
+		{"resolved needs its own permission", getter, []string{"get", "--raw", resolved}, "", false, "Forbidden"},
+		{"anonymous is rejected", anon, []string{"get", "vm", "-n", "team-a"}, "", false, "Forbidden"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := kcIn(t, tc.stdin, append([]string{"--kubeconfig=" + tc.kubeconfig}, tc.args...)...)
+			if tc.allowed && err != nil {
+				t.Errorf("denied: %v %s", err, errOut)
+			}
+			if !tc.allowed {
+				if err == nil {
+					t.Errorf("allowed: %s", out)
+				} else if !strings.Contains(errOut, tc.errWant) {
+					t.Errorf("error %q lacks %q", errOut, tc.errWant)
+				}
+			}
+		})
+	}
+	if _, _, err := kc(t, "get", "vm", "vm-2", "-n", "team-a"); err == nil {
+		t.Error("the viewer's create went through")
+	}
+}
+
+// TestNamespaceDeletion: the namespace controller discovers banlieue's
+// resources through the aggregator, deletes them, and the namespace goes.
+func TestNamespaceDeletion(t *testing.T) {
+	mustKC(t, "create", "namespace", "doomed")
+	mustKCIn(t, fmt.Sprintf(vmYAML, "vm-1", "doomed")+"---\n"+fmt.Sprintf(vmYAML, "vm-2", "doomed")+"---\n"+fmt.Sprintf(providerYAML, "p-1", "doomed"), "apply", "-f", "-")
+	mustKC(t, "delete", "namespace", "doomed", "--wait=false")
+	eventually(t, 90*time.Second, func() error {
+		out, errOut, err := kc(t, "get", "namespace", "doomed", "-o", "jsonpath={.status.conditions}")
+		if err != nil && strings.Contains(errOut, "NotFound") {
+			return nil
+		}
+		return fmt.Errorf("namespace still there: %s %s", out, errOut)
+	})
+	// And its objects are gone from banlieue's storage too.
+	out := mustKC(t, "get", "vm,provider", "-A", "--field-selector=metadata.namespace=doomed", "-o", "name")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("objects left behind: %s", out)
+	}
+}
+
+// TestAdmissionChain: the standard admission plugins run on banlieue.io in
+// banlieue's own admission chain.
+func TestAdmissionChain(t *testing.T) {
+	t.Run("NamespaceLifecycle rejects objects in missing namespaces", func(t *testing.T) {
+		_, errOut, err := kcIn(t, fmt.Sprintf(vmYAML, "vm-1", "no-such-namespace"), "create", "-f", "-")
+		if err == nil || !strings.Contains(errOut, `namespaces "no-such-namespace" not found`) {
+			t.Errorf("err=%v: %s", err, errOut)
+		}
+	})
+	t.Run("ValidatingAdmissionPolicy applies to banlieue.io", func(t *testing.T) {
+		mustKCIn(t, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-suspended-vms}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [banlieue.io]
+        apiVersions: [v1alpha1]
+        operations: [CREATE, UPDATE]
+        resources: [virtualmachines]
+  validations:
+    - expression: "object.spec.desiredPowerState != 'Suspended'"
+      message: "suspended VMs are not allowed here"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-suspended-vms}
+spec:
+  policyName: no-suspended-vms
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: policy-test}
+`, "apply", "-f", "-")
+		mustKC(t, "create", "namespace", "policy-test")
+		suspended := fmt.Sprintf(vmYAML, "sleepy", "policy-test") + "  desiredPowerState: Suspended\n"
+		// The policy reaches banlieue's informers asynchronously: retry until it bites.
+		eventually(t, 60*time.Second, func() error {
+			_, errOut, err := kcIn(t, suspended, "create", "-f", "-")
+			if err == nil {
+				mustKC(t, "delete", "vm", "sleepy", "-n", "policy-test")
+				return fmt.Errorf("suspended VM accepted")
+			}
+			if !strings.Contains(errOut, "suspended VMs are not allowed here") {
+				return fmt.Errorf("unexpected error: %s", errOut)
+			}
+			return nil
+		})
+		mustKCIn(t, fmt.Sprintf(vmYAML, "awake", "policy-test"), "create", "-f", "-")
+	})
+	t.Run("banlieue's own plugin warns about missing references", func(t *testing.T) {
+		vm := strings.Replace(fmt.Sprintf(vmYAML, "early", "banlieue-system"), "db-prod-large", "not-yet-a-class", 1)
+		_, errOut, err := kcIn(t, vm, "create", "-f", "-")
+		if err != nil || !strings.Contains(errOut, `Warning: spec.classRef.name: VMClass "not-yet-a-class" does not exist yet`) {
+			t.Errorf("err=%v stderr=%s", err, errOut)
+		}
+	})
+}
+
+// TestInstallArtifacts: the kustomize install is accepted by a real
+// kube-apiserver, and the server's ServiceAccount may do what it needs and
+// no more.
+func TestInstallArtifacts(t *testing.T) {
+	out := mustKC(t, "apply", "--dry-run=server", "-k", "artifacts/deploy")
+	for _, want := range []string{"deployment.apps/banlieue-apiserver", "apiservice.apiregistration.k8s.io/v1alpha1.banlieue.io",
+		"statefulset.apps/banlieue-etcd", "poddisruptionbudget.policy/banlieue-apiserver", "clusterrole.rbac.authorization.k8s.io/banlieue-view"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %s:\n%s", want, out)
+		}
+	}
+	sa := "--as=" + devenv.BanlieueUser
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "tokenreviews.authentication.k8s.io"}, "yes"},
+		{[]string{"create", "subjectaccessreviews.authorization.k8s.io"}, "yes"},
+		{[]string{"get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"}, "yes"},
+		{[]string{"watch", "namespaces"}, "yes"},
+		{[]string{"list", "validatingadmissionpolicies.admissionregistration.k8s.io"}, "yes"},
+		{[]string{"list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"}, "yes"},
+		{[]string{"get", "secrets", "-n", "banlieue-system"}, "no"},
+		{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+		{[]string{"list", "secrets", "-A"}, "no"},
+		{[]string{"get", "configmaps", "-n", "default"}, "no"},
+		{[]string{"create", "namespaces"}, "no"},
+		{[]string{"delete", "validatingadmissionpolicies.admissionregistration.k8s.io"}, "no"},
+		{[]string{"create", "pods", "-n", "banlieue-system"}, "no"},
+	} {
+		args := append([]string{"auth", "can-i", sa, "--as-group=system:serviceaccounts"}, tc.args...)
+		got, _, _ := kc(t, args...)
+		if strings.TrimSpace(got) != tc.want {
+			t.Errorf("can-i %v = %q, want %q", tc.args, strings.TrimSpace(got), tc.want)
+		}
+	}
+}

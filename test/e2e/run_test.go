@@ -1,0 +1,119 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMakeRun is the README's first command as a user runs it: "make run"
+// comes up with the examples applied and prints a KUBECONFIG that works;
+// Ctrl-C stops every process; a second start keeps the objects.
+func TestMakeRun(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := startMakeRun(t, dir, func(kubeconfig string) {
+		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "-n", "banlieue-system")
+		if !strings.Contains(out, "db-prod-01") || !strings.Contains(out, "db-prod-02") {
+			t.Errorf("examples not applied:\n%s", out)
+		}
+		mustKCIn(t, fmt.Sprintf(vmYAML, "kept-vm", "banlieue-system"), "--kubeconfig="+kubeconfig, "apply", "-f", "-")
+	})
+	startMakeRun(t, dir, func(string) {
+		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")
+		if strings.TrimSpace(out) != "virtualmachine.banlieue.io/kept-vm" {
+			t.Errorf("after restart: %q", out)
+		}
+	})
+}
+
+// startMakeRun runs "make run" with its state in dir, calls use with the
+// printed KUBECONFIG, then sends Ctrl-C and checks that everything stopped.
+func startMakeRun(t *testing.T, dir string, use func(kubeconfig string)) string {
+	t.Helper()
+	cmd := exec.Command("make", "--no-print-directory", "run", "DEV_ARGS=--dir="+dir)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // like a terminal's foreground group
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exported := regexp.MustCompile(`export KUBECONFIG=(\S+)`)
+	found := make(chan string, 1)
+	var transcript strings.Builder
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			transcript.WriteString(s.Text() + "\n")
+			if m := exported.FindStringSubmatch(s.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	var kubeconfig string
+	select {
+	case kubeconfig = <-found:
+	case <-time.After(4 * time.Minute):
+	}
+	if kubeconfig == "" {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		t.Fatalf("make run printed no KUBECONFIG:\n%s", transcript.String())
+	}
+	use(kubeconfig)
+
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("make run did not stop on Ctrl-C:\n%s", transcript.String())
+	}
+	assertNoProcessesUnder(t, dir)
+	return kubeconfig
+}
+
+// assertNoProcessesUnder fails if any process still has dir on its command
+// line (every component is started with a path inside it).
+func assertNoProcessesUnder(t *testing.T, dir string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(data), dir) {
+			t.Errorf("left running: %s", strings.ReplaceAll(string(data), "\x00", " "))
+		}
+	}
+}
