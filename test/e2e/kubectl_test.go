@@ -96,11 +96,20 @@ func TestKubectl(t *testing.T) {
 		var r struct {
 			Kind string `json:"kind"`
 			Spec struct {
-				CPUs      struct{ Value int32; From string } `json:"cpus"`
-				MemoryMiB struct{ Value int64; From string } `json:"memoryMiB"`
-				Disks     []struct {
+				CPUs struct {
+					Value int32
+					From  string
+				} `json:"cpus"`
+				MemoryMiB struct {
+					Value int64
+					From  string
+				} `json:"memoryMiB"`
+				Disks []struct {
 					Name    string
-					SizeGiB struct{ Value int64; From string } `json:"sizeGiB"`
+					SizeGiB struct {
+						Value int64
+						From  string
+					} `json:"sizeGiB"`
 				} `json:"disks"`
 			} `json:"spec"`
 		}
