@@ -107,6 +107,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.NegotiatedSerializer = withoutProtobuf{Codecs}
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"virtualmachines":          vms.VirtualMachine,
 		"virtualmachines/status":   vms.Status,
@@ -121,4 +122,23 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// withoutProtobuf serves banlieue.io in JSON, YAML and CBOR but not
+// protobuf: the types have no protobuf encoding. Clients that prefer
+// protobuf (the namespace and garbage-collector controllers, for instance)
+// always accept JSON too, and negotiation then picks it; offering protobuf
+// would make such requests fail at encoding time instead.
+type withoutProtobuf struct {
+	runtime.NegotiatedSerializer
+}
+
+func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	var out []runtime.SerializerInfo
+	for _, info := range s.NegotiatedSerializer.SupportedMediaTypes() {
+		if info.MediaType != runtime.ContentTypeProtobuf {
+			out = append(out, info)
+		}
+	}
+	return out
 }

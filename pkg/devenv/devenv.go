@@ -58,6 +58,8 @@ const (
 	BanlieueUser       = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
 	APIServiceName     = "v1alpha1.banlieue.io"
 	banlieueEtcdPrefix = "/banlieue.io/registry"
+	// loopbackService is the ExternalName Service the APIService points at.
+	loopbackService = "banlieue-loopback"
 )
 
 // Config says where the environment lives and what it runs.
@@ -329,8 +331,10 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	// Named apart from the install's Service (artifacts/deploy), so that the
+	// shipped manifests can be applied over this environment.
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-apiserver", Namespace: Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: loopbackService, Namespace: Namespace},
 		Spec: corev1.ServiceSpec{
 			Type:         corev1.ServiceTypeExternalName,
 			ExternalName: "localhost",
@@ -362,7 +366,7 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 		Spec: apiregistrationv1.APIServiceSpec{
 			Group: "banlieue.io", Version: "v1alpha1",
 			GroupPriorityMinimum: 1000, VersionPriority: 15,
-			Service:  &apiregistrationv1.ServiceReference{Namespace: Namespace, Name: "banlieue-apiserver", Port: &port},
+			Service:  &apiregistrationv1.ServiceReference{Namespace: Namespace, Name: loopbackService, Port: &port},
 			CABundle: e.BanlieueCA,
 		},
 	}
@@ -419,12 +423,6 @@ func (e *Env) UserKubeconfig(user string, groups ...string) (string, error) {
 	}
 	path := filepath.Join(e.cfg.Dir, "kubeconfigs", safeName(user)+".kubeconfig")
 	return path, e.writeKubeconfig(path, safeName(user), kp)
-}
-
-// AnonymousKubeconfig writes a kubeconfig with no credentials.
-func (e *Env) AnonymousKubeconfig() (string, error) {
-	path := filepath.Join(e.cfg.Dir, "kubeconfigs", "anonymous.kubeconfig")
-	return path, e.writeKubeconfig(path, "anonymous", nil)
 }
 
 func (e *Env) writeKubeconfig(path, user string, kp *pki.KeyPair) error {
