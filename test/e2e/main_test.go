@@ -67,6 +67,10 @@ func run(m *testing.M) int {
 	fmt.Printf("e2e: environment up in %s (%s)\n", time.Since(start).Round(10*time.Millisecond), dir)
 	code := m.Run()
 	env.Stop()
+	if left := processesUnder(dir); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: processes left running after Stop:\n%s\n", strings.Join(left, "\n"))
+		code = 1
+	}
 	if code != 0 {
 		dumpLogs(dir)
 	} else {

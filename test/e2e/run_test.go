@@ -106,6 +106,13 @@ func startMakeRun(t *testing.T, dir string, use func(kubeconfig string)) string 
 // line (every component is started with a path inside it).
 func assertNoProcessesUnder(t *testing.T, dir string) {
 	t.Helper()
+	for _, p := range processesUnder(dir) {
+		t.Errorf("left running: %s", p)
+	}
+}
+
+func processesUnder(dir string) []string {
+	var out []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		data, err := os.ReadFile(p)
@@ -113,7 +120,8 @@ func assertNoProcessesUnder(t *testing.T, dir string) {
 			continue
 		}
 		if strings.Contains(string(data), dir) {
-			t.Errorf("left running: %s", strings.ReplaceAll(string(data), "\x00", " "))
+			out = append(out, strings.ReplaceAll(string(data), "\x00", " "))
 		}
 	}
+	return out
 }

@@ -22,6 +22,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -119,11 +120,26 @@ func applyFlags(t *testing.T, o *apiserver.Options, args []string) {
 // readExample decodes one file of artifacts/examples into obj.
 func readExample(t *testing.T, name string, obj interface{}) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "examples", name))
-	if err != nil {
+	if err := decodeExample(name, obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict(data, obj); err != nil {
-		t.Fatalf("%s: %v", name, err)
+}
+
+// readExampleNoT is readExample for places without a *testing.T; the
+// examples are part of the repository, so failing to read one is a bug.
+func readExampleNoT(name string, obj interface{}) {
+	if err := decodeExample(name, obj); err != nil {
+		panic(err)
 	}
+}
+
+func decodeExample(name string, obj interface{}) error {
+	data, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "examples", name))
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
