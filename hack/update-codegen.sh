@@ -48,3 +48,10 @@ kube::codegen::gen_client \
     --output-pkg "${THIS_PKG}/pkg/generated" \
     --boilerplate "${BOILERPLATE}" \
     "${SCRIPT_ROOT}/pkg/apis"
+
+# CRDs of infrastructure.banlieue.io (served by kube-apiserver, not by
+# banlieue), with the Cluster API contract label from the type markers.
+rm -rf "${SCRIPT_ROOT}/artifacts/crds"
+go tool controller-gen crd:crdVersions=v1 \
+    paths=./pkg/apis/infrastructure/... \
+    output:crd:artifacts:config=artifacts/crds

@@ -1,0 +1,24 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package v1alpha1 is infrastructure.banlieue.io/v1alpha1: VSphereMachine,
+// VSphereMachineTemplate and VSphereCluster, ordinary CRDs served by
+// kube-apiserver in the shape of Cluster API's v1beta2 InfraMachine and
+// InfraCluster contracts. CRD YAML is generated into artifacts/crds by
+// controller-gen.
+//
+// +k8s:deepcopy-gen=package
+// +groupName=infrastructure.banlieue.io
+package v1alpha1

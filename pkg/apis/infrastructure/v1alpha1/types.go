@@ -1,0 +1,502 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PowerState is the power state of a vSphere VM.
+// +kubebuilder:validation:Enum=PoweredOn;PoweredOff;Suspended
+type PowerState string
+
+const (
+	PowerStatePoweredOn  PowerState = "PoweredOn"
+	PowerStatePoweredOff PowerState = "PoweredOff"
+	PowerStateSuspended  PowerState = "Suspended"
+)
+
+// Firmware is the boot firmware of a vSphere VM.
+// +kubebuilder:validation:Enum=bios;efi;efi-secure
+type Firmware string
+
+const (
+	FirmwareBIOS      Firmware = "bios"
+	FirmwareEFI       Firmware = "efi"
+	FirmwareEFISecure Firmware = "efi-secure"
+)
+
+// DiskProvisioning is how a virtual disk's blocks are allocated.
+// +kubebuilder:validation:Enum=thin;thick;eagerZeroed
+type DiskProvisioning string
+
+const (
+	DiskProvisioningThin        DiskProvisioning = "thin"
+	DiskProvisioningThick       DiskProvisioning = "thick"
+	DiskProvisioningEagerZeroed DiskProvisioning = "eagerZeroed"
+)
+
+// Condition types and reasons of the infrastructure kinds.
+const (
+	// ReadyCondition is true when the VM exists, is powered as desired and
+	// reports its addresses (VSphereMachine), or when the failure domains are
+	// known (VSphereCluster).
+	ReadyCondition = "Ready"
+)
+
+// ---------------------------------------------------------------------------
+// VSphereMachine
+
+// VSphereMachineSpec is everything the vSphere provider needs to build and
+// run one VM. banlieue's controller fills it from a VirtualMachine's resolved
+// class and its placement; Cluster API fills it from a VSphereMachineTemplate.
+// +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
+type VSphereMachineSpec struct {
+	// providerID is the VM's identity for Cluster API and Kubernetes nodes:
+	// vsphere://<BIOS UUID>. Set by the provider once the VM exists; it never
+	// changes after that.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="providerID is immutable once set"
+	ProviderID string `json:"providerID,omitempty"`
+
+	// failureDomain is the banlieue failure domain (a Provider's
+	// status.failureDomains[].name) the VM is placed in.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// template is the name of the vCenter VM template to clone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Template string `json:"template"`
+
+	// datacenter is the vCenter datacenter to create the VM in.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Datacenter string `json:"datacenter,omitempty"`
+
+	// cluster is the compute cluster to run the VM in.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Cluster string `json:"cluster,omitempty"`
+
+	// resourcePool is the resource pool (inventory path or name); the
+	// cluster's root pool when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ResourcePool string `json:"resourcePool,omitempty"`
+
+	// folder is the VM folder (inventory path or name); the datacenter's VM
+	// folder when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Folder string `json:"folder,omitempty"`
+
+	// cpus is the number of virtual CPUs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=768
+	CPUs int32 `json:"cpus"`
+
+	// memoryMiB is the memory in MiB.
+	// +kubebuilder:validation:Minimum=1
+	MemoryMiB int64 `json:"memoryMiB"`
+
+	// disks of the VM, the first being the boot disk.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Disks []VSphereDisk `json:"disks,omitempty"`
+
+	// network devices of the VM, in device order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Network []VSphereNetworkDevice `json:"network,omitempty"`
+
+	// firmware is bios, efi or efi-secure.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+
+	// tpmEnabled attaches a virtual TPM (requires efi or efi-secure firmware).
+	// +optional
+	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+
+	// powerState is the power state to drive the VM to. Defaults to PoweredOn.
+	// +optional
+	// +kubebuilder:default=PoweredOn
+	PowerState PowerState `json:"powerState,omitempty"`
+
+	// userDataSecretRef names the Secret, in this namespace, holding the
+	// first-boot payload (cloud-init). When a Cluster API Machine owns this
+	// object, this is the Machine's bootstrap data secret.
+	// +optional
+	UserDataSecretRef *SecretKeyReference `json:"userDataSecretRef,omitempty"`
+}
+
+// VSphereDisk is one virtual disk.
+type VSphereDisk struct {
+	// name of the disk, unique in the VM.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// sizeGiB is the disk size in GiB.
+	// +kubebuilder:validation:Minimum=1
+	SizeGiB int64 `json:"sizeGiB"`
+	// provisioning is thin, thick or eagerZeroed. Defaults to thin.
+	// +optional
+	// +kubebuilder:default=thin
+	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
+	// datastore to place the disk on; the template's datastore when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Datastore string `json:"datastore,omitempty"`
+}
+
+// VSphereNetworkDevice is one network adapter.
+// +kubebuilder:validation:XValidation:rule="!(has(self.dhcp4) && self.dhcp4 && has(self.static))",message="dhcp4 and static are mutually exclusive"
+type VSphereNetworkDevice struct {
+	// name of the device (the VMClass interface name), unique in the VM.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// portGroup is the vSphere network (port group) to connect to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	PortGroup string `json:"portGroup"`
+	// dhcp4 gets the address from DHCP (the default when static is empty).
+	// +optional
+	DHCP4 bool `json:"dhcp4,omitempty"`
+	// static configures a fixed address.
+	// +optional
+	Static *StaticIP `json:"static,omitempty"`
+}
+
+// StaticIP is a fixed address of one network device.
+type StaticIP struct {
+	// address is an IPv4 or IPv6 address.
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address"`
+	// prefix is the network prefix length (0-32 for IPv4, 0-128 for IPv6).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	Prefix int32 `json:"prefix"`
+	// gateway is the default gateway.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
+	// +kubebuilder:validation:MaxLength=64
+	Gateway string `json:"gateway,omitempty"`
+	// nameservers are DNS server addresses.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=64
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// SecretKeyReference selects a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the Secret's data. Defaults to "value", the key Cluster API
+	// bootstrap providers write.
+	// +optional
+	// +kubebuilder:default=value
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// VSphereMachineStatus is the observed state of a VSphereMachine, in the
+// Cluster API v1beta2 InfraMachine shape.
+type VSphereMachineStatus struct {
+	// initialization.provisioned is true once the VM exists with the spec
+	// applied (Cluster API's v1beta2 contract).
+	// +optional
+	Initialization *MachineInitialization `json:"initialization,omitempty"`
+
+	// conditions: Ready (the VM exists, is powered as desired and is addressed).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// addresses of the VM, in Cluster API's MachineAddress shape.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+
+	// failureDomain the VM actually runs in.
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// powerState the VM is in.
+	// +optional
+	PowerState PowerState `json:"powerState,omitempty"`
+
+	// biosUUID is the VM's BIOS UUID (what providerID is built from).
+	// +optional
+	BIOSUUID string `json:"biosUUID,omitempty"`
+
+	// instanceUUID is the VM's vCenter instance UUID.
+	// +optional
+	InstanceUUID string `json:"instanceUUID,omitempty"`
+
+	// taskRef is the vCenter task in flight for this VM (clone, power,
+	// reconfigure), so a restarted provider resumes instead of repeating it.
+	// +optional
+	TaskRef string `json:"taskRef,omitempty"`
+
+	// observedGeneration is the metadata.generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// MachineInitialization follows Cluster API's v1beta2 initialization shape.
+type MachineInitialization struct {
+	// provisioned is true once the infrastructure is provisioned.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// MachineAddressType is Cluster API's address vocabulary.
+// +kubebuilder:validation:Enum=Hostname;ExternalIP;InternalIP;ExternalDNS;InternalDNS
+type MachineAddressType string
+
+// MachineAddress is one address of a machine (Cluster API's shape).
+type MachineAddress struct {
+	// type is Hostname, ExternalIP, InternalIP, ExternalDNS or InternalDNS.
+	Type MachineAddressType `json:"type"`
+	// address itself.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Address string `json:"address"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=vspheremachines,scope=Namespaced,shortName=vsm,categories=cluster-api;banlieue-infra
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`,description="Cluster API cluster, when a Machine owns it"
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
+// +kubebuilder:printcolumn:name="Failure-Domain",type=string,JSONPath=`.spec.failureDomain`
+// +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`,priority=1
+// +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.template`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// VSphereMachine is one VM in vCenter, in the shape of Cluster API's v1beta2
+// InfraMachine contract: banlieue's controller creates one per
+// VirtualMachine, and Cluster API Machines can point at one directly.
+type VSphereMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the VM to build.
+	Spec VSphereMachineSpec `json:"spec"`
+	// status is what the provider observed.
+	// +optional
+	Status VSphereMachineStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// VSphereMachineList is a list of VSphereMachines.
+type VSphereMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VSphereMachine `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// VSphereMachineTemplate
+
+// VSphereMachineTemplateSpec is the spec of a VSphereMachineTemplate.
+type VSphereMachineTemplateSpec struct {
+	// template is what each stamped-out VSphereMachine gets.
+	Template VSphereMachineTemplateResource `json:"template"`
+}
+
+// VSphereMachineTemplateResource is the metadata and spec of stamped-out
+// VSphereMachines.
+type VSphereMachineTemplateResource struct {
+	// metadata: labels and annotations for the VSphereMachines.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty"`
+	// spec of the VSphereMachines.
+	Spec VSphereMachineSpec `json:"spec"`
+}
+
+// TemplateObjectMeta is the metadata a template may set.
+type TemplateObjectMeta struct {
+	// labels to put on stamped-out objects.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// annotations to put on stamped-out objects.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=vspheremachinetemplates,scope=Namespaced,shortName=vsmt,categories=cluster-api;banlieue-infra
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.template.spec.template`
+// +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.spec.template.spec.cpus`
+// +kubebuilder:printcolumn:name="Memory-MiB",type=integer,JSONPath=`.spec.template.spec.memoryMiB`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// VSphereMachineTemplate is Cluster API's InfraMachineTemplate for
+// VSphereMachines: MachineSets and control planes stamp machines from it.
+type VSphereMachineTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the machine template.
+	Spec VSphereMachineTemplateSpec `json:"spec"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// VSphereMachineTemplateList is a list of VSphereMachineTemplates.
+type VSphereMachineTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VSphereMachineTemplate `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// VSphereCluster
+
+// APIEndpoint is a host and port (Cluster API's controlPlaneEndpoint shape).
+type APIEndpoint struct {
+	// host is a DNS name or IP address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Host string `json:"host,omitempty"`
+	// port is the TCP port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// VSphereClusterSpec selects the banlieue Providers whose failure domains a
+// Cluster API cluster spreads its machines across.
+type VSphereClusterSpec struct {
+	// providerSelector selects banlieue Providers (in this namespace) by label;
+	// their status.failureDomains are aggregated into this object's status.
+	// +optional
+	ProviderSelector *metav1.LabelSelector `json:"providerSelector,omitempty"`
+
+	// controlPlaneEndpoint is the cluster's API endpoint, when known.
+	// +optional
+	ControlPlaneEndpoint APIEndpoint `json:"controlPlaneEndpoint,omitempty"`
+}
+
+// VSphereClusterStatus is the observed state, in the Cluster API v1beta2
+// InfraCluster shape.
+type VSphereClusterStatus struct {
+	// initialization.provisioned is true once the failure domains are known.
+	// +optional
+	Initialization *ClusterInitialization `json:"initialization,omitempty"`
+
+	// failureDomains aggregated from the selected Providers.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ClusterInitialization follows Cluster API's v1beta2 initialization shape.
+type ClusterInitialization struct {
+	// provisioned is true once the cluster infrastructure is provisioned.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// FailureDomain is one failure domain, in Cluster API's v1beta2 shape.
+type FailureDomain struct {
+	// name of the failure domain (a banlieue Provider's failure-domain name).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// controlPlane: control-plane machines may be placed here.
+	// +optional
+	ControlPlane *bool `json:"controlPlane,omitempty"`
+	// attributes of the failure domain (provider, datacenter, cluster).
+	// +optional
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=vsphereclusters,scope=Namespaced,shortName=vsc,categories=cluster-api;banlieue-infra
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// VSphereCluster is Cluster API's InfraCluster for banlieue: it advertises
+// the failure domains of one or more banlieue Providers, so a cluster can
+// span several vCenters.
+type VSphereCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec selects the Providers.
+	// +optional
+	Spec VSphereClusterSpec `json:"spec,omitempty"`
+	// status reports the aggregated failure domains.
+	// +optional
+	Status VSphereClusterStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// VSphereClusterList is a list of VSphereClusters.
+type VSphereClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VSphereCluster `json:"items"`
+}
