@@ -14,6 +14,9 @@ BOILERPLATE="${SCRIPT_ROOT}/hack/boilerplate.go.txt"
 export GOBIN="${SCRIPT_ROOT}/bin"
 mkdir -p "${GOBIN}"
 
+# "go list -m" names no folder for a module not yet in the module cache
+# (a fresh machine): download it first.
+go mod download k8s.io/code-generator
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"

@@ -1,0 +1,515 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package capi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	clusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	machinereconciler "sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	mdreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	msreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/util/index"
+
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/devenv"
+)
+
+var (
+	env    *devenv.Env
+	c      client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "banlieue-capi-")
+	if err != nil {
+		panic(err)
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	env, err = devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "capi: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
+		return 1
+	}
+	defer env.Stop()
+	if err := installCRDs(ctx, root); err != nil {
+		fmt.Fprintf(os.Stderr, "capi: CRDs: %v\n", err)
+		return 1
+	}
+	if err := startCAPI(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "capi: controllers: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "capi: logs in %s\n", filepath.Join(dir, "logs"))
+	}
+	return code
+}
+
+// installCRDs installs Cluster API's CRDs from its module and ours from
+// artifacts/crds (the generated files, as shipped), and waits until every
+// one is Established.
+func installCRDs(ctx context.Context, root string) error {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
+	if err != nil {
+		return fmt.Errorf("locating the cluster-api module: %w", err)
+	}
+	capiCRDs := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases")
+	if _, err := os.Stat(capiCRDs); err != nil {
+		capiCRDs = filepath.Join(strings.TrimSpace(string(out)), "core", "config", "crd", "bases")
+	}
+	for _, dir := range []string{capiCRDs, filepath.Join(root, "artifacts", "crds")} {
+		fsys := os.DirFS(dir)
+		names, err := devenv.YAMLFiles(fsys, ".")
+		if err != nil {
+			return err
+		}
+		if err := devenv.ApplyFiles(ctx, env.Admin, fsys, names...); err != nil {
+			return err
+		}
+	}
+	var err2 error
+	c, err2 = client.New(env.Admin, client.Options{Scheme: scheme})
+	if err2 != nil {
+		return err2
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		if err := c.List(ctx, &crds); err != nil {
+			return false, nil
+		}
+		for _, crd := range crds.Items {
+			established := false
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, nil
+			}
+		}
+		return len(crds.Items) > 3, nil
+	})
+}
+
+// startCAPI runs Cluster API's own Cluster, Machine, MachineSet and
+// MachineDeployment reconcilers in-process against the environment.
+func startCAPI(ctx context.Context) error {
+	mgr, err := ctrl.NewManager(env.Admin, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  setup.ManagerCacheOptions(scheme, "banlieue-capi-test", "", 10*time.Minute),
+		Client:                 setup.ManagerClientOptions(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	secretClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return err
+	}
+	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secretClient,
+		Cache:        setup.ClusterCacheCacheOptions(),
+		Client:       setup.ClusterCacheClientOptions("banlieue-capi-test", 20, 30),
+	}, controller.Options{MaxConcurrentReconciles: 2})
+	if err != nil {
+		return err
+	}
+	opts := controller.Options{MaxConcurrentReconciles: 2}
+	if err := (&clusterreconciler.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+		RemoteConnectionGracePeriod: 2 * time.Minute,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := (&machinereconciler.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+		RemoteConditionsGracePeriod: 5 * time.Minute,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := (&msreconciler.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := (&mdreconciler.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "capi: manager stopped: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+func newNamespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func machineSpec() infrav1.VSphereMachineSpec {
+	return infrav1.VSphereMachineSpec{
+		Template:   "ubuntu-22.04-cloudinit",
+		Datacenter: "DC0", Cluster: "DC0_C0",
+		CPUs: 2, MemoryMiB: 4096,
+		Disks:   []infrav1.VSphereDisk{{Name: "root", SizeGiB: 40, Datastore: "LocalDS_0"}},
+		Network: []infrav1.VSphereNetworkDevice{{Name: "eth0", PortGroup: "VM Network", DHCP4: true}},
+	}
+}
+
+// createCluster creates a VSphereCluster and a Cluster pointing at it, plays
+// the provider by reporting two failure domains, and waits until Cluster API
+// shows the cluster's infrastructure provisioned with those domains.
+func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv1.Cluster {
+	t.Helper()
+	vsc := &infrav1.VSphereCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: infrav1.VSphereClusterSpec{
+			ProviderSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+		},
+	}
+	if err := c.Create(ctx, vsc); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupName, Kind: "VSphereCluster", Name: name,
+			},
+		},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	vsc.Status = infrav1.VSphereClusterStatus{
+		Initialization: &infrav1.ClusterInitialization{Provisioned: ptr.To(true)},
+		FailureDomains: []infrav1.FailureDomain{
+			{Name: "prod-vsphere-dc0-c0", ControlPlane: ptr.To(true), Attributes: map[string]string{"datacenter": "DC0"}},
+			{Name: "prod-vsphere-dc0-c1", ControlPlane: ptr.To(false)},
+		},
+		Conditions: []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "FailureDomainsKnown", LastTransitionTime: metav1.Now()}},
+	}
+	if err := c.Status().Update(ctx, vsc); err != nil {
+		t.Fatalf("VSphereCluster status: %v", err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+			return fmt.Errorf("cluster infrastructure not provisioned yet: %+v", cluster.Status.Initialization)
+		}
+		var names []string
+		for _, fd := range cluster.Status.FailureDomains {
+			names = append(names, fd.Name)
+		}
+		if strings.Join(names, ",") != "prod-vsphere-dc0-c0,prod-vsphere-dc0-c1" {
+			return fmt.Errorf("cluster failure domains %v", names)
+		}
+		if !ptr.Deref(cluster.Status.FailureDomains[0].ControlPlane, false) {
+			return fmt.Errorf("controlPlane flag lost")
+		}
+		if cluster.Spec.ControlPlaneEndpoint.Host != "192.0.2.10" {
+			return fmt.Errorf("control plane endpoint not copied: %+v", cluster.Spec.ControlPlaneEndpoint)
+		}
+		return nil
+	})
+	return cluster
+}
+
+// TestMachineProvisioned: a CAPI Machine whose infrastructureRef is a
+// VSphereMachine reaches phase Provisioned with our providerID and
+// addresses once our object reports them.
+func TestMachineProvisioned(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "capi-machine")
+	createCluster(t, ctx, ns, "c1")
+
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m1-bootstrap", Namespace: ns}, Data: map[string][]byte{"value": []byte("#cloud-config\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: ns}, Spec: machineSpec()}
+	if err := c.Create(ctx, vsm); err != nil {
+		t.Fatal(err)
+	}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: ns},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       "c1",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m1-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachine", Name: "m1"},
+			FailureDomain:     "prod-vsphere-dc0-c1",
+		},
+	}
+	if err := c.Create(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cluster API adopts our object: owner reference and cluster-name label.
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vsm), vsm); err != nil {
+			return err
+		}
+		if vsm.Labels[clusterv1.ClusterNameLabel] != "c1" {
+			return fmt.Errorf("labels %v", vsm.Labels)
+		}
+		for _, ref := range vsm.OwnerReferences {
+			if ref.Kind == "Machine" && ref.Name == "m1" && ref.APIVersion == clusterv1.GroupVersion.String() {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Machine owner reference: %+v", vsm.OwnerReferences)
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+		t.Fatal(err)
+	}
+	if machine.Status.Phase == string(clusterv1.MachinePhaseProvisioned) {
+		t.Fatal("Machine Provisioned before the infrastructure reported anything")
+	}
+
+	// Play the provider: providerID in spec, provisioned and addresses in status.
+	providerID := "vsphere://42051f11-2a7b-4c7e-9d55-6c3c1e0f0a01"
+	vsm.Spec.ProviderID = providerID
+	if err := c.Update(ctx, vsm); err != nil {
+		t.Fatal(err)
+	}
+	vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "InternalIP", Address: "192.0.2.21"}, {Type: "Hostname", Address: "m1"}}
+	vsm.Status.PowerState = infrav1.PowerStatePoweredOn
+	meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "PoweredOn"})
+	if err := c.Status().Update(ctx, vsm); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+			return err
+		}
+		if machine.Status.Phase != string(clusterv1.MachinePhaseProvisioned) {
+			return fmt.Errorf("phase %q", machine.Status.Phase)
+		}
+		if machine.Spec.ProviderID != providerID {
+			return fmt.Errorf("providerID %q", machine.Spec.ProviderID)
+		}
+		if len(machine.Status.Addresses) != 2 || machine.Status.Addresses[0].Address != "192.0.2.21" {
+			return fmt.Errorf("addresses %+v", machine.Status.Addresses)
+		}
+		return nil
+	})
+}
+
+// TestMachineDeploymentStampsVSphereMachines: Cluster API's MachineSet
+// clones our VSphereMachineTemplate into VSphereMachines.
+func TestMachineDeploymentStampsVSphereMachines(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "capi-md")
+	createCluster(t, ctx, ns, "c2")
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "md-bootstrap", Namespace: ns}, Data: map[string][]byte{"value": []byte("#cloud-config\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &infrav1.VSphereMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
+		Spec: infrav1.VSphereMachineTemplateSpec{Template: infrav1.VSphereMachineTemplateResource{
+			ObjectMeta: infrav1.TemplateObjectMeta{Labels: map[string]string{"pool": "workers"}},
+			Spec:       machineSpec(),
+		}},
+	}
+	tmpl.Spec.Template.Spec.CPUs = 6
+	if err := c.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "c2",
+			Replicas:    ptr.To[int32](2),
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"md": "workers"}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"md": "workers"}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       "c2",
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("md-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachineTemplate", Name: "workers"},
+				},
+			},
+		},
+	}
+	if err := c.Create(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		var list infrav1.VSphereMachineList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 2 {
+			return fmt.Errorf("%d VSphereMachines", len(list.Items))
+		}
+		for _, vsm := range list.Items {
+			if vsm.Spec.CPUs != 6 || vsm.Spec.Template != "ubuntu-22.04-cloudinit" || len(vsm.Spec.Disks) != 1 || vsm.Spec.Network[0].PortGroup != "VM Network" {
+				return fmt.Errorf("%s: spec not cloned from the template: %+v", vsm.Name, vsm.Spec)
+			}
+			if vsm.Labels["pool"] != "workers" || vsm.Labels[clusterv1.ClusterNameLabel] != "c2" {
+				return fmt.Errorf("%s: labels %v", vsm.Name, vsm.Labels)
+			}
+			owned := false
+			for _, ref := range vsm.OwnerReferences {
+				owned = owned || ref.Kind == "Machine"
+			}
+			if !owned {
+				return fmt.Errorf("%s: not owned by a Machine yet: %+v", vsm.Name, vsm.OwnerReferences)
+			}
+		}
+		return nil
+	})
+}
+
+// TestSchemaRejectsInvalidObjects: kube-apiserver rejects bad infra objects
+// with the field path, from the generated CRD schema and CEL rules.
+func TestSchemaRejectsInvalidObjects(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "capi-invalid")
+	cases := []struct {
+		name   string
+		mutate func(*infrav1.VSphereMachineSpec)
+		fields []string
+	}{
+		{"zero cpus", func(s *infrav1.VSphereMachineSpec) { s.CPUs = 0 }, []string{"spec.cpus"}},
+		{"unknown firmware", func(s *infrav1.VSphereMachineSpec) { s.Firmware = "uefi" }, []string{"spec.firmware"}},
+		{"tpm without efi", func(s *infrav1.VSphereMachineSpec) { s.TPMEnabled = true; s.Firmware = infrav1.FirmwareBIOS }, []string{"spec"}},
+		{"negative disk", func(s *infrav1.VSphereMachineSpec) { s.Disks[0].SizeGiB = -1 }, []string{"spec.disks[0].sizeGiB"}},
+		{"duplicate disks", func(s *infrav1.VSphereMachineSpec) { s.Disks = append(s.Disks, s.Disks[0]) }, []string{"spec.disks[1]"}},
+		{"bad provisioning", func(s *infrav1.VSphereMachineSpec) { s.Disks[0].Provisioning = "lazy" }, []string{"spec.disks[0].provisioning"}},
+		{"dhcp and static", func(s *infrav1.VSphereMachineSpec) {
+			s.Network[0].Static = &infrav1.StaticIP{Address: "192.0.2.5", Prefix: 24}
+		}, []string{"spec.network[0]"}},
+		{"bad static address", func(s *infrav1.VSphereMachineSpec) {
+			s.Network[0].DHCP4 = false
+			s.Network[0].Static = &infrav1.StaticIP{Address: "192.0.2.500", Prefix: 24}
+		}, []string{"spec.network[0].static.address"}},
+		{"missing template", func(s *infrav1.VSphereMachineSpec) { s.Template = "" }, []string{"spec.template"}},
+		{"unknown power state", func(s *infrav1.VSphereMachineSpec) { s.PowerState = "Sleeping" }, []string{"spec.powerState"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-%d", i), Namespace: ns}, Spec: machineSpec()}
+			tc.mutate(&vsm.Spec)
+			err := c.Create(ctx, vsm)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("err = %v, want Invalid", err)
+			}
+			for _, f := range tc.fields {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("error does not name %s: %v", f, err)
+				}
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vsm), &infrav1.VSphereMachine{}); !apierrors.IsNotFound(err) {
+				t.Errorf("rejected object stored: %v", err)
+			}
+		})
+	}
+
+	t.Run("providerID is immutable once set", func(t *testing.T) {
+		vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "fixed-id", Namespace: ns}, Spec: machineSpec()}
+		vsm.Spec.ProviderID = "vsphere://a"
+		if err := c.Create(ctx, vsm); err != nil {
+			t.Fatal(err)
+		}
+		vsm.Spec.ProviderID = "vsphere://b"
+		err := c.Update(ctx, vsm)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.providerID") {
+			t.Errorf("err = %v, want Invalid on spec.providerID", err)
+		}
+	})
+	t.Run("defaults", func(t *testing.T) {
+		vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns}, Spec: machineSpec()}
+		vsm.Spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: "bootstrap"}
+		if err := c.Create(ctx, vsm); err != nil {
+			t.Fatal(err)
+		}
+		if vsm.Spec.PowerState != infrav1.PowerStatePoweredOn || vsm.Spec.Disks[0].Provisioning != infrav1.DiskProvisioningThin || vsm.Spec.UserDataSecretRef.Key != "value" {
+			t.Errorf("defaults not applied: %+v", vsm.Spec)
+		}
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("not within %s: %v", timeout, last)
+	}
+}
