@@ -30,6 +30,7 @@ generate: ## Regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, l
 verify: ## Fail on stale generated code, unformatted files or go vet findings.
 	hack/verify-gofmt.sh
 	$(GO) vet ./...
+	cd test/capi && $(GO) vet ./...
 	hack/verify-codegen.sh
 
 .PHONY: test-unit
@@ -44,8 +45,12 @@ test-integration: ## The real API server in-process on a real embedded etcd.
 test-e2e: build tools ## kubectl against a real kube-apiserver aggregating the banlieue binary.
 	$(GO) test $(TEST_FLAGS) ./test/e2e/...
 
+.PHONY: test-capi
+test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separate module, test/capi).
+	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
+
 .PHONY: test
-test: verify test-unit test-integration test-e2e ## Everything: verify, unit, integration and e2e tests.
+test: verify test-unit test-integration test-e2e test-capi ## Everything: verify, unit, integration, e2e and Cluster API tests.
 
 # Extra arguments for "banlieue dev", e.g. DEV_ARGS=--dir=/tmp/banlieue.
 DEV_ARGS ?=

@@ -18,6 +18,7 @@ package capi
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,8 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,16 +85,23 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "capi: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
 		return 1
 	}
-	defer env.Stop()
+	defer env.Stop() // on early returns; Stop is idempotent
+	// Cluster API's logs go next to the other processes' logs.
+	logToFile(filepath.Join(dir, "logs", "capi-controllers.log"))
 	if err := installCRDs(ctx, root); err != nil {
 		fmt.Fprintf(os.Stderr, "capi: CRDs: %v\n", err)
 		return 1
 	}
-	if err := startCAPI(ctx); err != nil {
+	mgrDone, err := startCAPI(ctx)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "capi: controllers: %v\n", err)
 		return 1
 	}
 	code := m.Run()
+	// Controllers first, then the control plane they talk to.
+	cancel()
+	<-mgrDone
+	env.Stop()
 	if code == 0 {
 		defer os.RemoveAll(dir)
 	} else {
@@ -149,7 +159,7 @@ func installCRDs(ctx context.Context, root string) error {
 
 // startCAPI runs Cluster API's own Cluster, Machine, MachineSet and
 // MachineDeployment reconcilers in-process against the environment.
-func startCAPI(ctx context.Context) error {
+func startCAPI(ctx context.Context) (<-chan struct{}, error) {
 	mgr, err := ctrl.NewManager(env.Admin, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -158,14 +168,14 @@ func startCAPI(ctx context.Context) error {
 		Client:                 setup.ManagerClientOptions(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
-		return err
+		return nil, err
 	}
 	secretClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
@@ -173,37 +183,51 @@ func startCAPI(ctx context.Context) error {
 		Client:       setup.ClusterCacheClientOptions("banlieue-capi-test", 20, 30),
 	}, controller.Options{MaxConcurrentReconciles: 2})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := controller.Options{MaxConcurrentReconciles: 2}
 	if err := (&clusterreconciler.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
 		RemoteConnectionGracePeriod: 2 * time.Minute,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
 	if err := (&machinereconciler.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
 		RemoteConditionsGracePeriod: 5 * time.Minute,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
 	if err := (&msreconciler.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
 	if err := (&mdreconciler.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "capi: manager stopped: %v\n", err)
 		}
 	}()
-	return nil
+	return done, nil
+}
+
+// logToFile sends klog (and so controller-runtime's and Cluster API's logs) to path.
+func logToFile(path string) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("log_file", path)
+	_ = fs.Set("one_output", "true")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	ctrl.SetLogger(klog.NewKlogr())
 }
 
 func newNamespace(t *testing.T, name string) string {
@@ -387,14 +411,24 @@ func TestMachineDeploymentStampsVSphereMachines(t *testing.T) {
 	if err := c.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
+	// Fields Cluster API's defaulting webhook would set (the webhooks are not
+	// part of this in-process setup): the rollout strategy and the
+	// cluster-name label in selector and template.
+	labels := map[string]string{"md": "workers", clusterv1.ClusterNameLabel: "c2"}
 	md := &clusterv1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: "c2",
 			Replicas:    ptr.To[int32](2),
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"md": "workers"}},
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
 			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"md": "workers"}},
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 				Spec: clusterv1.MachineSpec{
 					ClusterName:       "c2",
 					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("md-bootstrap")},
@@ -406,13 +440,13 @@ func TestMachineDeploymentStampsVSphereMachines(t *testing.T) {
 	if err := c.Create(ctx, md); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Minute, func() error {
+	eventually(t, 90*time.Second, func() error {
 		var list infrav1.VSphereMachineList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(list.Items) != 2 {
-			return fmt.Errorf("%d VSphereMachines", len(list.Items))
+			return fmt.Errorf("%d VSphereMachines; %s", len(list.Items), describeMD(ctx, ns, md.Name))
 		}
 		for _, vsm := range list.Items {
 			if vsm.Spec.CPUs != 6 || vsm.Spec.Template != "ubuntu-22.04-cloudinit" || len(vsm.Spec.Disks) != 1 || vsm.Spec.Network[0].PortGroup != "VM Network" {
@@ -500,6 +534,37 @@ func TestSchemaRejectsInvalidObjects(t *testing.T) {
 			t.Errorf("defaults not applied: %+v", vsm.Spec)
 		}
 	})
+}
+
+// describeMD summarises a MachineDeployment, its MachineSets and Machines,
+// so a timeout says where Cluster API stopped.
+func describeMD(ctx context.Context, ns, name string) string {
+	var b strings.Builder
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, md); err == nil {
+		fmt.Fprintf(&b, "MachineDeployment conditions: %v; ", conditionSummary(md.Status.Conditions))
+	}
+	var sets clusterv1.MachineSetList
+	if err := c.List(ctx, &sets, client.InNamespace(ns)); err == nil {
+		for _, ms := range sets.Items {
+			fmt.Fprintf(&b, "MachineSet %s replicas=%v conditions: %v; ", ms.Name, ptr.Deref(ms.Spec.Replicas, -1), conditionSummary(ms.Status.Conditions))
+		}
+	}
+	var machines clusterv1.MachineList
+	if err := c.List(ctx, &machines, client.InNamespace(ns)); err == nil {
+		fmt.Fprintf(&b, "%d Machines", len(machines.Items))
+	}
+	return b.String()
+}
+
+func conditionSummary(conds []metav1.Condition) string {
+	var out []string
+	for _, c := range conds {
+		if c.Status != metav1.ConditionTrue {
+			out = append(out, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
