@@ -1,0 +1,274 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package placement
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/resolve"
+)
+
+const ns = "banlieue-system"
+
+func seedClass() *v1alpha1.VMClass {
+	return &v1alpha1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-large"},
+		Spec: v1alpha1.VMClassSpec{
+			Hardware: v1alpha1.VMClassHardware{CPUs: 8, MemoryMiB: 32768, Disks: []v1alpha1.DiskSpec{
+				{Name: "root", SizeGiB: 80, StorageClass: "gold"}, {Name: "data", SizeGiB: 500, StorageClass: "gold"},
+			}},
+			Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
+			Firmware: v1alpha1.FirmwareEFISecure,
+			Features: []string{"hotAddCPU", "hotAddMemory", "efiSecureBoot"},
+		},
+	}
+}
+
+func seedImage(ready ...string) *v1alpha1.VMImage {
+	img := &v1alpha1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
+		Spec:       v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}},
+	}
+	for _, p := range ready {
+		img.Status.PerProvider = append(img.Status.PerProvider, v1alpha1.ImageProviderStatus{Provider: ns + "/" + p, Ready: true})
+	}
+	return img
+}
+
+func provider(name string, fds ...string) v1alpha1.Provider {
+	p := v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "ds-fast-01"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "vmnet-prod"}}},
+				Features:       []string{"hotAddCPU", "hotAddMemory", "efiSecureBoot"},
+			},
+		},
+		Status: v1alpha1.ProviderStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "InventoryWalked"}}},
+	}
+	for _, fd := range fds {
+		p.Status.FailureDomains = append(p.Status.FailureDomains, v1alpha1.FailureDomain{Name: fd, Datacenter: "dc", Cluster: fd, Labels: map[string]string{"zone": fd[len(fd)-1:]}})
+	}
+	return p
+}
+
+func seedVM() *v1alpha1.VirtualMachine {
+	return &v1alpha1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-01", Namespace: ns},
+		Spec: v1alpha1.VirtualMachineSpec{
+			ClassRef: v1alpha1.LocalObjectReference{Name: "db-prod-large"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dc": "dc1", "env": "prod"}}},
+		},
+	}
+}
+
+func input(t *testing.T, vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, img *v1alpha1.VMImage, providers ...v1alpha1.Provider) Input {
+	t.Helper()
+	r, err := resolve.Resolve(vm, class, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{VM: vm, Resolved: r, Image: img, Providers: providers}
+}
+
+func TestDecide(t *testing.T) {
+	cases := []struct {
+		name       string
+		vm         func(*v1alpha1.VirtualMachine)
+		class      func(*v1alpha1.VMClass)
+		image      *v1alpha1.VMImage
+		providers  []v1alpha1.Provider
+		wantReason string
+		wantMsg    string
+		wantFD     string
+	}{
+		{
+			name: "seed guide schedules", image: seedImage("prod-vsphere"),
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a", "fd-b")},
+			wantReason: ReasonScheduled, wantFD: "fd-a",
+		},
+		{
+			name: "label mismatch", image: seedImage("prod-vsphere"),
+			vm: func(vm *v1alpha1.VirtualMachine) {
+				vm.Spec.Placement.ProviderSelector.MatchLabels["env"] = "staging"
+			},
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonNoProviderMatched, wantMsg: "do not match providerSelector",
+		},
+		{
+			name: "missing storage class", image: seedImage("prod-vsphere"),
+			class:      func(c *v1alpha1.VMClass) { c.Spec.Hardware.Disks[1].StorageClass = "platinum" },
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonNoProviderMatched, wantMsg: `storage class "platinum" (disk data)`,
+		},
+		{
+			name: "missing network class", image: seedImage("prod-vsphere"),
+			class:      func(c *v1alpha1.VMClass) { c.Spec.Network.Interfaces[0].NetworkClass = "dmz" },
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonNoProviderMatched, wantMsg: `network class "dmz" (interface eth0)`,
+		},
+		{
+			name: "missing feature", image: seedImage("prod-vsphere"),
+			class:      func(c *v1alpha1.VMClass) { c.Spec.Features = append(c.Spec.Features, "gpuPassthrough") },
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonNoProviderMatched, wantMsg: `feature "gpuPassthrough"`,
+		},
+		{
+			name: "tpm unsupported", image: seedImage("prod-vsphere"),
+			class:      func(c *v1alpha1.VMClass) { c.Spec.TPMEnabled, c.Spec.Firmware = true, v1alpha1.FirmwareEFI },
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonTpmUnsupported, wantMsg: `"vtpm"`,
+		},
+		{
+			name: "tpm supported", image: seedImage("prod-vsphere"),
+			class: func(c *v1alpha1.VMClass) { c.Spec.TPMEnabled, c.Spec.Firmware = true, v1alpha1.FirmwareEFI },
+			providers: func() []v1alpha1.Provider {
+				p := provider("prod-vsphere", "fd-a")
+				p.Spec.Capabilities.Features = append(p.Spec.Capabilities.Features, "vtpm")
+				return []v1alpha1.Provider{p}
+			}(),
+			wantReason: ReasonScheduled, wantFD: "fd-a",
+		},
+		{
+			name: "image not checked yet", image: seedImage(),
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonImageNotReady, wantMsg: "has not checked it yet",
+		},
+		{
+			name: "image not ready", image: func() *v1alpha1.VMImage {
+				img := seedImage()
+				img.Status.PerProvider = []v1alpha1.ImageProviderStatus{{Provider: ns + "/prod-vsphere", Reason: "TemplateNotFound", Message: "not in DC0"}}
+				return img
+			}(),
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonImageNotReady, wantMsg: "TemplateNotFound not in DC0",
+		},
+		{
+			name: "image without a source for the class", image: func() *v1alpha1.VMImage {
+				img := seedImage("prod-vsphere")
+				img.Spec.Sources[0].ProviderClass = "proxmox"
+				return img
+			}(),
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonImageNotReady, wantMsg: `no source for provider class "vsphere"`,
+		},
+		{
+			name: "provider not ready", image: seedImage("prod-vsphere"),
+			providers: func() []v1alpha1.Provider {
+				p := provider("prod-vsphere", "fd-a")
+				p.Status.Conditions[0].Status, p.Status.Conditions[0].Reason = metav1.ConditionFalse, "ConnectFailed"
+				return []v1alpha1.Provider{p}
+			}(),
+			wantReason: ReasonNoProviderMatched, wantMsg: "not Ready (ConnectFailed",
+		},
+		{
+			name: "failure domain selector picks by name", image: seedImage("prod-vsphere"),
+			vm: func(vm *v1alpha1.VirtualMachine) {
+				vm.Spec.Placement.FailureDomainSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"name": "fd-b"}}
+			},
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a", "fd-b")},
+			wantReason: ReasonScheduled, wantFD: "fd-b",
+		},
+		{
+			name: "no failure domain matches", image: seedImage("prod-vsphere"),
+			vm: func(vm *v1alpha1.VirtualMachine) {
+				vm.Spec.Placement.FailureDomainSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "z"}}
+			},
+			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
+			wantReason: ReasonNoProviderMatched, wantMsg: "none of its 1 failure domains",
+		},
+		{
+			name: "nearest miss wins: image beats labels", image: seedImage(),
+			providers: func() []v1alpha1.Provider {
+				other := provider("other", "fd-x")
+				other.Labels = map[string]string{"dc": "dc9"}
+				return []v1alpha1.Provider{other, provider("prod-vsphere", "fd-a")}
+			}(),
+			wantReason: ReasonImageNotReady, wantMsg: "other: labels",
+		},
+		{
+			name: "no providers at all", image: seedImage(),
+			wantReason: ReasonNoProviderMatched, wantMsg: "no Providers",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vm, class := seedVM(), seedClass()
+			if tc.vm != nil {
+				tc.vm(vm)
+			}
+			if tc.class != nil {
+				tc.class(class)
+			}
+			d := Decide(input(t, vm, class, tc.image, tc.providers...))
+			if d.Reason != tc.wantReason {
+				t.Errorf("reason = %s (%s), want %s", d.Reason, d.Message, tc.wantReason)
+			}
+			if !strings.Contains(d.Message, tc.wantMsg) {
+				t.Errorf("message %q lacks %q", d.Message, tc.wantMsg)
+			}
+			if d.Fits != (tc.wantReason == ReasonScheduled) {
+				t.Errorf("fits = %v", d.Fits)
+			}
+			if tc.wantFD != "" {
+				s := d.Scheduled
+				if s.Provider != "prod-vsphere" || s.FailureDomain != tc.wantFD {
+					t.Errorf("scheduled %s/%s, want prod-vsphere/%s", s.Provider, s.FailureDomain, tc.wantFD)
+				}
+				if len(s.Storage) != 2 || s.Storage[1].Datastore != "ds-fast-01" || s.Network[0].PortGroup != "vmnet-prod" {
+					t.Errorf("resolutions: %+v %+v", s.Storage, s.Network)
+				}
+			}
+		})
+	}
+}
+
+// TestSpread: 100 VMs over 2 Providers x 3 failure domains, each placed
+// with the loads so far, end up evenly spread; the same inputs give the
+// same choice.
+func TestSpread(t *testing.T) {
+	providers := []v1alpha1.Provider{provider("vc-a", "fd-1", "fd-2", "fd-3"), provider("vc-b", "fd-1", "fd-2", "fd-3")}
+	img := seedImage("vc-a", "vc-b")
+	load := map[string]int{}
+	for i := 0; i < 100; i++ {
+		vm := seedVM()
+		vm.Name = fmt.Sprintf("vm-%d", i)
+		in := input(t, vm, seedClass(), img, providers...)
+		in.Load = load
+		d := Decide(in)
+		if !d.Fits {
+			t.Fatalf("vm %d: %s", i, d.Message)
+		}
+		if again := Decide(in); again.Scheduled.Provider != d.Scheduled.Provider || again.Scheduled.FailureDomain != d.Scheduled.FailureDomain {
+			t.Fatalf("not deterministic")
+		}
+		load[Key(d.Scheduled.Provider, d.Scheduled.FailureDomain)]++
+	}
+	lo, hi := 100, 0
+	for _, n := range load {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if len(load) != 6 || hi-lo > 1 {
+		t.Errorf("spread %v (max-min %d)", load, hi-lo)
+	}
+}
