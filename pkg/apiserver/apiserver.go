@@ -101,7 +101,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images)
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers)
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +109,15 @@ func (c CompletedConfig) New() (*Server, error) {
 	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.NegotiatedSerializer = withoutProtobuf{Codecs}
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"virtualmachines":          vms.VirtualMachine,
-		"virtualmachines/status":   vms.Status,
-		"virtualmachines/resolved": vms.Resolved,
-		"vmclasses":                classes,
-		"vmimages":                 images,
-		"vmimages/status":          imageStatus,
-		"providers":                providers,
-		"providers/status":         providerStatus,
+		"virtualmachines":           vms.VirtualMachine,
+		"virtualmachines/status":    vms.Status,
+		"virtualmachines/resolved":  vms.Resolved,
+		"virtualmachines/placement": vms.Placement,
+		"vmclasses":                 classes,
+		"vmimages":                  images,
+		"vmimages/status":           imageStatus,
+		"providers":                 providers,
+		"providers/status":          providerStatus,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
 		return nil, err

@@ -89,7 +89,8 @@ type Input struct {
 	// Providers are the candidates (the caller decides which namespaces).
 	Providers []v1alpha1.Provider
 	// Load counts the VMs already placed per failure domain, keyed by
-	// Key(provider, failureDomain); the least loaded fitting domain wins.
+	// Key(namespace/name of the provider, failureDomain); the least loaded
+	// fitting domain wins.
 	Load map[string]int
 }
 
@@ -127,8 +128,30 @@ type FailureDomainFit struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Key identifies a failure domain across Providers (for Load).
-func Key(provider, failureDomain string) string { return provider + "/" + failureDomain }
+// SharedProviderNamespace holds Providers every namespace's VMs may use,
+// besides the Providers in the VM's own namespace.
+const SharedProviderNamespace = "banlieue-system"
+
+// CandidateNamespaces are the namespaces whose Providers may run a VM.
+func CandidateNamespaces(vmNamespace string) []string {
+	if vmNamespace == SharedProviderNamespace {
+		return []string{vmNamespace}
+	}
+	return []string{vmNamespace, SharedProviderNamespace}
+}
+
+// Key identifies a failure domain across Providers (for Load); provider is
+// the Provider's namespace/name.
+func Key(provider, failureDomain string) string { return provider + "|" + failureDomain }
+
+// QualifiedProvider turns a VM's status.scheduled.provider (a name in the
+// VM's namespace, or namespace/name) into namespace/name.
+func QualifiedProvider(vmNamespace, scheduled string) string {
+	if strings.Contains(scheduled, "/") {
+		return scheduled
+	}
+	return vmNamespace + "/" + scheduled
+}
 
 // ProviderName is how a VM refers to a Provider: its name in the VM's own
 // namespace, namespace/name elsewhere.
@@ -272,7 +295,7 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 	}
 	matched := false
 	for _, fd := range p.Status.FailureDomains {
-		f := FailureDomainFit{Name: fd.Name, Load: in.Load[Key(fit.Provider, fd.Name)]}
+		f := FailureDomainFit{Name: fd.Name, Load: in.Load[Key(ImageStatusKey(p), fd.Name)]}
 		if fdSel.Matches(fdLabels(fd)) {
 			f.Fits, matched = true, true
 		} else {

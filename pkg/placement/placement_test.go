@@ -262,7 +262,7 @@ func TestSpread(t *testing.T) {
 		if again := Decide(in); again.Scheduled.Provider != d.Scheduled.Provider || again.Scheduled.FailureDomain != d.Scheduled.FailureDomain {
 			t.Fatalf("not deterministic")
 		}
-		load[Key(d.Scheduled.Provider, d.Scheduled.FailureDomain)]++
+		load[Key(QualifiedProvider(vm.Namespace, d.Scheduled.Provider), d.Scheduled.FailureDomain)]++
 	}
 	lo, hi := 100, 0
 	for _, n := range load {

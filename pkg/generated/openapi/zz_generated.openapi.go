@@ -39,6 +39,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.DiskSpec{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_DiskSpec(ref),
 		v1alpha1.FailureDomain{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref),
 		v1alpha1.FailureDomainNameOverride{}.OpenAPIModelName():    schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref),
+		v1alpha1.FailureDomainPlacement{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_FailureDomainPlacement(ref),
 		v1alpha1.HardwareOverride{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref),
 		v1alpha1.IPAMConfig{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref),
 		v1alpha1.ImageProviderStatus{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref),
@@ -54,10 +55,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.NetworkResolution{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_NetworkResolution(ref),
 		v1alpha1.NetworkTarget{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_NetworkTarget(ref),
 		v1alpha1.Placement{}.OpenAPIModelName():                    schema_pkg_apis_banlieue_v1alpha1_Placement(ref),
+		v1alpha1.PlacementResult{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_PlacementResult(ref),
 		v1alpha1.Provider{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_Provider(ref),
 		v1alpha1.ProviderCapabilities{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref),
 		v1alpha1.ProviderConnection{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
 		v1alpha1.ProviderList{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
+		v1alpha1.ProviderPlacement{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref),
 		v1alpha1.ProviderSpec{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
 		v1alpha1.ProviderStatus{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref),
 		v1alpha1.ResolvedDisk{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref),
@@ -85,6 +88,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.VirtualMachine{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref),
 		v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(): schema_pkg_apis_banlieue_v1alpha1_VirtualMachineInitialization(ref),
 		v1alpha1.VirtualMachineList{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref),
+		v1alpha1.VirtualMachinePlacement{}.OpenAPIModelName():      schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref),
 		v1alpha1.VirtualMachineSpec{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref),
 		v1alpha1.VirtualMachineStatus{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref),
 		resource.Quantity{}.OpenAPIModelName():                     schema_apimachinery_pkg_api_resource_Quantity(ref),
@@ -363,6 +367,51 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref common.Refe
 					},
 				},
 				Required: []string{"datacenter", "cluster", "name"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_FailureDomainPlacement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FailureDomainPlacement is the verdict on one failure domain.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the failure domain.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "fits is true when the failure domain matches the VM's failureDomainSelector.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"load": {
+						SchemaProps: spec.SchemaProps{
+							Description: "load is the number of VMs already placed there.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message explains a mismatch.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "fits", "load"},
 			},
 		},
 	}
@@ -862,6 +911,78 @@ func schema_pkg_apis_banlieue_v1alpha1_Placement(ref common.ReferenceCallback) c
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_PlacementResult(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementResult is a placement decision and its reasons.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "fits is true when some Provider and failure domain can run the VM.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported, ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message explains the reason.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"choice": {
+						SchemaProps: spec.SchemaProps{
+							Description: "choice is where the scheduler would place the VM now.",
+							Ref:         ref(v1alpha1.ScheduledPlacement{}.OpenAPIModelName()),
+						},
+					},
+					"current": {
+						SchemaProps: spec.SchemaProps{
+							Description: "current is where the VM is scheduled, if it is.",
+							Ref:         ref(v1alpha1.ScheduledPlacement{}.OpenAPIModelName()),
+						},
+					},
+					"providers": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"provider",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "providers explains every candidate Provider.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.ProviderPlacement{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"fits", "reason"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ProviderPlacement{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_Provider(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1077,6 +1198,73 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref common.ReferenceCallback
 		},
 		Dependencies: []string{
 			v1alpha1.Provider{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderPlacement is the verdict on one Provider.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"provider": {
+						SchemaProps: spec.SchemaProps{
+							Description: "provider is the Provider's name (namespace/name outside the VM's namespace).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "fits is true when at least one of its failure domains can run the VM.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason is why not, when it does not fit.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message names the label, class, feature or image readiness that failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"failureDomains": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "failureDomains explains each failure domain, when the Provider got that far.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.FailureDomainPlacement{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"provider", "fits"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.FailureDomainPlacement{}.OpenAPIModelName()},
 	}
 }
 
@@ -2460,6 +2648,50 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref common.ReferenceCa
 		},
 		Dependencies: []string{
 			v1alpha1.VirtualMachine{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachinePlacement explains where a VirtualMachine can run: the scheduler's own placement logic run as a dry run, with a verdict for every candidate Provider and failure domain. Served read-only at .../virtualmachines/NAME/placement; it answers \"why is my VM not scheduled?\" in one call.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "metadata is the VirtualMachine's metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"result": {
+						SchemaProps: spec.SchemaProps{
+							Description: "result is the dry-run decision.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.PlacementResult{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"result"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PlacementResult{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 

@@ -81,6 +81,7 @@ const (
 
 // +genclient
 // +genclient:method=GetResolved,verb=get,subresource=resolved,result=ResolvedVirtualMachine
+// +genclient:method=GetPlacement,verb=get,subresource=placement,result=VirtualMachinePlacement
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // VirtualMachine is a provider-agnostic virtual machine. It names a VMClass
@@ -935,4 +936,79 @@ type ProviderList struct {
 	// +optional
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Provider `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
+// VirtualMachinePlacement (the read-only "placement" subresource)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachinePlacement explains where a VirtualMachine can run: the
+// scheduler's own placement logic run as a dry run, with a verdict for every
+// candidate Provider and failure domain. Served read-only at
+// .../virtualmachines/NAME/placement; it answers "why is my VM not
+// scheduled?" in one call.
+type VirtualMachinePlacement struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the VirtualMachine's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// result is the dry-run decision.
+	Result PlacementResult `json:"result"`
+}
+
+// PlacementResult is a placement decision and its reasons.
+type PlacementResult struct {
+	// fits is true when some Provider and failure domain can run the VM.
+	Fits bool `json:"fits"`
+	// reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported,
+	// ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides.
+	Reason string `json:"reason"`
+	// message explains the reason.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// choice is where the scheduler would place the VM now.
+	// +optional
+	Choice *ScheduledPlacement `json:"choice,omitempty"`
+	// current is where the VM is scheduled, if it is.
+	// +optional
+	Current *ScheduledPlacement `json:"current,omitempty"`
+	// providers explains every candidate Provider.
+	// +optional
+	// +listType=map
+	// +listMapKey=provider
+	Providers []ProviderPlacement `json:"providers,omitempty"`
+}
+
+// ProviderPlacement is the verdict on one Provider.
+type ProviderPlacement struct {
+	// provider is the Provider's name (namespace/name outside the VM's namespace).
+	Provider string `json:"provider"`
+	// fits is true when at least one of its failure domains can run the VM.
+	Fits bool `json:"fits"`
+	// reason is why not, when it does not fit.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// message names the label, class, feature or image readiness that failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// failureDomains explains each failure domain, when the Provider got that far.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	FailureDomains []FailureDomainPlacement `json:"failureDomains,omitempty"`
+}
+
+// FailureDomainPlacement is the verdict on one failure domain.
+type FailureDomainPlacement struct {
+	// name of the failure domain.
+	Name string `json:"name"`
+	// fits is true when the failure domain matches the VM's failureDomainSelector.
+	Fits bool `json:"fits"`
+	// load is the number of VMs already placed there.
+	Load int32 `json:"load"`
+	// message explains a mismatch.
+	// +optional
+	Message string `json:"message,omitempty"`
 }

@@ -52,6 +52,11 @@ func (in FailureDomainNameOverride) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in FailureDomainPlacement) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.FailureDomainPlacement"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in HardwareOverride) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.HardwareOverride"
 }
@@ -127,6 +132,11 @@ func (in Placement) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementResult) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.PlacementResult"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Provider) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Provider"
 }
@@ -144,6 +154,11 @@ func (in ProviderConnection) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderList) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderPlacement) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderPlacement"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -279,6 +294,11 @@ func (in VirtualMachineInitialization) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VirtualMachineList) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachinePlacement) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachinePlacement"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

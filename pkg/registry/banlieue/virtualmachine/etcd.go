@@ -31,12 +31,13 @@ type Storage struct {
 	VirtualMachine *REST
 	Status         *status.REST
 	Resolved       *ResolvedREST
+	Placement      *PlacementREST
 }
 
-// NewStorage builds the etcd-backed storage of VirtualMachines. classes and
-// images read VMClasses and VMImages from the server's own storage for the
-// resolved subresource; scheme converts between internal and v1alpha1.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter) (*Storage, error) {
+// NewStorage builds the etcd-backed storage of VirtualMachines. classes,
+// images and providers read the server's own storage for the resolved and
+// placement subresources; scheme converts between internal and v1alpha1.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VirtualMachine{} },
@@ -57,6 +58,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		VirtualMachine: &REST{store},
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{scheme: scheme, vms: store, classes: classes, images: images},
+		Placement:      &PlacementREST{scheme: scheme, vms: store, classes: classes, images: images, providers: providers},
 	}, nil
 }
 

@@ -88,6 +88,12 @@ func ExtractVirtualMachine(virtualMachine *banlieuev1alpha1.VirtualMachine, fiel
 	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "")
 }
 
+// ExtractVirtualMachinePlacement extracts the applied configuration owned by fieldManager from
+// virtualMachine for the placement subresource.
+func ExtractVirtualMachinePlacement(virtualMachine *banlieuev1alpha1.VirtualMachine, fieldManager string) (*VirtualMachineApplyConfiguration, error) {
+	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "placement")
+}
+
 // ExtractVirtualMachineResolved extracts the applied configuration owned by fieldManager from
 // virtualMachine for the resolved subresource.
 func ExtractVirtualMachineResolved(virtualMachine *banlieuev1alpha1.VirtualMachine, fieldManager string) (*VirtualMachineApplyConfiguration, error) {

@@ -52,6 +52,7 @@ type VirtualMachineInterface interface {
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, virtualMachine *applyconfigurationbanlieuev1alpha1.VirtualMachineApplyConfiguration, opts v1.ApplyOptions) (result *banlieuev1alpha1.VirtualMachine, err error)
 	GetResolved(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.ResolvedVirtualMachine, error)
+	GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.VirtualMachinePlacement, error)
 
 	VirtualMachineExpansion
 }
@@ -83,6 +84,20 @@ func (c *virtualMachines) GetResolved(ctx context.Context, virtualMachineName st
 		Resource("virtualmachines").
 		Name(virtualMachineName).
 		SubResource("resolved").
+		VersionedParams(&options, scheme.ParameterCodec).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// GetPlacement takes name of the virtualMachine, and returns the corresponding banlieuev1alpha1.VirtualMachinePlacement object, and an error if there is any.
+func (c *virtualMachines) GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (result *banlieuev1alpha1.VirtualMachinePlacement, err error) {
+	result = &banlieuev1alpha1.VirtualMachinePlacement{}
+	err = c.GetClient().Get().
+		Namespace(c.GetNamespace()).
+		Resource("virtualmachines").
+		Name(virtualMachineName).
+		SubResource("placement").
 		VersionedParams(&options, scheme.ParameterCodec).
 		Do(ctx).
 		Into(result)

@@ -67,3 +67,15 @@ func (c *fakeVirtualMachines) GetResolved(ctx context.Context, virtualMachineNam
 	}
 	return obj.(*v1alpha1.ResolvedVirtualMachine), err
 }
+
+// GetPlacement takes name of the virtualMachine, and returns the corresponding virtualMachinePlacement object, and an error if there is any.
+func (c *fakeVirtualMachines) GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (result *v1alpha1.VirtualMachinePlacement, err error) {
+	emptyResult := &v1alpha1.VirtualMachinePlacement{}
+	obj, err := c.Fake.
+		Invokes(testing.NewGetSubresourceActionWithOptions(c.Resource(), c.Namespace(), "placement", virtualMachineName, options), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.VirtualMachinePlacement), err
+}

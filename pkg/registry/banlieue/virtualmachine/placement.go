@@ -1,0 +1,151 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package virtualmachine
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/resolve"
+)
+
+// PlacementREST serves GET .../virtualmachines/NAME/placement: the
+// scheduler's placement logic (pkg/placement) run as a dry run over the
+// server's own storage, with a verdict per Provider and failure domain.
+type PlacementREST struct {
+	scheme *runtime.Scheme
+	vms    interface {
+		rest.Getter
+		rest.Lister
+	}
+	classes   rest.Getter
+	images    rest.Getter
+	providers rest.Lister
+}
+
+var _ rest.Getter = &PlacementREST{}
+
+func (r *PlacementREST) New() runtime.Object { return &banlieue.VirtualMachinePlacement{} }
+
+func (r *PlacementREST) Destroy() {}
+
+// Get explains the placement of the named VirtualMachine.
+func (r *PlacementREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	obj, err := r.vms.Get(ctx, name, options)
+	if err != nil {
+		return nil, err
+	}
+	vm := &v1alpha1.VirtualMachine{}
+	if err := r.scheme.Convert(obj, vm, nil); err != nil {
+		return nil, err
+	}
+	out := &v1alpha1.VirtualMachinePlacement{ObjectMeta: metav1.ObjectMeta{
+		Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, ResourceVersion: vm.ResourceVersion, Generation: vm.Generation,
+	}}
+	out.Result.Current = vm.Status.Scheduled
+	result, err := r.explain(ctx, vm)
+	if err != nil {
+		return nil, err
+	}
+	out.Result = *result
+	out.Result.Current = vm.Status.Scheduled
+	internal := &banlieue.VirtualMachinePlacement{}
+	if err := r.scheme.Convert(out, internal, nil); err != nil {
+		return nil, err
+	}
+	return internal, nil
+}
+
+func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine) (*v1alpha1.PlacementResult, error) {
+	clusterCtx := genericapirequest.WithNamespace(ctx, metav1.NamespaceNone)
+	class := &v1alpha1.VMClass{}
+	if found, err := r.getOptional(clusterCtx, r.classes, vm.Spec.ClassRef.Name, class); err != nil {
+		return nil, err
+	} else if !found {
+		return &v1alpha1.PlacementResult{Reason: placement.ReasonClassNotFound, Message: "VMClass " + vm.Spec.ClassRef.Name + " does not exist"}, nil
+	}
+	image := &v1alpha1.VMImage{}
+	if found, err := r.getOptional(clusterCtx, r.images, vm.Spec.ImageRef.Name, image); err != nil {
+		return nil, err
+	} else if !found {
+		return &v1alpha1.PlacementResult{Reason: placement.ReasonImageNotFound, Message: "VMImage " + vm.Spec.ImageRef.Name + " does not exist"}, nil
+	}
+	resolved, err := resolve.Resolve(vm, class, image)
+	var overrideErr *resolve.OverrideError
+	if errors.As(err, &overrideErr) {
+		return &v1alpha1.PlacementResult{Reason: placement.ReasonInvalidOverrides, Message: overrideErr.Error()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	in := placement.Input{VM: vm, Resolved: resolved, Image: image, Load: map[string]int{}}
+	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
+		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var providers v1alpha1.ProviderList
+		if err := r.scheme.Convert(list, &providers, nil); err != nil {
+			return nil, err
+		}
+		in.Providers = append(in.Providers, providers.Items...)
+	}
+	all, err := r.vms.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, other := range all.(*banlieue.VirtualMachineList).Items {
+		if s := other.Status.Scheduled; s != nil && other.UID != vm.UID {
+			in.Load[placement.Key(placement.QualifiedProvider(other.Namespace, s.Provider), s.FailureDomain)]++
+		}
+	}
+	return ToResult(placement.Decide(in)), nil
+}
+
+// ToResult turns a placement decision into its API form.
+func ToResult(d placement.Decision) *v1alpha1.PlacementResult {
+	out := &v1alpha1.PlacementResult{Fits: d.Fits, Reason: d.Reason, Message: d.Message, Choice: d.Scheduled}
+	for _, p := range d.Providers {
+		pp := v1alpha1.ProviderPlacement{Provider: p.Provider, Fits: p.Fits, Reason: p.Reason, Message: p.Message}
+		for _, fd := range p.FailureDomains {
+			pp.FailureDomains = append(pp.FailureDomains, v1alpha1.FailureDomainPlacement{Name: fd.Name, Fits: fd.Fits, Load: int32(fd.Load), Message: fd.Message})
+		}
+		out.Providers = append(out.Providers, pp)
+	}
+	return out
+}
+
+func (r *PlacementREST) getOptional(ctx context.Context, getter rest.Getter, name string, into runtime.Object) (bool, error) {
+	obj, err := getter.Get(ctx, name, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, r.scheme.Convert(obj, into, nil)
+}

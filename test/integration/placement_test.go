@@ -1,0 +1,125 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// TestPlacementExplain: virtualmachines/NAME/placement runs the scheduler's
+// logic over the server's storage and says why a VM does or does not fit.
+func TestPlacementExplain(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	c := s.Client
+	ctx := context.Background()
+	provider, _, image := seed(t, ctx, c)
+	vms := c.BanlieueV1alpha1().VirtualMachines(ns)
+	var vm v1alpha1.VirtualMachine
+	readExample(t, "virtualmachine.yaml", &vm)
+	if _, err := vms.Create(ctx, &vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	explain := func() v1alpha1.PlacementResult {
+		t.Helper()
+		p, err := vms.GetPlacement(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Result
+	}
+
+	// The Provider has not reported in yet.
+	if r := explain(); r.Fits || r.Reason != "NoProviderMatched" || !strings.Contains(r.Message, "not Ready") {
+		t.Errorf("before the Provider is ready: %+v", r)
+	}
+
+	// Play the vSphere provider: Ready with two failure domains.
+	provider.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "InventoryWalked", LastTransitionTime: metav1.Now()}}
+	provider.Status.FailureDomains = []v1alpha1.FailureDomain{
+		{Name: "prod-vsphere-dc1-c1", Datacenter: "DC1", Cluster: "C1", Labels: map[string]string{"name": "prod-vsphere-dc1-c1"}},
+		{Name: "prod-vsphere-dc1-c2", Datacenter: "DC1", Cluster: "C2", Labels: map[string]string{"name": "prod-vsphere-dc1-c2"}},
+	}
+	if _, err := c.BanlieueV1alpha1().Providers(ns).UpdateStatus(ctx, provider, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := explain(); r.Reason != "ImageNotReady" || !strings.Contains(r.Message, "has not checked it yet") {
+		t.Errorf("before the image is checked: %+v", r)
+	}
+
+	image.Status.PerProvider = []v1alpha1.ImageProviderStatus{{Provider: ns + "/prod-vsphere", Ready: true}}
+	if _, err := c.BanlieueV1alpha1().VMImages().UpdateStatus(ctx, image, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := explain()
+	if !r.Fits || r.Reason != "Scheduled" || r.Choice == nil || r.Choice.Provider != "prod-vsphere" || r.Choice.FailureDomain != "prod-vsphere-dc1-c1" {
+		t.Fatalf("when everything is ready: %+v", r)
+	}
+	if r.Choice.Storage[0].Datastore != "ds-fast-01" || r.Choice.Network[0].PortGroup != "vmnet-prod" {
+		t.Errorf("resolutions: %+v", r.Choice)
+	}
+	if len(r.Providers) != 1 || len(r.Providers[0].FailureDomains) != 2 {
+		t.Errorf("per-provider verdicts: %+v", r.Providers)
+	}
+
+	// A VM already placed in dc1-c1 moves the choice to the emptier domain.
+	other := newVM("neighbour", "db-prod-large", "ubuntu-22.04-cloudinit")
+	created, err := vms.Create(ctx, other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Scheduled = &v1alpha1.ScheduledPlacement{Provider: "prod-vsphere", FailureDomain: "prod-vsphere-dc1-c1"}
+	if _, err := vms.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := explain(); r.Choice == nil || r.Choice.FailureDomain != "prod-vsphere-dc1-c2" || r.Providers[0].FailureDomains[0].Load != 1 {
+		t.Errorf("with load: %+v", r)
+	}
+
+	// A VM whose class the Provider cannot serve: the feature is named.
+	tpm := newVM("tpm-vm", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit")
+	tpm.Spec.Placement = vm.Spec.Placement
+	var tpmClass v1alpha1.VMClass
+	readExample(t, "vmclass-tpm-encrypted.yaml", &tpmClass)
+	if _, err := c.BanlieueV1alpha1().VMClasses().Create(ctx, &tpmClass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vms.Create(ctx, tpm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := vms.GetPlacement(ctx, "tpm-vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Result.Reason != "TpmUnsupported" || !strings.Contains(p.Result.Providers[0].Message, `"vtpm"`) {
+		t.Errorf("tpm: %+v", p.Result)
+	}
+
+	// A missing class is a reason, not an error.
+	if _, err := vms.Create(ctx, newVM("classless", "no-such-class", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = vms.GetPlacement(ctx, "classless", metav1.GetOptions{})
+	if err != nil || p.Result.Reason != "ClassNotFound" {
+		t.Errorf("missing class: %v %+v", err, p)
+	}
+}
