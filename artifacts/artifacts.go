@@ -26,6 +26,11 @@ import "embed"
 //go:embed deploy
 var Deploy embed.FS
 
+// CRDs holds artifacts/crds (the generated infrastructure CRDs).
+//
+//go:embed crds/*.yaml
+var CRDs embed.FS
+
 // Examples holds artifacts/examples (the seed guide's objects).
 //
 //go:embed examples/*.yaml

@@ -25,6 +25,7 @@ import (
 	"k8s.io/component-base/cli"
 
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
+	"github.com/firestoned/banlieue/pkg/cmd/controller"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 )
 
@@ -36,6 +37,6 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx), dev.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), dev.NewCommand(ctx))
 	os.Exit(cli.Run(root))
 }

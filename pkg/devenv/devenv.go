@@ -56,6 +56,7 @@ const (
 	Namespace          = "banlieue-system"
 	ServiceAccount     = "banlieue-apiserver"
 	BanlieueUser       = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
+	ControllerUser     = "system:serviceaccount:" + Namespace + ":banlieue-controller"
 	APIServiceName     = "v1alpha1.banlieue.io"
 	banlieueEtcdPrefix = "/banlieue.io/registry"
 	// loopbackService is the ExternalName Service the APIService points at.
@@ -75,6 +76,9 @@ type Config struct {
 	Setup func(ctx context.Context, adminKubeconfig string) error
 	// BanlieueArgs are extra arguments for "banlieue apiserver".
 	BanlieueArgs []string
+	// Controllers is how many "banlieue controller" replicas to run (with
+	// leader election), after the APIService is available.
+	Controllers int
 }
 
 // Env is a running environment.
@@ -141,7 +145,40 @@ func Start(ctx context.Context, cfg Config) (env *Env, err error) {
 	if err := e.registerAPIService(ctx); err != nil {
 		return nil, err
 	}
+	for i := 0; i < cfg.Controllers; i++ {
+		if _, err := e.StartController(i); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// Process is a component started by the environment.
+type Process struct{ p *process }
+
+// Kill sends SIGKILL (a crash) and waits for the process to exit.
+func (p Process) Kill() { p.p.kill() }
+
+// Stop shuts the process down cleanly.
+func (p Process) Stop() { p.p.stop() }
+
+// StartController starts replica i of "banlieue controller", authenticated
+// as the controller's ServiceAccount.
+func (e *Env) StartController(i int) (Process, error) {
+	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "controller.kubeconfig")
+	if _, err := os.Stat(kubeconfig); err != nil {
+		ident, err := e.ca.IssueClient(ControllerUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+		if err != nil {
+			return Process{}, err
+		}
+		if err := e.writeKubeconfig(kubeconfig, "controller", ident); err != nil {
+			return Process{}, err
+		}
+	}
+	p, err := e.startProcess(fmt.Sprintf("controller-%d", i), filepath.Join(e.cfg.BinDir, "banlieue"), "controller",
+		"--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace="+Namespace,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	return Process{p}, err
 }
 
 // Stop kills every process (by PID, in reverse start order) and waits for it.

@@ -74,10 +74,11 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples bool) 
 	start := time.Now()
 	fmt.Fprintf(out, "banlieue dev: starting etcd, kube-apiserver, kube-controller-manager and banlieue (data in %s)...\n", abs)
 	env, err := devenv.Start(ctx, devenv.Config{
-		Dir:     abs,
-		BinDir:  binDir,
-		Durable: true,
-		Setup:   InstallRBAC,
+		Dir:         abs,
+		BinDir:      binDir,
+		Durable:     true,
+		Setup:       InstallRBAC,
+		Controllers: 1,
 	})
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(abs, "logs"))
@@ -112,17 +113,24 @@ Logs: %s
 Ctrl-C stops everything.
 `
 
-// InstallRBAC applies the namespace, ServiceAccount and RBAC of
-// artifacts/deploy/base: banlieue runs with exactly the permissions an
-// installed server has.
+// InstallRBAC applies the namespace, ServiceAccounts and RBAC of
+// artifacts/deploy/base (banlieue runs with exactly the permissions an
+// installed server and controller have) and the infrastructure CRDs.
 func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
 	cfg, err := clientConfig(adminKubeconfig)
 	if err != nil {
 		return err
 	}
-	return devenv.ApplyFiles(ctx, cfg, artifacts.Deploy,
+	if err := devenv.ApplyFiles(ctx, cfg, artifacts.Deploy,
 		"deploy/base/namespace.yaml", "deploy/base/serviceaccount.yaml",
-		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml")
+		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml", "deploy/base/rbac-controller.yaml"); err != nil {
+		return err
+	}
+	crds, err := devenv.YAMLFiles(artifacts.CRDs, "crds")
+	if err != nil {
+		return err
+	}
+	return devenv.ApplyFiles(ctx, cfg, artifacts.CRDs, crds...)
 }
 
 func clientConfig(kubeconfig string) (*restclient.Config, error) {

@@ -1,0 +1,108 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package controllers assembles banlieue's core controllers (VirtualMachine
+// scheduling and lifecycle, VSphereCluster aggregation) into one
+// controller-runtime manager with leader election. They reach banlieue.io
+// through kube-apiserver's aggregation layer like any other client.
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	restclient "k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
+	"github.com/firestoned/banlieue/pkg/controllers/vspherecluster"
+)
+
+// Names of the controllers, for --controllers.
+const (
+	VirtualMachine = "virtualmachine"
+	VSphereCluster = "vspherecluster"
+)
+
+// All is every core controller.
+var All = []string{VirtualMachine, VSphereCluster}
+
+// Options configure the manager.
+type Options struct {
+	// Controllers to run (names from All).
+	Controllers []string
+	// LeaderElection makes replicas take turns; only the leader acts.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// MetricsAddr and HealthAddr: "0" disables.
+	MetricsAddr, HealthAddr string
+}
+
+// Scheme knows every type the controllers read and write.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// NewManager builds a manager running the selected controllers.
+func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	lease := 15 * time.Second
+	renew := 10 * time.Second
+	retry := 2 * time.Second
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionID:        "banlieue-controllers",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaseDuration:           &lease,
+		RenewDeadline:           &renew,
+		RetryPeriod:             &retry,
+		// Hand over at once on a clean shutdown.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range o.Controllers {
+		switch name {
+		case VirtualMachine:
+			err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler")}).SetupWithManager(mgr)
+		case VSphereCluster:
+			err = (&vspherecluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		default:
+			err = fmt.Errorf("unknown controller %q (known: %v)", name, All)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("controller %s: %w", name, err)
+		}
+	}
+	return mgr, nil
+}

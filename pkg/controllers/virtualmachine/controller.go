@@ -1,0 +1,340 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package virtualmachine is the core VirtualMachine controller: it validates
+// that a VM's class and image resolve, schedules it on a Provider and
+// failure domain (pkg/placement), creates its VSphereMachine from the
+// resolved spec (pkg/resolve), and mirrors the VSphereMachine's status back.
+// It never sets provisioned by itself.
+package virtualmachine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/resolve"
+)
+
+const (
+	// Finalizer holds a VM until its VSphereMachine is gone.
+	Finalizer = "banlieue.io/virtualmachine"
+	// NameLabel marks objects banlieue created.
+	NameLabel = "app.kubernetes.io/name"
+	// VMLabel names the VirtualMachine an infrastructure object belongs to.
+	VMLabel = "banlieue.io/virtualmachine"
+
+	reasonWaitingForInfrastructure = "WaitingForInfrastructure"
+	reasonInfrastructureReady      = "InfrastructureReady"
+	reasonInfrastructureNotReady   = "InfrastructureNotReady"
+	reasonNotScheduled             = "NotScheduled"
+)
+
+// Reconciler reconciles VirtualMachines.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+
+	// assumed remembers placements written but maybe not yet in the cache,
+	// so that VMs reconciled back to back still spread evenly (as
+	// kube-scheduler's assume cache does). Keyed by VM UID.
+	mu      sync.Mutex
+	assumed map[types.UID]assumption
+}
+
+type assumption struct {
+	key string
+}
+
+// SetupWithManager registers the controller. One worker: placement reads
+// the load the previous decision created, and leader election keeps one
+// replica acting.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.assumed = map[types.UID]assumption{}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("virtualmachine").
+		For(&v1alpha1.VirtualMachine{}).
+		Owns(&infrav1.VSphereMachine{}).
+		// Unscheduled VMs wait on Providers, classes and images.
+		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
+		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
+		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs), builder.WithPredicates()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
+
+func (r *Reconciler) unscheduledVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+	var vms v1alpha1.VirtualMachineList
+	if err := r.Client.List(ctx, &vms); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing VirtualMachines to requeue")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, vm := range vms.Items {
+		if vm.Status.Scheduled == nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vm)})
+		}
+	}
+	return out
+}
+
+// Reconcile drives one VirtualMachine one step.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	vm := &v1alpha1.VirtualMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !vm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, vm)
+	}
+	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
+		patch := client.MergeFrom(vm.DeepCopy())
+		controllerutil.AddFinalizer(vm, Finalizer)
+		if err := r.Client.Patch(ctx, vm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	before := vm.Status.DeepCopy()
+	result, err := r.reconcileNormal(ctx, vm)
+	vm.Status.ObservedGeneration = vm.Generation
+	if !equalStatus(before, &vm.Status) {
+		if uerr := r.Client.Status().Update(ctx, vm); uerr != nil {
+			if apierrors.IsConflict(uerr) {
+				return ctrl.Result{Requeue: true}, nil
+			}
+			return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
+		}
+		if s := vm.Status.Scheduled; s != nil && before.Scheduled == nil {
+			log.Info("Scheduled", "provider", s.Provider, "failureDomain", s.FailureDomain)
+		}
+	}
+	return result, err
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMachine) (ctrl.Result, error) {
+	class := &v1alpha1.VMClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, class); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	image := &v1alpha1.VMImage{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.invalid(vm, placement.ReasonImageNotFound, fmt.Sprintf("VMImage %s does not exist", vm.Spec.ImageRef.Name))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	resolved, err := resolve.Resolve(vm, class, image)
+	var overrideErr *resolve.OverrideError
+	if errors.As(err, &overrideErr) {
+		r.invalid(vm, placement.ReasonInvalidOverrides, overrideErr.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved,
+		fmt.Sprintf("VMClass %s and VMImage %s resolve", class.Name, image.Name))
+
+	providers, err := r.candidates(ctx, vm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if vm.Status.Scheduled == nil {
+		load, err := r.load(ctx, vm)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		d := placement.Decide(placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Load: load})
+		if !d.Fits {
+			if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled); c == nil || c.Reason != d.Reason || c.Message != d.Message {
+				r.event(vm, corev1.EventTypeWarning, d.Reason, "Scheduling", d.Message)
+			}
+			r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionFalse, d.Reason, d.Message)
+			r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reasonNotScheduled, "the VM is not scheduled")
+			return ctrl.Result{}, nil
+		}
+		vm.Status.Scheduled = d.Scheduled
+		r.assume(vm)
+		r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionTrue, placement.ReasonScheduled, d.Message)
+		r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
+	}
+
+	provider := findProvider(providers, vm)
+	if provider == nil {
+		// The chosen Provider is gone; keep the placement and say so.
+		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
+			fmt.Sprintf("Provider %s no longer exists", vm.Status.Scheduled.Provider))
+		return ctrl.Result{}, nil
+	}
+	vsm, err := r.ensureVSphereMachine(ctx, vm, resolved, provider)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mirror(vm, vsm)
+	return ctrl.Result{}, nil
+}
+
+// invalid records a placement that cannot be resolved.
+func (r *Reconciler) invalid(vm *v1alpha1.VirtualMachine, reason, message string) {
+	if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePlacementValid); c == nil || c.Reason != reason {
+		r.event(vm, corev1.EventTypeWarning, reason, "Resolving", message)
+	}
+	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionFalse, reason, message)
+	if vm.Status.Scheduled == nil {
+		r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionFalse, reason, message)
+		r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reasonNotScheduled, "the VM is not scheduled")
+	}
+}
+
+func (r *Reconciler) setCondition(vm *v1alpha1.VirtualMachine, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&vm.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: truncate(message, 32*1024), ObservedGeneration: vm.Generation,
+	})
+}
+
+func (r *Reconciler) event(vm *v1alpha1.VirtualMachine, eventType, reason, action, message string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(vm, nil, eventType, reason, action, "%s", truncate(message, 1024))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// candidates lists the Providers that may run vm.
+func (r *Reconciler) candidates(ctx context.Context, vm *v1alpha1.VirtualMachine) ([]v1alpha1.Provider, error) {
+	var out []v1alpha1.Provider
+	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
+		var list v1alpha1.ProviderList
+		if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("listing Providers in %s: %w", ns, err)
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
+func findProvider(providers []v1alpha1.Provider, vm *v1alpha1.VirtualMachine) *v1alpha1.Provider {
+	want := placement.QualifiedProvider(vm.Namespace, vm.Status.Scheduled.Provider)
+	for i := range providers {
+		if placement.ImageStatusKey(&providers[i]) == want {
+			return &providers[i]
+		}
+	}
+	return nil
+}
+
+// load counts placed VMs per failure domain: those in the cache plus the
+// ones this controller placed that the cache does not show yet.
+func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map[string]int, error) {
+	var vms v1alpha1.VirtualMachineList
+	if err := r.Client.List(ctx, &vms); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	load := map[string]int{}
+	seen := map[types.UID]bool{}
+	for _, other := range vms.Items {
+		seen[other.UID] = true
+		if other.UID == vm.UID {
+			continue
+		}
+		if s := other.Status.Scheduled; s != nil {
+			load[placement.Key(placement.QualifiedProvider(other.Namespace, s.Provider), s.FailureDomain)]++
+			delete(r.assumed, other.UID) // the cache caught up
+		} else if a, ok := r.assumed[other.UID]; ok {
+			load[a.key]++
+		}
+	}
+	for uid := range r.assumed {
+		if !seen[uid] {
+			delete(r.assumed, uid) // deleted VM
+		}
+	}
+	return load, nil
+}
+
+func (r *Reconciler) assume(vm *v1alpha1.VirtualMachine) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := vm.Status.Scheduled
+	r.assumed[vm.UID] = assumption{key: placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)}
+}
+
+// reconcileDelete deletes the VSphereMachine and releases the VM once it is gone.
+func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMachine) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	vsm := &infrav1.VSphereMachine{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name}, vsm)
+	switch {
+	case err == nil && metav1.IsControlledBy(vsm, vm):
+		if vsm.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, vsm); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("deleting VSphereMachine: %w", err)
+			}
+			r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", "deleting VSphereMachine "+vsm.Name)
+		}
+		// Its deletion event requeues us; nothing to poll.
+		return ctrl.Result{}, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return ctrl.Result{}, err
+	}
+	patch := client.MergeFrom(vm.DeepCopy())
+	controllerutil.RemoveFinalizer(vm, Finalizer)
+	if err := r.Client.Patch(ctx, vm, patch); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	r.mu.Lock()
+	delete(r.assumed, vm.UID)
+	r.mu.Unlock()
+	return ctrl.Result{}, nil
+}
+
+func equalStatus(a, b *v1alpha1.VirtualMachineStatus) bool {
+	return equality(a, b)
+}
