@@ -34,14 +34,17 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/firestoned/banlieue/pkg/admission/initializer"
 	"github.com/firestoned/banlieue/pkg/admission/references"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/apiserver"
+	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/embeddedetcd"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	informers "github.com/firestoned/banlieue/pkg/generated/informers/externalversions"
@@ -68,6 +71,9 @@ type Options struct {
 	EmbeddedEtcdDataDir string
 	// EmbeddedEtcdClientPort is the embedded etcd's client port (0: any free port).
 	EmbeddedEtcdClientPort int
+	// Controllers run inside this process, talking to kube-apiserver through
+	// --kubeconfig like any client, with leader election.
+	Controllers []string
 }
 
 // NewOptions returns options with banlieue's defaults.
@@ -101,6 +107,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 		"Data directory of the embedded etcd, started when --etcd-servers is empty.")
 	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
 		"Loopback client port of the embedded etcd (0 picks a free port).")
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
+		fmt.Sprintf("Core controllers to run in this process (of %v), through --kubeconfig, with leader election in banlieue-system.", controllers.All))
 }
 
 // Complete adjusts options that depend on each other.
@@ -120,6 +128,9 @@ func (o *Options) Complete() {
 func (o *Options) Validate() error {
 	ro := *o.RecommendedOptions
 	var errs []error
+	if len(o.Controllers) > 0 && o.RecommendedOptions.CoreAPI == nil {
+		errs = append(errs, fmt.Errorf("--controllers needs --kubeconfig (a Kubernetes control plane), not --standalone"))
+	}
 	if o.StandaloneKubeconfig != "" && !o.Standalone {
 		errs = append(errs, fmt.Errorf("--standalone-kubeconfig needs --standalone"))
 	}
@@ -175,6 +186,12 @@ func (o *Options) NewServer() (*Server, error) {
 	}
 	s.server = srv
 	s.LoopbackClientConfig = cfg.GenericConfig.LoopbackClientConfig
+	if len(o.Controllers) > 0 {
+		if err := o.addControllers(srv.GenericAPIServer); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
 	srv.GenericAPIServer.AddPostStartHookOrDie("start-banlieue-informers", func(ctx genericapiserver.PostStartHookContext) error {
 		if cfg.GenericConfig.SharedInformerFactory != nil {
 			cfg.GenericConfig.SharedInformerFactory.Start(ctx.Done())
@@ -270,4 +287,30 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	}
 	cliflag.SetUsageAndHelpFunc(cmd, *fss, 100)
 	return cmd
+}
+
+// addControllers runs the core controllers once the server serves: they
+// reach banlieue.io through kube-apiserver (and so need the APIService),
+// with the identity of --kubeconfig.
+func (o *Options) addControllers(server *genericapiserver.GenericAPIServer) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.RecommendedOptions.CoreAPI.CoreAPIKubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("--controllers: %w", err)
+	}
+	ctrl.SetLogger(klog.NewKlogr())
+	mgr, err := controllers.NewManager(cfg, controllers.Options{
+		Controllers: o.Controllers, LeaderElection: true, LeaderElectionNamespace: "banlieue-system",
+		MetricsAddr: "0", HealthAddr: "0",
+	})
+	if err != nil {
+		return err
+	}
+	return server.AddPostStartHook("start-banlieue-controllers", func(ctx genericapiserver.PostStartHookContext) error {
+		go func() {
+			if err := mgr.Start(ctx); err != nil {
+				klog.ErrorS(err, "banlieue controllers stopped")
+			}
+		}()
+		return nil
+	})
 }

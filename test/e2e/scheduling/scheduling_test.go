@@ -423,3 +423,47 @@ func TestSpreadAndCleanup(t *testing.T) {
 		return fmt.Errorf("namespace still there (%d VMs left): %v", len(left.Items), err)
 	})
 }
+
+// TestVSphereClusterAggregation: a VSphereCluster's failure domains follow
+// the Providers its selector picks, as they come and go.
+func TestVSphereClusterAggregation(t *testing.T) {
+	ctx := context.Background()
+	sel := map[string]string{"aggregate": "yes"}
+	readyProvider(t, "agg-1", sel, nil, "agg-1-a", "agg-1-b")
+	vsc := &infrav1.VSphereCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "multi-vcenter", Namespace: ns},
+		Spec:       infrav1.VSphereClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: sel}},
+	}
+	if err := c.Create(ctx, vsc); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(want string) {
+		t.Helper()
+		eventually(t, time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vsc), vsc); err != nil {
+				return err
+			}
+			var names []string
+			for _, fd := range vsc.Status.FailureDomains {
+				names = append(names, fd.Name)
+			}
+			if strings.Join(names, ",") != want {
+				return fmt.Errorf("failure domains %v, want %s", names, want)
+			}
+			if !ptr.Deref(vsc.Status.Initialization.Provisioned, false) {
+				return fmt.Errorf("not provisioned")
+			}
+			return nil
+		})
+	}
+	expect("agg-1-a,agg-1-b")
+	readyProvider(t, "agg-2", sel, nil, "agg-2-a")
+	expect("agg-1-a,agg-1-b,agg-2-a")
+	if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "agg-1", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	expect("agg-2-a")
+	if fd := vsc.Status.FailureDomains[0]; fd.Attributes["provider"] != "agg-2" || fd.Attributes["datacenter"] != "DC-agg-2-a" {
+		t.Errorf("attributes %v", fd.Attributes)
+	}
+}
