@@ -54,11 +54,12 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
 		return nil, err
 	}
+	view := storageView{scheme: scheme, vms: store, classes: classes, images: images}
 	return &Storage{
 		VirtualMachine: &REST{store},
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
-		Resolved:       &ResolvedREST{scheme: scheme, vms: store, classes: classes, images: images},
-		Placement:      &PlacementREST{scheme: scheme, vms: store, classes: classes, images: images, providers: providers},
+		Resolved:       &ResolvedREST{view},
+		Placement:      &PlacementREST{storageView: view, allVMs: store, providers: providers},
 	}, nil
 }
 

@@ -36,13 +36,8 @@ import (
 // scheduler's placement logic (pkg/placement) run as a dry run over the
 // server's own storage, with a verdict per Provider and failure domain.
 type PlacementREST struct {
-	scheme *runtime.Scheme
-	vms    interface {
-		rest.Getter
-		rest.Lister
-	}
-	classes   rest.Getter
-	images    rest.Getter
+	storageView
+	allVMs    rest.Lister
 	providers rest.Lister
 }
 
@@ -54,18 +49,13 @@ func (r *PlacementREST) Destroy() {}
 
 // Get explains the placement of the named VirtualMachine.
 func (r *PlacementREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	obj, err := r.vms.Get(ctx, name, options)
+	vm, err := r.virtualMachine(ctx, name, options)
 	if err != nil {
-		return nil, err
-	}
-	vm := &v1alpha1.VirtualMachine{}
-	if err := r.scheme.Convert(obj, vm, nil); err != nil {
 		return nil, err
 	}
 	out := &v1alpha1.VirtualMachinePlacement{ObjectMeta: metav1.ObjectMeta{
 		Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, ResourceVersion: vm.ResourceVersion, Generation: vm.Generation,
 	}}
-	out.Result.Current = vm.Status.Scheduled
 	result, err := r.explain(ctx, vm)
 	if err != nil {
 		return nil, err
@@ -80,18 +70,18 @@ func (r *PlacementREST) Get(ctx context.Context, name string, options *metav1.Ge
 }
 
 func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine) (*v1alpha1.PlacementResult, error) {
-	clusterCtx := genericapirequest.WithNamespace(ctx, metav1.NamespaceNone)
-	class := &v1alpha1.VMClass{}
-	if found, err := r.getOptional(clusterCtx, r.classes, vm.Spec.ClassRef.Name, class); err != nil {
-		return nil, err
-	} else if !found {
+	// A missing class or image is an answer here, not an error.
+	class, err := r.class(ctx, vm.Spec.ClassRef.Name)
+	if apierrors.IsNotFound(err) {
 		return &v1alpha1.PlacementResult{Reason: placement.ReasonClassNotFound, Message: "VMClass " + vm.Spec.ClassRef.Name + " does not exist"}, nil
-	}
-	image := &v1alpha1.VMImage{}
-	if found, err := r.getOptional(clusterCtx, r.images, vm.Spec.ImageRef.Name, image); err != nil {
+	} else if err != nil {
 		return nil, err
-	} else if !found {
+	}
+	image, err := r.image(ctx, vm.Spec.ImageRef.Name)
+	if apierrors.IsNotFound(err) {
 		return &v1alpha1.PlacementResult{Reason: placement.ReasonImageNotFound, Message: "VMImage " + vm.Spec.ImageRef.Name + " does not exist"}, nil
+	} else if err != nil {
+		return nil, err
 	}
 	resolved, err := resolve.Resolve(vm, class, image)
 	var overrideErr *resolve.OverrideError
@@ -114,7 +104,7 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 		}
 		in.Providers = append(in.Providers, providers.Items...)
 	}
-	all, err := r.vms.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{})
+	all, err := r.allVMs.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +127,4 @@ func ToResult(d placement.Decision) *v1alpha1.PlacementResult {
 		out.Providers = append(out.Providers, pp)
 	}
 	return out
-}
-
-func (r *PlacementREST) getOptional(ctx context.Context, getter rest.Getter, name string, into runtime.Object) (bool, error) {
-	obj, err := getter.Get(ctx, name, &metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, r.scheme.Convert(obj, into, nil)
 }
