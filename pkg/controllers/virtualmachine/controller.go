@@ -28,13 +28,13 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -89,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Unscheduled VMs wait on Providers, classes and images.
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
-		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs), builder.WithPredicates()).
+		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := vm.Status.DeepCopy()
 	result, err := r.reconcileNormal(ctx, vm)
 	vm.Status.ObservedGeneration = vm.Generation
-	if !equalStatus(before, &vm.Status) {
+	if !apiequality.Semantic.DeepEqual(before, &vm.Status) {
 		if uerr := r.Client.Status().Update(ctx, vm); uerr != nil {
 			if apierrors.IsConflict(uerr) {
 				return ctrl.Result{Requeue: true}, nil
@@ -333,8 +333,4 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 	delete(r.assumed, vm.UID)
 	r.mu.Unlock()
 	return ctrl.Result{}, nil
-}
-
-func equalStatus(a, b *v1alpha1.VirtualMachineStatus) bool {
-	return equality(a, b)
 }

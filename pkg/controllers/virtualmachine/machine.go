@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -28,8 +27,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 )
-
-func equality(a, b interface{}) bool { return apiequality.Semantic.DeepEqual(a, b) }
 
 // BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on
 // provider. Pure, so that what a VM becomes can be tested without a cluster.
