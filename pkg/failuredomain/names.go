@@ -1,0 +1,129 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package failuredomain names a Provider's failure domains: one per
+// (datacenter, compute cluster), "<provider>-<datacenter>-<cluster>"
+// lower-cased into a DNS-1123 label and shortened with a hash when too
+// long, unless the Provider overrides the name. The vSphere provider
+// publishes these names, VSphereClusters and placement select by them.
+package failuredomain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// MaxLength is the length of a DNS-1123 label.
+const MaxLength = 63
+
+// hashLength is how many hex digits of the hash a shortened name keeps.
+const hashLength = 8
+
+// Pair is one (datacenter, compute cluster) found in the backend.
+type Pair struct {
+	Datacenter string
+	Cluster    string
+}
+
+// AutoName is the computed name of a pair for provider: lower-cased, every
+// run of characters outside [a-z0-9] turned into one '-', trimmed, and, when
+// longer than 63, cut and suffixed with 8 hex digits of a hash of the full
+// (unmangled) identity, so distinct pairs stay distinct.
+func AutoName(provider string, p Pair) string {
+	name := sanitize(provider + "-" + p.Datacenter + "-" + p.Cluster)
+	if len(name) <= MaxLength && name != "" {
+		return name
+	}
+	sum := sha256.Sum256([]byte(provider + "\x00" + p.Datacenter + "\x00" + p.Cluster))
+	suffix := hex.EncodeToString(sum[:])[:hashLength]
+	keep := MaxLength - hashLength - 1
+	if len(name) > keep {
+		name = strings.TrimRight(name[:keep], "-")
+	}
+	if name == "" {
+		return "fd-" + suffix
+	}
+	return name + "-" + suffix
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// CollisionError reports two pairs resolving to the same name; the whole
+// Provider is then not Ready.
+type CollisionError struct {
+	Name  string
+	Pairs []Pair
+}
+
+func (e *CollisionError) Error() string {
+	var parts []string
+	for _, p := range e.Pairs {
+		parts = append(parts, fmt.Sprintf("(%s, %s)", p.Datacenter, p.Cluster))
+	}
+	return fmt.Sprintf("failure domains %s all resolve to the name %q", strings.Join(parts, " and "), e.Name)
+}
+
+// Resolve names every pair of provider: overrides first, the computed name
+// otherwise. The result is sorted by name; "name" is in every domain's
+// labels. Two pairs with one name is a *CollisionError.
+func Resolve(provider string, pairs []Pair, overrides []v1alpha1.FailureDomainNameOverride) ([]v1alpha1.FailureDomain, error) {
+	byPair := map[Pair]string{}
+	for _, o := range overrides {
+		byPair[Pair{o.Datacenter, o.Cluster}] = o.Name
+	}
+	owners := map[string][]Pair{}
+	var out []v1alpha1.FailureDomain
+	for _, p := range pairs {
+		name, ok := byPair[p]
+		if !ok {
+			name = AutoName(provider, p)
+		}
+		owners[name] = append(owners[name], p)
+		out = append(out, v1alpha1.FailureDomain{
+			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster,
+			Labels: map[string]string{"name": name},
+		})
+	}
+	names := make([]string, 0, len(owners))
+	for n := range owners {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if len(owners[n]) > 1 {
+			return nil, &CollisionError{Name: n, Pairs: owners[n]}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

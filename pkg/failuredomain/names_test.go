@@ -1,0 +1,96 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package failuredomain
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+func TestAutoName(t *testing.T) {
+	long := strings.Repeat("Compute-Cluster-", 6)
+	cases := []struct {
+		provider, dc, cluster string
+		want                  string
+	}{
+		{"prod-vsphere", "DC0", "DC0_C0", "prod-vsphere-dc0-dc0-c0"},
+		{"prod-vsphere", "DC-East", "Compute-Cluster-A", "prod-vsphere-dc-east-compute-cluster-a"},
+		{"p", "Datacenter (Paris)", "Cluster.1", "p-datacenter-paris-cluster-1"},
+		{"p", "ÉTÉ", "--x--", "p-t-x"},
+	}
+	for _, tc := range cases {
+		if got := AutoName(tc.provider, Pair{tc.dc, tc.cluster}); got != tc.want {
+			t.Errorf("AutoName(%s, %s, %s) = %q, want %q", tc.provider, tc.dc, tc.cluster, got, tc.want)
+		}
+	}
+	a := AutoName("prod-vsphere", Pair{"DC-East", long + "A"})
+	b := AutoName("prod-vsphere", Pair{"DC-East", long + "B"})
+	for _, n := range []string{a, b} {
+		if len(n) > MaxLength || len(validation.IsDNS1123Label(n)) > 0 {
+			t.Errorf("%q is not a DNS-1123 label: %v", n, validation.IsDNS1123Label(n))
+		}
+		if !strings.HasPrefix(n, "prod-vsphere-dc-east-compute-cluster-") {
+			t.Errorf("%q lost its readable prefix", n)
+		}
+	}
+	if a == b {
+		t.Errorf("long names collide: %q", a)
+	}
+	if AutoName("prod-vsphere", Pair{"DC-East", long + "A"}) != a {
+		t.Error("not deterministic")
+	}
+	if n := AutoName("", Pair{"!!!", "***"}); len(validation.IsDNS1123Label(n)) > 0 {
+		t.Errorf("empty sanitised name gave %q", n)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	pairs := []Pair{{"DC-East", "Compute-Cluster-A"}, {"DC-East", "Compute-Cluster-B"}, {"DC-West", "C1"}}
+	fds, err := Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A", Name: "cluster-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fd := range fds {
+		names = append(names, fd.Name)
+		if fd.Labels["name"] != fd.Name {
+			t.Errorf("%s labels %v", fd.Name, fd.Labels)
+		}
+	}
+	if got := strings.Join(names, ","); got != "cluster-01,prod-vsphere-dc-east-compute-cluster-b,prod-vsphere-dc-west-c1" {
+		t.Errorf("names %s", got)
+	}
+	if fds[0].Datacenter != "DC-East" || fds[0].Cluster != "Compute-Cluster-A" {
+		t.Errorf("override attached to the wrong pair: %+v", fds[0])
+	}
+
+	// An override that equals another pair's computed name collides.
+	_, err = Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-West", Cluster: "C1", Name: "prod-vsphere-dc-east-compute-cluster-b"}})
+	var collision *CollisionError
+	if !errors.As(err, &collision) || collision.Name != "prod-vsphere-dc-east-compute-cluster-b" || len(collision.Pairs) != 2 {
+		t.Errorf("err = %v, want a collision on prod-vsphere-dc-east-compute-cluster-b", err)
+	}
+	// Two pairs that sanitise alike collide too.
+	_, err = Resolve("p", []Pair{{"dc", "a_b"}, {"dc", "a.b"}}, nil)
+	if !errors.As(err, &collision) {
+		t.Errorf("err = %v, want a collision", err)
+	}
+}
