@@ -1,0 +1,60 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package providers is the one interface every backend (vSphere today,
+// Proxmox and libvirt next) implements. Controllers talk to backends only
+// through it; only a backend's own package imports its SDK.
+package providers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+)
+
+// Credentials log a provider in. They come from the Provider's Secret and
+// are never logged or stored elsewhere.
+type Credentials struct {
+	Username string
+	Password string
+}
+
+// Connection says how to reach a backend.
+type Connection struct {
+	// Endpoint is the backend's https URL.
+	Endpoint string
+	// CABundle (PEM) verifies the endpoint; InsecureSkipTLSVerify skips that.
+	CABundle              []byte
+	InsecureSkipTLSVerify bool
+	Credentials           Credentials
+	// CredentialsVersion changes whenever the credentials may have (the
+	// Secret's resourceVersion); a cached session is dropped when it does.
+	CredentialsVersion string
+}
+
+// Backend is one logged-in backend endpoint.
+type Backend interface {
+	// Inventory lists the (datacenter, compute cluster) pairs VMs can run in.
+	Inventory(ctx context.Context) ([]failuredomain.Pair, error)
+	// TemplateExists tells whether a VM template of that name exists in the
+	// datacenter.
+	TemplateExists(ctx context.Context, datacenter, template string) (bool, error)
+}
+
+// ErrConnect wraps failures to reach or log in to a backend (bad
+// endpoint, TLS, credentials): the Provider's ConnectFailed reason.
+var ErrConnect = errors.New("connect failed")

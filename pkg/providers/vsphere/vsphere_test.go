@@ -1,0 +1,169 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package vsphere
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
+	"net/url"
+	"testing"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/simulator"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// vcsim starts govmomi's vCenter simulator with 2 datacenters x 3 clusters
+// and enforced credentials.
+func vcsim(t *testing.T) (*simulator.Server, providers.Connection) {
+	t.Helper()
+	model := simulator.VPX()
+	model.Datacenter, model.Cluster = 2, 3
+	if err := model.Create(); err != nil {
+		t.Fatal(err)
+	}
+	model.Service.Listen = &url.URL{User: url.UserPassword("administrator@vsphere.local", "s3cret")}
+	model.Service.TLS = new(tls.Config)
+	s := model.Service.NewServer()
+	t.Cleanup(func() { s.Close(); model.Remove() })
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	return s, providers.Connection{
+		Endpoint:           "https://" + s.URL.Host + "/sdk",
+		CABundle:           caPEM,
+		Credentials:        providers.Credentials{Username: "administrator@vsphere.local", Password: "s3cret"},
+		CredentialsVersion: "1",
+	}
+}
+
+func TestConnect(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatalf("with the CA bundle: %v", err)
+	}
+	defer c.Logout(ctx)
+
+	bad := conn
+	bad.Credentials.Password = "wrong"
+	if _, err := Connect(ctx, bad); !errors.Is(err, providers.ErrConnect) {
+		t.Errorf("wrong password: err = %v, want ErrConnect", err)
+	}
+	untrusted := conn
+	untrusted.CABundle = nil
+	if _, err := Connect(ctx, untrusted); !errors.Is(err, providers.ErrConnect) {
+		t.Errorf("unverified certificate: err = %v, want ErrConnect", err)
+	}
+	untrusted.InsecureSkipTLSVerify = true
+	if c, err := Connect(ctx, untrusted); err != nil {
+		t.Errorf("insecureSkipTLSVerify: %v", err)
+	} else {
+		c.Logout(ctx)
+	}
+	nowhere := conn
+	nowhere.Endpoint = "https://127.0.0.1:1/sdk"
+	if _, err := Connect(ctx, nowhere); !errors.Is(err, providers.ErrConnect) {
+		t.Errorf("closed port: err = %v, want ErrConnect", err)
+	}
+}
+
+func TestInventoryAndTemplates(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+
+	pairs, err := c.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) != 6 || pairs[0].Datacenter != "DC0" || pairs[0].Cluster != "DC0_C0" || pairs[5].Datacenter != "DC1" {
+		t.Errorf("inventory %+v", pairs)
+	}
+
+	// Turn one VM of DC0 into a template (templates must be powered off).
+	finder := find.NewFinder(c.gc.Client, false)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder.SetDatacenter(dc)
+	vms, err := finder.VirtualMachineList(ctx, "*")
+	if err != nil || len(vms) == 0 {
+		t.Fatalf("VMs: %v", err)
+	}
+	vm := vms[0]
+	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("power off: %v", err)
+	}
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dc, name string
+		want     bool
+	}{{"DC0", vm.Name(), true}, {"DC1", vm.Name(), false}, {"DC0", "no-such-template", false}, {"DC0", vms[1].Name(), false}} {
+		got, err := c.TemplateExists(ctx, tc.dc, tc.name)
+		if err != nil || got != tc.want {
+			t.Errorf("TemplateExists(%s, %s) = %v, %v; want %v", tc.dc, tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := c.TemplateExists(ctx, "DC9", vm.Name()); err == nil {
+		t.Error("a missing datacenter is not an error")
+	}
+}
+
+func TestSessionCache(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	s := NewSessions()
+	a, err := s.Get(ctx, "ns/p", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Get(ctx, "ns/p", conn)
+	if err != nil || a != b {
+		t.Fatalf("second Get made a new session (%v)", err)
+	}
+	// A new Secret version replaces the session and logs the old one out.
+	conn.CredentialsVersion = "2"
+	c, err := s.Get(ctx, "ns/p", conn)
+	if err != nil || c == a {
+		t.Fatalf("new credentials reused the session (%v)", err)
+	}
+	if a.alive(ctx) {
+		t.Error("the replaced session is still logged in")
+	}
+	// A session that died is replaced.
+	if err := c.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Get(ctx, "ns/p", conn)
+	if err != nil || d == c || !d.alive(ctx) {
+		t.Errorf("dead session reused (%v)", err)
+	}
+	s.Forget(ctx, "ns/p")
+	if d.alive(ctx) {
+		t.Error("Forget did not log out")
+	}
+}
