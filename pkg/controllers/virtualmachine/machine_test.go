@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -60,8 +60,8 @@ func TestBuildSpec(t *testing.T) {
 		},
 		Status: v1alpha1.VirtualMachineStatus{Scheduled: &v1alpha1.ScheduledPlacement{
 			Provider: "prod-vsphere", FailureDomain: "fd-east",
-			Storage:  []v1alpha1.StorageResolution{{Name: "root", Datastore: "ds-fast-01"}, {Name: "data", Datastore: "ds-fast-02"}},
-			Network:  []v1alpha1.NetworkResolution{{Name: "eth0", PortGroup: "vmnet-prod"}, {Name: "eth1", PortGroup: "vmnet-prod"}},
+			Storage: []v1alpha1.StorageResolution{{Name: "root", Datastore: "ds-fast-01"}, {Name: "data", Datastore: "ds-fast-02"}},
+			Network: []v1alpha1.NetworkResolution{{Name: "eth0", PortGroup: "vmnet-prod"}, {Name: "eth1", PortGroup: "vmnet-prod"}},
 		}},
 	}
 	provider := &v1alpha1.Provider{
