@@ -27,6 +27,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
 	"github.com/firestoned/banlieue/pkg/cmd/controller"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/cmd/provider"
 )
 
 func main() {
@@ -37,6 +38,6 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), dev.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), provider.NewCommand(ctx), dev.NewCommand(ctx))
 	os.Exit(cli.Run(root))
 }

@@ -57,6 +57,7 @@ const (
 	ServiceAccount     = "banlieue-apiserver"
 	BanlieueUser       = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
 	ControllerUser     = "system:serviceaccount:" + Namespace + ":banlieue-controller"
+	ProviderUser       = "system:serviceaccount:" + Namespace + ":banlieue-provider-vsphere"
 	APIServiceName     = "v1alpha1.banlieue.io"
 	banlieueEtcdPrefix = "/banlieue.io/registry"
 	// loopbackService is the ExternalName Service the APIService points at.
@@ -161,6 +162,26 @@ func (p Process) Kill() { p.p.kill() }
 
 // Stop shuts the process down cleanly.
 func (p Process) Stop() { p.p.stop() }
+
+// StartVSphereProvider starts "banlieue provider vsphere" for the
+// environment's namespace, authenticated as its ServiceAccount, re-walking
+// inventories every resync.
+func (e *Env) StartVSphereProvider(name string, resync time.Duration) (Process, error) {
+	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "provider-vsphere.kubeconfig")
+	if _, err := os.Stat(kubeconfig); err != nil {
+		ident, err := e.ca.IssueClient(ProviderUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+		if err != nil {
+			return Process{}, err
+		}
+		if err := e.writeKubeconfig(kubeconfig, "provider", ident); err != nil {
+			return Process{}, err
+		}
+	}
+	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), "provider", "vsphere",
+		"--kubeconfig="+kubeconfig, "--namespace="+Namespace, "--resync="+resync.String(),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	return Process{p}, err
+}
 
 // StartController starts replica i of "banlieue controller", authenticated
 // as the controller's ServiceAccount.

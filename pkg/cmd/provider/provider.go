@@ -1,0 +1,101 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package provider is "banlieue provider <class>": a backend's controllers
+// for the Providers of one namespace (credentials are read there only).
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/firestoned/banlieue/pkg/controllers"
+	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere"
+)
+
+// NewCommand returns "banlieue provider".
+func NewCommand(ctx context.Context) *cobra.Command {
+	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere)"}
+	cmd.AddCommand(newVSphereCommand(ctx))
+	return cmd
+}
+
+func newVSphereCommand(ctx context.Context) *cobra.Command {
+	var (
+		kubeconfig, namespace, metrics, health string
+		leaderElect                            bool
+		resync                                 time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:          "vsphere",
+		Short:        "Reconcile the vSphere Providers of one namespace: log in, walk the inventory, publish failure domains",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			scheme, err := controllers.Scheme()
+			if err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme: scheme,
+				// Watches and credential reads stay in the install namespace.
+				Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+				Metrics:                 metricsserver.Options{BindAddress: metrics},
+				HealthProbeBindAddress:  health,
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "banlieue-provider-vsphere",
+				LeaderElectionNamespace: namespace,
+			})
+			if err != nil {
+				return err
+			}
+			sessions := vsphere.NewSessions()
+			r := &providerctrl.Reconciler{
+				Client: mgr.GetClient(), Class: "vsphere", Resync: resync,
+				Connect: func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+					return sessions.Get(ctx, owner, conn)
+				},
+			}
+			if err := r.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("provider controller: %w", err)
+			}
+			klog.InfoS("Starting the vSphere provider", "namespace", namespace)
+			return mgr.Start(cmd.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (in-cluster configuration when empty).")
+	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
+	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
+	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
+	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
+	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
+	return cmd
+}

@@ -1,0 +1,217 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package provider reconciles Provider objects of one provider class: it
+// reads the credentials (and CA bundle) from the Provider's own namespace,
+// logs in through the backend, walks the inventory and publishes the
+// failure domains (pkg/failuredomain) with a Ready condition whose reason
+// says what failed: SecretMissing, SecretInvalid, ConnectFailed,
+// InventoryFailed, or a failure-domain name collision.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// ReasonFailureDomainNameCollision: two (datacenter, cluster) pairs resolve to one name.
+const (
+	ReasonFailureDomainNameCollision = "FailureDomainNameCollision"
+	ReasonInventoryWalked            = "InventoryWalked"
+)
+
+// Connector returns a logged-in backend for the Provider named owner.
+type Connector func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error)
+
+// Reconciler reconciles the Providers of one class.
+type Reconciler struct {
+	Client client.Client
+	// Class is the providerClassRef.name this reconciler serves ("vsphere").
+	Class   string
+	Connect Connector
+	// Resync re-walks the inventory of a Ready Provider this often.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the controller. Secrets and ConfigMaps the
+// Providers reference requeue them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("provider-"+r.Class).
+		For(&v1alpha1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Complete(r)
+}
+
+func (r *Reconciler) referencing(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.ProviderList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range list.Items {
+		c := p.Spec.Connection
+		refs := []string{c.CredentialsRef.Name}
+		if ca := c.CABundle; ca != nil {
+			if ca.SecretRef != nil {
+				refs = append(refs, ca.SecretRef.Name)
+			}
+			if ca.ConfigMapRef != nil {
+				refs = append(refs, ca.ConfigMapRef.Name)
+			}
+		}
+		for _, n := range refs {
+			if n == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// notReady is a failure with a Ready reason.
+type notReady struct {
+	reason, message string
+}
+
+func (e *notReady) Error() string { return e.reason + ": " + e.message }
+
+// Reconcile walks one Provider.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &v1alpha1.Provider{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.Spec.ProviderClassRef.Name != r.Class || !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := p.Status.DeepCopy()
+	fds, err := r.walk(ctx, p)
+	cond := metav1.Condition{Type: v1alpha1.ProviderReady, ObservedGeneration: p.Generation}
+	var nr *notReady
+	switch {
+	case err == nil:
+		p.Status.FailureDomains = fds
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonInventoryWalked
+		cond.Message = fmt.Sprintf("%d failure domains", len(fds))
+	case errors.As(err, &nr):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, nr.reason, nr.message
+	default:
+		return ctrl.Result{}, err
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, cond)
+	p.Status.ObservedGeneration = p.Generation
+	if !apiequality.Semantic.DeepEqual(before, &p.Status) {
+		if err := r.Client.Status().Update(ctx, p); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1.FailureDomain, error) {
+	conn, err := r.connection(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := r.Connect(ctx, p.Namespace+"/"+p.Name, *conn)
+	if err != nil {
+		return nil, &notReady{v1alpha1.ProviderReasonConnectFailed, err.Error()}
+	}
+	pairs, err := backend.Inventory(ctx)
+	if err != nil {
+		return nil, &notReady{v1alpha1.ProviderReasonInventoryFailed, err.Error()}
+	}
+	fds, err := failuredomain.Resolve(p.Name, pairs, p.Spec.FailureDomainNameOverrides)
+	var collision *failuredomain.CollisionError
+	if errors.As(err, &collision) {
+		return nil, &notReady{ReasonFailureDomainNameCollision, err.Error()}
+	}
+	return fds, err
+}
+
+// connection reads the credentials and CA bundle, from the Provider's
+// namespace only.
+func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*providers.Connection, error) {
+	c := p.Spec.Connection
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: c.CredentialsRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("Secret %s/%s does not exist", p.Namespace, c.CredentialsRef.Name)}
+		}
+		return nil, err
+	}
+	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
+	if user == "" || pass == "" {
+		return nil, &notReady{v1alpha1.ProviderReasonSecretInvalid, fmt.Sprintf("Secret %s/%s needs non-empty keys username and password", p.Namespace, c.CredentialsRef.Name)}
+	}
+	conn := &providers.Connection{
+		Endpoint:              c.Endpoint,
+		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
+		Credentials:           providers.Credentials{Username: user, Password: pass},
+		CredentialsVersion:    secret.ResourceVersion,
+	}
+	if ca := c.CABundle; ca != nil {
+		switch {
+		case ca.Inline != "":
+			conn.CABundle = []byte(ca.Inline)
+		case ca.SecretRef != nil:
+			s := &corev1.Secret{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ca.SecretRef.Name}, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("CA bundle Secret %s/%s does not exist", p.Namespace, ca.SecretRef.Name)}
+				}
+				return nil, err
+			}
+			conn.CABundle = s.Data[ca.SecretRef.Key]
+			conn.CredentialsVersion += "/" + s.ResourceVersion
+		case ca.ConfigMapRef != nil:
+			cm := &corev1.ConfigMap{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ca.ConfigMapRef.Name}, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("CA bundle ConfigMap %s/%s does not exist", p.Namespace, ca.ConfigMapRef.Name)}
+				}
+				return nil, err
+			}
+			conn.CABundle = []byte(cm.Data[ca.ConfigMapRef.Key])
+			conn.CredentialsVersion += "/" + cm.ResourceVersion
+		}
+		if len(conn.CABundle) == 0 {
+			return nil, &notReady{v1alpha1.ProviderReasonSecretInvalid, "the CA bundle is empty"}
+		}
+	}
+	return conn, nil
+}

@@ -1,0 +1,234 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package vsphere runs "banlieue provider vsphere" as a process against the
+// devenv harness and govmomi's vCenter simulator (vcsim, in the test
+// process, on loopback).
+package vsphere
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/devenv"
+)
+
+const (
+	ns       = devenv.Namespace
+	user     = "administrator@vsphere.local"
+	password = "REPLACE-ME"
+)
+
+var (
+	env      *devenv.Env
+	c        client.Client
+	endpoint string
+	caPEM    []byte
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	// vcsim: 2 datacenters x 3 clusters = 6 failure domains, enforced credentials, TLS.
+	model := simulator.VPX()
+	model.Datacenter, model.Cluster = 2, 3
+	if err := model.Create(); err != nil {
+		panic(err)
+	}
+	defer model.Remove()
+	model.Service.Listen = &url.URL{User: url.UserPassword(user, password)}
+	model.Service.TLS = new(tls.Config)
+	vc := model.Service.NewServer()
+	defer vc.Close()
+	endpoint = "https://" + vc.URL.Host + "/sdk"
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: vc.Certificate().Raw})
+
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	dir, err := os.MkdirTemp("", "banlieue-vsphere-")
+	if err != nil {
+		panic(err)
+	}
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vsphere: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
+		return 1
+	}
+	defer env.Stop()
+	if _, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "vsphere: provider: %v\n", err)
+		return 1
+	}
+	scheme, _ := controllers.Scheme()
+	if c, err = client.New(env.Admin, client.Options{Scheme: scheme}); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "vsphere: logs in %s\n", filepath.Join(dir, "logs"))
+	}
+	return code
+}
+
+func provider(name, secret string, mutate func(*v1alpha1.ProviderSpec)) *v1alpha1.Provider {
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{
+				Endpoint:       endpoint,
+				CredentialsRef: v1alpha1.LocalObjectReference{Name: secret},
+				CABundle:       &v1alpha1.CABundleSource{Inline: string(caPEM)},
+			},
+		},
+	}
+	if mutate != nil {
+		mutate(&p.Spec)
+	}
+	return p
+}
+
+func secret(t *testing.T, namespace, name string, data map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, StringData: data}
+	if err := c.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReady waits for the Provider's Ready condition to have reason.
+func waitReady(t *testing.T, name, reason string) *v1alpha1.Provider {
+	t.Helper()
+	p := &v1alpha1.Provider{}
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+			return false, nil
+		}
+		cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ProviderReady)
+		last = fmt.Sprintf("%+v", cond)
+		return cond != nil && cond.Reason == reason, nil
+	})
+	if err != nil {
+		t.Fatalf("Provider %s: Ready condition %s, want reason %s", name, last, reason)
+	}
+	return p
+}
+
+func TestProviderReadyWithSixFailureDomains(t *testing.T) {
+	secret(t, ns, "vsphere-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(context.Background(), provider("prod-vsphere", "vsphere-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := waitReady(t, "prod-vsphere", "InventoryWalked")
+	if len(p.Status.FailureDomains) != 6 {
+		t.Fatalf("failure domains: %+v", p.Status.FailureDomains)
+	}
+	fd := p.Status.FailureDomains[0]
+	if fd.Name != "prod-vsphere-dc0-dc0-c0" || fd.Datacenter != "DC0" || fd.Cluster != "DC0_C0" || fd.Labels["name"] != fd.Name {
+		t.Errorf("first failure domain %+v", fd)
+	}
+	if cond := meta.FindStatusCondition(p.Status.Conditions, "Ready"); cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != p.Generation {
+		t.Errorf("Ready %+v", cond)
+	}
+}
+
+func TestProviderReasons(t *testing.T) {
+	ctx := context.Background()
+	secret(t, ns, "no-password", map[string]string{"username": user})
+	secret(t, ns, "wrong-password", map[string]string{"username": user, "password": "nope"})
+	secret(t, ns, "good", map[string]string{"username": user, "password": password})
+	// A Secret of the right name in another namespace must not be used.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	secret(t, "elsewhere", "only-elsewhere", map[string]string{"username": user, "password": password})
+
+	cases := []struct {
+		name, secret, reason, message string
+		mutate                        func(*v1alpha1.ProviderSpec)
+	}{
+		{"missing", "no-such-secret", "SecretMissing", "does not exist", nil},
+		{"other-namespace", "only-elsewhere", "SecretMissing", ns + "/only-elsewhere does not exist", nil},
+		{"invalid", "no-password", "SecretInvalid", "username and password", nil},
+		{"bad-creds", "wrong-password", "ConnectFailed", "logging in", nil},
+		{"bad-tls", "good", "ConnectFailed", "certificate", func(s *v1alpha1.ProviderSpec) { s.Connection.CABundle = nil }},
+		{"bad-endpoint", "good", "ConnectFailed", "127.0.0.1:1", func(s *v1alpha1.ProviderSpec) { s.Connection.Endpoint = "https://127.0.0.1:1/sdk" }},
+		{"insecure", "good", "InventoryWalked", "6 failure domains", func(s *v1alpha1.ProviderSpec) {
+			s.Connection.CABundle, s.Connection.InsecureSkipTLSVerify = nil, true
+		}},
+		{"overrides", "good", "InventoryWalked", "6 failure domains", func(s *v1alpha1.ProviderSpec) {
+			s.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC1", Cluster: "DC1_C2", Name: "cluster-01"}}
+		}},
+		{"collision", "good", "FailureDomainNameCollision", `"collision-dc0-dc0-c1"`, func(s *v1alpha1.ProviderSpec) {
+			s.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC0", Cluster: "DC0_C0", Name: "collision-dc0-dc0-c1"}}
+		}},
+	}
+	for _, tc := range cases {
+		if err := c.Create(ctx, provider(tc.name, tc.secret, tc.mutate)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := waitReady(t, tc.name, tc.reason)
+			cond := meta.FindStatusCondition(p.Status.Conditions, "Ready")
+			if !strings.Contains(cond.Message, tc.message) {
+				t.Errorf("message %q lacks %q", cond.Message, tc.message)
+			}
+			if strings.Contains(cond.Message, password) {
+				t.Errorf("the password leaked into the status")
+			}
+			if tc.name == "overrides" {
+				found := false
+				for _, fd := range p.Status.FailureDomains {
+					found = found || (fd.Name == "cluster-01" && fd.Datacenter == "DC1" && fd.Cluster == "DC1_C2" && fd.Labels["name"] == "cluster-01")
+				}
+				if !found {
+					t.Errorf("override not applied: %+v", p.Status.FailureDomains)
+				}
+			}
+		})
+	}
+
+	// Fixing the Secret heals the Provider without a restart.
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "no-password"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.StringData = map[string]string{"password": password}
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "invalid", "InventoryWalked")
+}
