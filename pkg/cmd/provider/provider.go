@@ -76,14 +76,18 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 				return err
 			}
 			sessions := vsphere.NewSessions()
-			r := &providerctrl.Reconciler{
-				Client: mgr.GetClient(), Class: "vsphere", Resync: resync,
-				Connect: func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-					return sessions.Get(ctx, owner, conn)
-				},
+			connect := func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+				return sessions.Get(ctx, owner, conn)
 			}
+			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: "vsphere", Resync: resync, Connect: connect}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
+			}
+			images := &providerctrl.ImageReconciler{
+				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Resync: resync, Connect: connect, Providers: r,
+			}
+			if err := images.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("image controller: %w", err)
 			}
 			klog.InfoS("Starting the vSphere provider", "namespace", namespace)
 			return mgr.Start(cmd.Context())

@@ -1,0 +1,159 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/placement"
+)
+
+// ImageReconciler checks, for every VMImage, whether its source for this
+// provider class exists as a template in every failure-domain datacenter of
+// each Ready Provider in Namespace, and reports it in
+// status.perProvider[namespace/name] (reasons TemplateNotFound,
+// ConnectFailed, LookupFailed, NoVSphereSource). Entries of Providers in
+// other namespaces belong to other provider processes and are kept.
+type ImageReconciler struct {
+	Client    client.Client
+	Class     string
+	Namespace string
+	Connect   Connector
+	Resync    time.Duration
+	// Providers reads a Provider's credentials and CA bundle.
+	Providers *Reconciler
+}
+
+// SetupWithManager registers the controller; Provider changes recheck every image.
+func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("vmimage-"+r.Class).
+		For(&v1alpha1.VMImage{}).
+		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+		Complete(r)
+}
+
+func (r *ImageReconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.VMImageList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, img := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&img)})
+	}
+	return out
+}
+
+// Reconcile checks one image on every Provider of this namespace and class.
+func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	img := &v1alpha1.VMImage{}
+	if err := r.Client.Get(ctx, req.NamespacedName, img); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var providers v1alpha1.ProviderList
+	if err := r.Client.List(ctx, &providers, client.InNamespace(r.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	mine := map[string]v1alpha1.ImageProviderStatus{}
+	for i := range providers.Items {
+		p := &providers.Items[i]
+		if p.Spec.ProviderClassRef.Name != r.Class || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		st := r.check(ctx, img, p)
+		st.Provider = placement.ImageStatusKey(p)
+		mine[st.Provider] = st
+	}
+	var next []v1alpha1.ImageProviderStatus
+	for _, s := range img.Status.PerProvider {
+		if !strings.HasPrefix(s.Provider, r.Namespace+"/") {
+			next = append(next, s) // another namespace's provider process owns it
+		}
+	}
+	for _, s := range mine {
+		next = append(next, s)
+	}
+	sort.Slice(next, func(i, j int) bool { return next[i].Provider < next[j].Provider })
+	if !apiequality.Semantic.DeepEqual(next, img.Status.PerProvider) {
+		img.Status.PerProvider = next
+		if err := r.Client.Status().Update(ctx, img); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider) v1alpha1.ImageProviderStatus {
+	var ref string
+	for _, s := range img.Spec.Sources {
+		if s.ProviderClass == r.Class {
+			ref = s.Ref
+		}
+	}
+	if ref == "" {
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonNoVSphereSource,
+			Message: fmt.Sprintf("the image has no source for provider class %q", r.Class)}
+	}
+	if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: "the Provider is not Ready"}
+	}
+	conn, err := r.Providers.connection(ctx, p)
+	if err != nil {
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: err.Error()}
+	}
+	backend, err := r.Connect(ctx, p.Namespace+"/"+p.Name, *conn)
+	if err != nil {
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: err.Error()}
+	}
+	datacenters := map[string]bool{}
+	for _, fd := range p.Status.FailureDomains {
+		datacenters[fd.Datacenter] = true
+	}
+	var names []string
+	for dc := range datacenters {
+		names = append(names, dc)
+	}
+	sort.Strings(names)
+	var missing []string
+	for _, dc := range names {
+		ok, err := backend.TemplateExists(ctx, dc, ref)
+		if err != nil {
+			return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonLookupFailed, Message: err.Error()}
+		}
+		if !ok {
+			missing = append(missing, dc)
+		}
+	}
+	if len(missing) > 0 {
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonTemplateNotFound,
+			Message: fmt.Sprintf("template %q not found in datacenter(s) %s", ref, strings.Join(missing, ", "))}
+	}
+	return v1alpha1.ImageProviderStatus{Ready: true, Message: fmt.Sprintf("template %q found in %d datacenter(s)", ref, len(names))}
+}

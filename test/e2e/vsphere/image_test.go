@@ -1,0 +1,138 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package vsphere
+
+import (
+	"context"
+	neturl "net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/soap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// markTemplate turns the first VM of datacenter dc into a template named name.
+func markTemplate(t *testing.T, dc, name string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := soap.ParseURL(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(user, password)
+	gc, err := govmomi.NewClient(ctx, u, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Logout(ctx)
+	finder := find.NewFinder(gc.Client, false)
+	d, err := finder.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder.SetDatacenter(d)
+	vms, err := finder.VirtualMachineList(ctx, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := vms[0]
+	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("power off: %v", err)
+	}
+	if task, err := vm.Rename(ctx, name); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitImage(t *testing.T, image, provider string, want func(v1alpha1.ImageProviderStatus) bool) v1alpha1.ImageProviderStatus {
+	t.Helper()
+	var last v1alpha1.ImageProviderStatus
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		img := &v1alpha1.VMImage{}
+		if err := c.Get(ctx, client.ObjectKey{Name: image}, img); err != nil {
+			return false, nil
+		}
+		for _, s := range img.Status.PerProvider {
+			if s.Provider == ns+"/"+provider {
+				last = s
+				return want(s), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("VMImage %s on %s: %+v", image, provider, last)
+	}
+	return last
+}
+
+func TestImageChecks(t *testing.T) {
+	ctx := context.Background()
+	secret(t, ns, "image-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(ctx, provider("image-vsphere", "image-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "image-vsphere", "InventoryWalked")
+	img := &v1alpha1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
+		Spec: v1alpha1.VMImageSpec{OSFamily: "linux", Sources: []v1alpha1.ImageSource{
+			{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"},
+		}},
+	}
+	if err := c.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	noSource := &v1alpha1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "proxmox-only"},
+		Spec:       v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "9000"}}},
+	}
+	if err := c.Create(ctx, noSource); err != nil {
+		t.Fatal(err)
+	}
+
+	s := waitImage(t, "ubuntu-22.04-cloudinit", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "TemplateNotFound" })
+	if !strings.Contains(s.Message, "DC0, DC1") {
+		t.Errorf("message %q does not name both datacenters", s.Message)
+	}
+	waitImage(t, "proxmox-only", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "NoVSphereSource" && !s.Ready })
+
+	// In one datacenter only: still not found, naming the other.
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	s = waitImage(t, "ubuntu-22.04-cloudinit", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool {
+		return s.Reason == "TemplateNotFound" && strings.Contains(s.Message, "DC1") && !strings.Contains(s.Message, "DC0")
+	})
+	markTemplate(t, "DC1", "ubuntu-22.04-cloudinit")
+	waitImage(t, "ubuntu-22.04-cloudinit", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool { return s.Ready && s.Reason == "" })
+
+	// A Provider that cannot log in reports ConnectFailed for its images.
+	secret(t, ns, "image-bad-creds", map[string]string{"username": user, "password": "nope"})
+	if err := c.Create(ctx, provider("image-broken", "image-bad-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitImage(t, "ubuntu-22.04-cloudinit", "image-broken", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "ConnectFailed" })
+}
