@@ -53,8 +53,44 @@ type Backend interface {
 	// TemplateExists tells whether a VM template of that name exists in the
 	// datacenter.
 	TemplateExists(ctx context.Context, datacenter, template string) (bool, error)
+	Machines
 }
 
 // ErrConnect wraps failures to reach or log in to a backend (bad
 // endpoint, TLS, credentials): the Provider's ConnectFailed reason.
 var ErrConnect = errors.New("connect failed")
+
+// MachineSpec is what a backend needs to build and run one VM.
+type MachineSpec struct {
+	// Name of the VM in the backend; unique per datacenter, so that a
+	// repeated create finds the VM instead of making a second one.
+	Name       string
+	Datacenter string
+	Cluster    string
+	Template   string
+	CPUs       int32
+	MemoryMiB  int64
+	// Datastore for the clone (the first disk's); the template's when empty.
+	Datastore string
+	// PowerState is PoweredOn, PoweredOff or Suspended.
+	PowerState string
+}
+
+// MachineStatus is what a backend observed of one VM.
+type MachineStatus struct {
+	BIOSUUID     string
+	InstanceUUID string
+	PowerState   string
+	IPAddress    string
+	CPUs         int32
+	MemoryMiB    int64
+}
+
+// Machines is the VM lifecycle of a backend.
+type Machines interface {
+	// EnsureMachine creates the VM if it does not exist (idempotently, by
+	// name) and drives it to spec.PowerState.
+	EnsureMachine(ctx context.Context, spec MachineSpec) (MachineStatus, error)
+	// DeleteMachine powers the VM off and destroys it; a missing VM is fine.
+	DeleteMachine(ctx context.Context, datacenter, name string) error
+}

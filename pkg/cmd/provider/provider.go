@@ -27,8 +27,10 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -65,7 +67,11 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme: scheme,
 				// Watches and credential reads stay in the install namespace.
-				Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+				// VSphereMachines live in the VMs' namespaces.
+				Cache: cache.Options{
+					DefaultNamespaces: map[string]cache.Config{namespace: {}},
+					ByObject:          map[client.Object]cache.ByObject{&infrav1.VSphereMachine{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
+				},
 				Metrics:                 metricsserver.Options{BindAddress: metrics},
 				HealthProbeBindAddress:  health,
 				LeaderElection:          leaderElect,
@@ -88,6 +94,12 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			}
 			if err := images.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("image controller: %w", err)
+			}
+			machines := &providerctrl.MachineReconciler{
+				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Connect: connect, Providers: r, Poll: 5 * time.Second,
+			}
+			if err := machines.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("machine controller: %w", err)
 			}
 			klog.InfoS("Starting the vSphere provider", "namespace", namespace)
 			return mgr.Start(cmd.Context())

@@ -98,6 +98,10 @@ func (r *Reconciler) ensureVSphereMachine(ctx context.Context, vm *v1alpha1.Virt
 		}
 		vsm.Labels[NameLabel] = "banlieue"
 		vsm.Labels[VMLabel] = vm.Name
+		if vsm.Annotations == nil {
+			vsm.Annotations = map[string]string{}
+		}
+		vsm.Annotations[infrav1.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
 		providerID := vsm.Spec.ProviderID
 		vsm.Spec = desired
 		vsm.Spec.ProviderID = providerID

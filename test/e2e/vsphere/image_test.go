@@ -53,6 +53,9 @@ func markTemplate(t *testing.T, dc, name string) {
 		t.Fatal(err)
 	}
 	finder.SetDatacenter(d)
+	if _, err := finder.VirtualMachine(ctx, name); err == nil {
+		return // already there
+	}
 	vms, err := finder.VirtualMachineList(ctx, "*")
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 1})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vsphere: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
 		return 1

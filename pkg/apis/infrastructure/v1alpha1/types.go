@@ -50,6 +50,11 @@ const (
 	DiskProvisioningEagerZeroed DiskProvisioning = "eagerZeroed"
 )
 
+// ProviderAnnotation, set by banlieue's VirtualMachine controller, names the
+// banlieue Provider (namespace/name) a VSphereMachine was scheduled on.
+// Without it (Cluster API machines) the provider is found by failure domain.
+const ProviderAnnotation = "banlieue.io/provider"
+
 // Condition types and reasons of the infrastructure kinds.
 const (
 	// ReadyCondition is true when the VM exists, is powered as desired and

@@ -1,0 +1,178 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	neturl "net/url"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+)
+
+// vcVM reads a VM from vcsim by name (nil when absent).
+func vcVM(t *testing.T, dc, name string) *mo.VirtualMachine {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := soap.ParseURL(endpoint)
+	u.User = neturl.UserPassword(user, password)
+	gc, err := govmomi.NewClient(ctx, u, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Logout(ctx)
+	f := find.NewFinder(gc.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	vm, err := f.VirtualMachine(ctx, name)
+	if err != nil {
+		return nil
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime"}, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("not within %s: %v", timeout, last)
+	}
+}
+
+// TestSeedGuideOnVCSim: the seed guide's objects become a powered-on VM in
+// vcsim with the class's shape; power changes reach it; deleting the
+// VirtualMachine destroys it.
+func TestSeedGuideOnVCSim(t *testing.T) {
+	ctx := context.Background()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	markTemplate(t, "DC1", "ubuntu-22.04-cloudinit")
+	secret(t, ns, "seed-creds", map[string]string{"username": user, "password": password})
+	p := provider("seed-vsphere", "seed-creds", func(s *v1alpha1.ProviderSpec) {
+		s.Capabilities = v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
+			Features:       []string{"hotAddCPU", "hotAddMemory", "efiSecureBoot"},
+		}
+	})
+	p.Labels = map[string]string{"seed": "yes"}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "seed-vsphere", "InventoryWalked")
+	class := &v1alpha1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "seed-class"},
+		Spec: v1alpha1.VMClassSpec{
+			Hardware: v1alpha1.VMClassHardware{CPUs: 8, MemoryMiB: 32768, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 80, StorageClass: "gold"}}},
+			Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
+			Firmware: "efi-secure", Features: []string{"hotAddCPU"},
+		},
+	}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	vm := &v1alpha1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-01", Namespace: ns},
+		Spec: v1alpha1.VirtualMachineSpec{
+			ClassRef: v1alpha1.LocalObjectReference{Name: "seed-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+			Placement:        &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"seed": "yes"}}},
+			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536)},
+		},
+	}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	vmName := ns + "-db-prod-01"
+	vsm := &infrav1.VSphereMachine{}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
+			return fmt.Errorf("VM not Ready: %+v", vm.Status.Conditions)
+		}
+		return c.Get(ctx, client.ObjectKeyFromObject(vm), vsm)
+	})
+	if !ptr.Deref(vm.Status.Initialization.Provisioned, false) || vm.Status.PowerState != "PoweredOn" || vsm.Spec.ProviderID == "" {
+		t.Errorf("VM status %+v, providerID %q", vm.Status, vsm.Spec.ProviderID)
+	}
+	m := vcVM(t, vsm.Spec.Datacenter, vmName)
+	if m == nil {
+		t.Fatalf("no VM %s in vcsim datacenter %s", vmName, vsm.Spec.Datacenter)
+	}
+	if m.Config.Hardware.NumCPU != 8 || m.Config.Hardware.MemoryMB != 65536 || string(m.Runtime.PowerState) != "poweredOn" {
+		t.Errorf("vcsim VM: cpus %d memory %d power %s", m.Config.Hardware.NumCPU, m.Config.Hardware.MemoryMB, m.Runtime.PowerState)
+	}
+	if "vsphere://"+m.Config.Uuid != vsm.Spec.ProviderID {
+		t.Errorf("providerID %s, BIOS UUID %s", vsm.Spec.ProviderID, m.Config.Uuid)
+	}
+
+	// Power off through the VirtualMachine.
+	patch := client.MergeFrom(vm.DeepCopy())
+	vm.Spec.DesiredPowerState = v1alpha1.PowerStatePoweredOff
+	if err := c.Patch(ctx, vm, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if m := vcVM(t, vsm.Spec.Datacenter, vmName); m == nil || string(m.Runtime.PowerState) != "poweredOff" {
+			return fmt.Errorf("vcsim VM not powered off")
+		}
+		return nil
+	})
+
+	// Deleting the VirtualMachine destroys the VM in vcsim.
+	if err := c.Delete(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("VirtualMachine still there: %v", err)
+		}
+		if vcVM(t, vsm.Spec.Datacenter, vmName) != nil {
+			return fmt.Errorf("vcsim still has %s", vmName)
+		}
+		return nil
+	})
+}
