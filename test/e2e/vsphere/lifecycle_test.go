@@ -149,18 +149,32 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 		t.Errorf("providerID %s, BIOS UUID %s", vsm.Spec.ProviderID, m.Config.Uuid)
 	}
 
-	// Power off through the VirtualMachine.
-	patch := client.MergeFrom(vm.DeepCopy())
-	vm.Spec.DesiredPowerState = v1alpha1.PowerStatePoweredOff
-	if err := c.Patch(ctx, vm, patch); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		if m := vcVM(t, vsm.Spec.Datacenter, vmName); m == nil || string(m.Runtime.PowerState) != "poweredOff" {
-			return fmt.Errorf("vcsim VM not powered off")
+	// Power changes through the VirtualMachine reach vcsim and come back as status.
+	for _, step := range []struct {
+		desired v1alpha1.PowerState
+		vcsim   string
+	}{{v1alpha1.PowerStatePoweredOff, "poweredOff"}, {v1alpha1.PowerStateSuspended, "suspended"}, {v1alpha1.PowerStatePoweredOn, "poweredOn"}} {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		patch := client.MergeFrom(vm.DeepCopy())
+		vm.Spec.DesiredPowerState = step.desired
+		if err := c.Patch(ctx, vm, patch); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			if m := vcVM(t, vsm.Spec.Datacenter, vmName); m == nil || string(m.Runtime.PowerState) != step.vcsim {
+				return fmt.Errorf("vcsim VM not %s", step.vcsim)
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+				return err
+			}
+			if vm.Status.PowerState != step.desired {
+				return fmt.Errorf("VM status power %s, want %s", vm.Status.PowerState, step.desired)
+			}
+			return nil
+		})
+	}
 
 	// Deleting the VirtualMachine destroys the VM in vcsim.
 	if err := c.Delete(ctx, vm); err != nil {
