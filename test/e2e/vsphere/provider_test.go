@@ -51,6 +51,7 @@ const (
 )
 
 var (
+	model    *simulator.Model
 	env      *devenv.Env
 	c        client.Client
 	endpoint string
@@ -61,7 +62,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	// vcsim: 2 datacenters x 3 clusters = 6 failure domains, enforced credentials, TLS.
-	model := simulator.VPX()
+	model = simulator.VPX()
 	model.Datacenter, model.Cluster = 2, 3
 	if err := model.Create(); err != nil {
 		panic(err)
@@ -231,4 +232,31 @@ func TestProviderReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, "invalid", "InventoryWalked")
+}
+
+// TestInventoryFailed: login works but walking the inventory fails (vcsim
+// fault injection on property retrieval) → InventoryFailed; it heals once
+// the fault is gone.
+func TestInventoryFailed(t *testing.T) {
+	secret(t, ns, "walk-creds", map[string]string{"username": user, "password": password})
+	model.Service.AddFaultRule(&simulator.FaultInjectionRule{
+		MethodName: "RetrievePropertiesEx", ObjectType: "*", ObjectName: "*",
+		Probability: 1, FaultType: simulator.FaultTypeGeneric, Message: "injected inventory failure", Enabled: true,
+	})
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = model.Service.RemoveFaultRule(0)
+		}
+	}
+	defer remove()
+	if err := c.Create(context.Background(), provider("walk-fails", "walk-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := waitReady(t, "walk-fails", "InventoryFailed")
+	if cond := meta.FindStatusCondition(p.Status.Conditions, "Ready"); !strings.Contains(cond.Message, "injected inventory failure") {
+		t.Errorf("message %q", cond.Message)
+	}
+	remove()
+	waitReady(t, "walk-fails", "InventoryWalked")
 }
