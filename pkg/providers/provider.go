@@ -72,6 +72,10 @@ type MachineSpec struct {
 	MemoryMiB  int64
 	// Datastore for the clone (the first disk's); the template's when empty.
 	Datastore string
+	// DiskSizesGiB are the disks in order, the first being the template's
+	// boot disk: disks are grown to these sizes and missing ones added
+	// (never shrunk or removed).
+	DiskSizesGiB []int64
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
 }
@@ -84,6 +88,8 @@ type MachineStatus struct {
 	IPAddress    string
 	CPUs         int32
 	MemoryMiB    int64
+	// DiskSizesGiB are the VM's disks, in device order.
+	DiskSizesGiB []int64
 }
 
 // Machines is the VM lifecycle of a backend.

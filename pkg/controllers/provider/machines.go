@@ -100,8 +100,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		Name: VMName(vsm), Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, Template: vsm.Spec.Template,
 		CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB, PowerState: string(vsm.Spec.PowerState),
 	}
-	if len(vsm.Spec.Disks) > 0 {
-		spec.Datastore = vsm.Spec.Disks[0].Datastore
+	for i, d := range vsm.Spec.Disks {
+		if i == 0 {
+			spec.Datastore = d.Datastore
+		}
+		spec.DiskSizesGiB = append(spec.DiskSizesGiB, d.SizeGiB)
 	}
 	st, err := backend.EnsureMachine(ctx, spec)
 	if err != nil {

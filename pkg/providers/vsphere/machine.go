@@ -68,6 +68,9 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec) 
 			return providers.MachineStatus{}, err
 		}
 	}
+	if err := disks(ctx, vm, spec.DiskSizesGiB); err != nil {
+		return providers.MachineStatus{}, fmt.Errorf("disks of %s: %w", spec.Name, err)
+	}
 	if err := power(ctx, vm, spec.PowerState); err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -83,7 +86,57 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec) 
 	if m.Guest != nil {
 		st.IPAddress = m.Guest.IpAddress
 	}
+	devices, err := vm.Device(ctx)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+		st.DiskSizesGiB = append(st.DiskSizesGiB, d.(*types.VirtualDisk).CapacityInKB/(1024*1024))
+	}
 	return st, nil
+}
+
+// disks grows the VM's disks to sizes and adds the missing ones, in one
+// reconfigure; it never shrinks or removes a disk.
+func disks(ctx context.Context, vm *object.VirtualMachine, sizes []int64) error {
+	if len(sizes) == 0 {
+		return nil
+	}
+	devices, err := vm.Device(ctx)
+	if err != nil {
+		return err
+	}
+	existing := devices.SelectByType((*types.VirtualDisk)(nil))
+	var changes []types.BaseVirtualDeviceConfigSpec
+	for i, gib := range sizes {
+		kb := gib * 1024 * 1024
+		if i < len(existing) {
+			disk := existing[i].(*types.VirtualDisk)
+			if disk.CapacityInKB < kb {
+				disk.CapacityInKB = kb
+				changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: disk})
+			}
+			continue
+		}
+		controller, err := devices.FindDiskController("")
+		if err != nil {
+			return fmt.Errorf("no disk controller for disk %d: %w", i, err)
+		}
+		disk := devices.CreateDisk(controller, types.ManagedObjectReference{}, "")
+		disk.CapacityInKB = kb
+		devices = append(devices, disk)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{
+			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk,
+		})
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{DeviceChange: changes})
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
 }
 
 func (c *Client) clone(ctx context.Context, f *find.Finder, spec providers.MachineSpec) (*object.VirtualMachine, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +101,9 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	class := &v1alpha1.VMClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "seed-class"},
 		Spec: v1alpha1.VMClassSpec{
-			Hardware: v1alpha1.VMClassHardware{CPUs: 8, MemoryMiB: 32768, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 80, StorageClass: "gold"}}},
+			Hardware: v1alpha1.VMClassHardware{CPUs: 8, MemoryMiB: 32768, Disks: []v1alpha1.DiskSpec{
+				{Name: "root", SizeGiB: 80, StorageClass: "gold"}, {Name: "data", SizeGiB: 500, StorageClass: "gold"},
+			}},
 			Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
 			Firmware: "efi-secure", Features: []string{"hotAddCPU"},
 		},
@@ -117,8 +120,9 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-01", Namespace: ns},
 		Spec: v1alpha1.VirtualMachineSpec{
 			ClassRef: v1alpha1.LocalObjectReference{Name: "seed-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
-			Placement:        &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"seed": "yes"}}},
-			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536)},
+			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"seed": "yes"}}},
+			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536),
+				DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
 		},
 	}
 	if err := c.Create(ctx, vm); err != nil {
@@ -144,6 +148,15 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	}
 	if m.Config.Hardware.NumCPU != 8 || m.Config.Hardware.MemoryMB != 65536 || string(m.Runtime.PowerState) != "poweredOn" {
 		t.Errorf("vcsim VM: cpus %d memory %d power %s", m.Config.Hardware.NumCPU, m.Config.Hardware.MemoryMB, m.Runtime.PowerState)
+	}
+	var sizes []int64
+	for _, d := range m.Config.Hardware.Device {
+		if disk, ok := d.(*types.VirtualDisk); ok {
+			sizes = append(sizes, disk.CapacityInKB/(1024*1024))
+		}
+	}
+	if fmt.Sprint(sizes) != "[80 2000]" {
+		t.Errorf("vcsim disks %v GiB, want [80 2000] (class root, override data)", sizes)
 	}
 	if "vsphere://"+m.Config.Uuid != vsm.Spec.ProviderID {
 		t.Errorf("providerID %s, BIOS UUID %s", vsm.Spec.ProviderID, m.Config.Uuid)
