@@ -37,6 +37,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 )
 
 // vcVM reads a VM from vcsim by name (nil when absent).
@@ -157,6 +158,17 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	}
 	if fmt.Sprint(sizes) != "[80 2000]" {
 		t.Errorf("vcsim disks %v GiB, want [80 2000] (class root, override data)", sizes)
+	}
+	// What /resolved says is what vCenter runs.
+	resolved, err := clientset.NewForConfigOrDie(env.Admin).BanlieueV1alpha1().VirtualMachines(ns).GetResolved(ctx, vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resolved.Spec
+	if r.CPUs.Value != m.Config.Hardware.NumCPU || r.MemoryMiB.Value != int64(m.Config.Hardware.MemoryMB) ||
+		fmt.Sprint([]int64{r.Disks[0].SizeGiB.Value, r.Disks[1].SizeGiB.Value}) != fmt.Sprint(sizes) {
+		t.Errorf("/resolved (cpus %d, memory %d, disks %d/%d) differs from vcsim (cpus %d, memory %d, disks %v)",
+			r.CPUs.Value, r.MemoryMiB.Value, r.Disks[0].SizeGiB.Value, r.Disks[1].SizeGiB.Value, m.Config.Hardware.NumCPU, m.Config.Hardware.MemoryMB, sizes)
 	}
 	if "vsphere://"+m.Config.Uuid != vsm.Spec.ProviderID {
 		t.Errorf("providerID %s, BIOS UUID %s", vsm.Spec.ProviderID, m.Config.Uuid)
