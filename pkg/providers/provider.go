@@ -72,12 +72,29 @@ type MachineSpec struct {
 	MemoryMiB  int64
 	// Datastore for the clone (the first disk's); the template's when empty.
 	Datastore string
+	// NICs are the network adapters in order; a static one is applied by
+	// guest customization at clone time.
+	NICs []NIC
 	// DiskSizesGiB are the disks in order, the first being the template's
 	// boot disk: disks are grown to these sizes and missing ones added
 	// (never shrunk or removed).
 	DiskSizesGiB []int64
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
+}
+
+// NIC is one network adapter's addressing.
+type NIC struct {
+	// Static, when set, is the address; DHCP otherwise.
+	Static *StaticIP
+}
+
+// StaticIP is a fixed IPv4 configuration.
+type StaticIP struct {
+	Address     string
+	Prefix      int32
+	Gateway     string
+	Nameservers []string
 }
 
 // MachineStatus is what a backend observed of one VM.

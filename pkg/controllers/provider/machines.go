@@ -100,6 +100,13 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		Name: VMName(vsm), Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, Template: vsm.Spec.Template,
 		CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB, PowerState: string(vsm.Spec.PowerState),
 	}
+	for _, n := range vsm.Spec.Network {
+		nic := providers.NIC{}
+		if st := n.Static; st != nil {
+			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
+		}
+		spec.NICs = append(spec.NICs, nic)
+	}
 	for i, d := range vsm.Spec.Disks {
 		if i == 0 {
 			spec.Datastore = d.Datastore

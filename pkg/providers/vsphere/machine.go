@@ -19,6 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -169,6 +171,9 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, spec providers.Machi
 		ref := ds.Reference()
 		cs.Location.Datastore = &ref
 	}
+	if custom := customization(spec); custom != nil {
+		cs.Customization = custom
+	}
 	task, err := tmpl.Clone(ctx, folder, spec.Name, cs)
 	if err != nil {
 		return nil, fmt.Errorf("cloning %s: %w", spec.Template, err)
@@ -253,4 +258,51 @@ func (c *Client) DeleteMachine(ctx context.Context, datacenter, name string) err
 		return err
 	}
 	return task.Wait(ctx)
+}
+
+// customization applies static addresses (and the host name) at first boot
+// through vCenter guest customization; nil when every NIC uses DHCP.
+func customization(spec providers.MachineSpec) *types.CustomizationSpec {
+	static := false
+	for _, n := range spec.NICs {
+		static = static || n.Static != nil
+	}
+	if !static {
+		return nil
+	}
+	cs := &types.CustomizationSpec{
+		Identity: &types.CustomizationLinuxPrep{
+			HostName: &types.CustomizationFixedName{Name: hostName(spec.Name)},
+			Domain:   "local",
+		},
+	}
+	for _, n := range spec.NICs {
+		adapter := types.CustomizationIPSettings{Ip: &types.CustomizationDhcpIpGenerator{}}
+		if s := n.Static; s != nil {
+			adapter.Ip = &types.CustomizationFixedIp{IpAddress: s.Address}
+			adapter.SubnetMask = netmask(s.Prefix)
+			if s.Gateway != "" {
+				adapter.Gateway = []string{s.Gateway}
+			}
+			cs.GlobalIPSettings.DnsServerList = append(cs.GlobalIPSettings.DnsServerList, s.Nameservers...)
+		}
+		cs.NicSettingMap = append(cs.NicSettingMap, types.CustomizationAdapterMapping{Adapter: adapter})
+	}
+	return cs
+}
+
+// hostName is a valid host name (at most 63 characters) for a VM name.
+func hostName(name string) string {
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return strings.TrimRight(name, "-")
+}
+
+func netmask(prefix int32) string {
+	m := net.CIDRMask(int(prefix), 32)
+	if m == nil {
+		return ""
+	}
+	return net.IP(m).String()
 }

@@ -124,6 +124,8 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"seed": "yes"}}},
 			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536),
 				DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
+			NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
+				Address: "192.0.2.90", Prefix: ptr.To[int32](24), Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}}},
 		},
 	}
 	if err := c.Create(ctx, vm); err != nil {
@@ -143,6 +145,19 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	if !ptr.Deref(vm.Status.Initialization.Provisioned, false) || vm.Status.PowerState != "PoweredOn" || vsm.Spec.ProviderID == "" {
 		t.Errorf("VM status %+v, providerID %q", vm.Status, vsm.Spec.ProviderID)
 	}
+	// The static address of the network override, applied by guest
+	// customization, shows in the VirtualMachine's addresses.
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		for _, a := range vm.Status.Addresses {
+			if a.Type == "InternalIP" && a.Address == "192.0.2.90" {
+				return nil
+			}
+		}
+		return fmt.Errorf("addresses %+v", vm.Status.Addresses)
+	})
 	m := vcVM(t, vsm.Spec.Datacenter, vmName)
 	if m == nil {
 		t.Fatalf("no VM %s in vcsim datacenter %s", vmName, vsm.Spec.Datacenter)
