@@ -19,11 +19,13 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -226,6 +228,109 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 		}
 		if vcVM(t, vsm.Spec.Datacenter, vmName) != nil {
 			return fmt.Errorf("vcsim still has %s", vmName)
+		}
+		return nil
+	})
+}
+
+// vcVMNames lists the VMs of datacenter dc whose names start with prefix.
+func vcVMNames(t *testing.T, dc, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := soap.ParseURL(endpoint)
+	u.User = neturl.UserPassword(user, password)
+	gc, err := govmomi.NewClient(ctx, u, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Logout(ctx)
+	f := find.NewFinder(gc.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	vms, err := f.VirtualMachineList(ctx, prefix+"*")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, vm := range vms {
+		out = append(out, vm.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestCrashMidClone: the provider is SIGKILLed while clones are in flight
+// (vcsim slowed down), restarted, and vcsim ends with exactly one VM per
+// VSphereMachine; deleting them leaves none.
+func TestCrashMidClone(t *testing.T) {
+	ctx := context.Background()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	secret(t, ns, "crash-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(ctx, provider("crash-vsphere", "crash-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "crash-vsphere", "InventoryWalked")
+
+	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2000, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	const n = 3
+	for i := 0; i < n; i++ {
+		vsm := &infrav1.VSphereMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crash-%d", i), Namespace: ns,
+				Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/crash-vsphere"}},
+			Spec: infrav1.VSphereMachineSpec{
+				Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C0",
+				CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn,
+			},
+		}
+		if err := c.Create(ctx, vsm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The provider has started on the first machine (its finalizer is
+	// added right before the clone): kill it now, mid-clone.
+	eventually(t, time.Minute, func() error {
+		vsm := &infrav1.VSphereMachine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crash-0"}, vsm); err != nil {
+			return err
+		}
+		if len(vsm.Finalizers) == 0 {
+			return fmt.Errorf("not picked up yet")
+		}
+		return nil
+	})
+	providerProc.Kill()
+	var err error
+	if providerProc, err = env.StartVSphereProvider("provider-vsphere-restarted", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		for i := 0; i < n; i++ {
+			vsm := &infrav1.VSphereMachine{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("crash-%d", i)}, vsm); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition) {
+				return fmt.Errorf("%s not Ready: %+v", vsm.Name, vsm.Status.Conditions)
+			}
+		}
+		return nil
+	})
+	if got := vcVMNames(t, "DC0", ns+"-crash-"); fmt.Sprint(got) != fmt.Sprintf("[%s-crash-0 %s-crash-1 %s-crash-2]", ns, ns, ns) {
+		t.Errorf("vcsim VMs after the crash: %v, want exactly one per VSphereMachine", got)
+	}
+	simulator.TaskDelay.MethodDelay = nil
+	for i := 0; i < n; i++ {
+		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crash-%d", i), Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if got := vcVMNames(t, "DC0", ns+"-crash-"); len(got) > 0 {
+			return fmt.Errorf("vcsim still has %v", got)
 		}
 		return nil
 	})

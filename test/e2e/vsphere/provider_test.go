@@ -51,11 +51,12 @@ const (
 )
 
 var (
-	model    *simulator.Model
-	env      *devenv.Env
-	c        client.Client
-	endpoint string
-	caPEM    []byte
+	model        *simulator.Model
+	providerProc devenv.Process
+	env          *devenv.Env
+	c            client.Client
+	endpoint     string
+	caPEM        []byte
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -86,7 +87,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	if _, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second); err != nil {
+	if providerProc, err = env.StartVSphereProvider("provider-vsphere", 2*time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "vsphere: provider: %v\n", err)
 		return 1
 	}
