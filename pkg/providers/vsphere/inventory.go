@@ -52,19 +52,16 @@ func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Pair, error) {
 
 // TemplateExists tells whether datacenter holds a VM template named template.
 func (c *Client) TemplateExists(ctx context.Context, datacenter, template string) (bool, error) {
-	finder := find.NewFinder(c.gc.Client, false)
-	dc, err := finder.Datacenter(ctx, datacenter)
+	f, _, err := c.finder(ctx, datacenter)
 	if err != nil {
-		return false, fmt.Errorf("datacenter %s: %w", datacenter, err)
+		return false, err
 	}
-	finder.SetDatacenter(dc)
-	vm, err := finder.VirtualMachine(ctx, template)
-	var nf *find.NotFoundError
-	if errors.As(err, &nf) {
-		return false, nil
-	}
+	vm, err := lookup(ctx, f, template)
 	if err != nil {
 		return false, fmt.Errorf("looking up %s in %s: %w", template, datacenter, err)
+	}
+	if vm == nil {
+		return false, nil
 	}
 	return vm.IsTemplate(ctx)
 }
