@@ -90,13 +90,13 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 				return fmt.Errorf("provider controller: %w", err)
 			}
 			images := &providerctrl.ImageReconciler{
-				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Resync: resync, Connect: connect, Providers: r,
+				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Resync: resync, Providers: r,
 			}
 			if err := images.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("image controller: %w", err)
 			}
 			machines := &providerctrl.MachineReconciler{
-				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Connect: connect, Providers: r, Poll: 5 * time.Second,
+				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Providers: r, Poll: 5 * time.Second,
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)

@@ -42,6 +42,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
@@ -142,14 +143,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
-func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1.FailureDomain, error) {
+// backend reads p's credentials and returns its logged-in backend. Failures
+// are *notReady with the Provider's reason (SecretMissing, SecretInvalid,
+// ConnectFailed).
+func (r *Reconciler) backend(ctx context.Context, p *v1alpha1.Provider) (providers.Backend, error) {
 	conn, err := r.connection(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	backend, err := r.Connect(ctx, p.Namespace+"/"+p.Name, *conn)
+	b, err := r.Connect(ctx, placement.ImageStatusKey(p), *conn)
 	if err != nil {
 		return nil, &notReady{v1alpha1.ProviderReasonConnectFailed, err.Error()}
+	}
+	return b, nil
+}
+
+func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1.FailureDomain, error) {
+	backend, err := r.backend(ctx, p)
+	if err != nil {
+		return nil, err
 	}
 	pairs, err := backend.Inventory(ctx)
 	if err != nil {

@@ -44,9 +44,8 @@ type ImageReconciler struct {
 	Client    client.Client
 	Class     string
 	Namespace string
-	Connect   Connector
 	Resync    time.Duration
-	// Providers reads a Provider's credentials and CA bundle.
+	// Providers reads a Provider's credentials and logs in.
 	Providers *Reconciler
 }
 
@@ -124,11 +123,7 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 	if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
 		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: "the Provider is not Ready"}
 	}
-	conn, err := r.Providers.connection(ctx, p)
-	if err != nil {
-		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: err.Error()}
-	}
-	backend, err := r.Connect(ctx, p.Namespace+"/"+p.Name, *conn)
+	backend, err := r.Providers.backend(ctx, p)
 	if err != nil {
 		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: err.Error()}
 	}

@@ -45,7 +45,7 @@ type MachineReconciler struct {
 	Client    client.Client
 	Class     string
 	Namespace string
-	Connect   Connector
+	// Providers reads a Provider's credentials and logs in.
 	Providers *Reconciler
 	// Poll re-reads a VM that is not Ready yet (a guest IP appears later).
 	Poll time.Duration
@@ -70,11 +70,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil || provider == nil {
 		return ctrl.Result{}, err // not ours, or not yet known
 	}
-	conn, err := r.Providers.connection(ctx, provider)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	backend, err := r.Connect(ctx, provider.Namespace+"/"+provider.Name, *conn)
+	backend, err := r.Providers.backend(ctx, provider)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
