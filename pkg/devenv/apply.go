@@ -24,11 +24,13 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -87,7 +89,19 @@ func Apply(ctx context.Context, cfg *restclient.Config, objs ...*unstructured.Un
 	}
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		var mapping *meta.RESTMapping
+		// A just-registered API (an APIService that has become Available,
+		// a CRD just established) reaches discovery a moment later: forget
+		// the cached discovery and ask again until it shows up.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			var err error
+			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if meta.IsNoMatchError(err) {
+				mapper.Reset()
+				return false, nil
+			}
+			return err == nil, err
+		})
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
 		}
