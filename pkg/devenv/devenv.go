@@ -97,6 +97,7 @@ type Env struct {
 	BanlieueCA []byte
 
 	ca       *pki.CA
+	issued   map[string]bool // kubeconfigs written since this start
 	procs    []*process
 	banlieue *process
 	ports    ports
@@ -167,15 +168,9 @@ func (p Process) Stop() { p.p.stop() }
 // environment's namespace, authenticated as its ServiceAccount, re-walking
 // inventories every resync.
 func (e *Env) StartVSphereProvider(name string, resync time.Duration) (Process, error) {
-	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "provider-vsphere.kubeconfig")
-	if _, err := os.Stat(kubeconfig); err != nil {
-		ident, err := e.ca.IssueClient(ProviderUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
-		if err != nil {
-			return Process{}, err
-		}
-		if err := e.writeKubeconfig(kubeconfig, "provider", ident); err != nil {
-			return Process{}, err
-		}
+	kubeconfig, err := e.serviceAccountKubeconfig("provider-vsphere", ProviderUser)
+	if err != nil {
+		return Process{}, err
 	}
 	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), "provider", "vsphere",
 		"--kubeconfig="+kubeconfig, "--namespace="+Namespace, "--resync="+resync.String(),
@@ -186,15 +181,9 @@ func (e *Env) StartVSphereProvider(name string, resync time.Duration) (Process, 
 // StartController starts replica i of "banlieue controller", authenticated
 // as the controller's ServiceAccount.
 func (e *Env) StartController(i int) (Process, error) {
-	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "controller.kubeconfig")
-	if _, err := os.Stat(kubeconfig); err != nil {
-		ident, err := e.ca.IssueClient(ControllerUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
-		if err != nil {
-			return Process{}, err
-		}
-		if err := e.writeKubeconfig(kubeconfig, "controller", ident); err != nil {
-			return Process{}, err
-		}
+	kubeconfig, err := e.serviceAccountKubeconfig("controller", ControllerUser)
+	if err != nil {
+		return Process{}, err
 	}
 	p, err := e.startProcess(fmt.Sprintf("controller-%d", i), filepath.Join(e.cfg.BinDir, "banlieue"), "controller",
 		"--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace="+Namespace,
@@ -356,13 +345,32 @@ func (e *Env) startKubeAPIServer(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube-apiserver not ready: %w", err)
 	}
-	// banlieue's identity: the ServiceAccount user, authenticated by a client
-	// certificate (no Pod, so no projected token).
-	ident, err := e.ca.IssueClient(BanlieueUser, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
-	if err != nil {
-		return err
+	_, err = e.serviceAccountKubeconfig("banlieue", BanlieueUser)
+	return err
+}
+
+// serviceAccountKubeconfig writes, once per environment start, the
+// kubeconfig of a component running as a ServiceAccount: its user name and
+// groups carried by a client certificate, since there is no Pod and so no
+// projected token. It returns the file's path. A file left by an earlier
+// start is rewritten: the CA is new at every start.
+func (e *Env) serviceAccountKubeconfig(name, user string) (string, error) {
+	path := filepath.Join(e.cfg.Dir, "kubeconfigs", name+".kubeconfig")
+	if e.issued[path] {
+		return path, nil
 	}
-	return e.writeKubeconfig(filepath.Join(e.cfg.Dir, "kubeconfigs", "banlieue.kubeconfig"), "banlieue", ident)
+	if e.issued == nil {
+		e.issued = map[string]bool{}
+	}
+	ident, err := e.ca.IssueClient(user, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+	if err != nil {
+		return "", err
+	}
+	if err := e.writeKubeconfig(path, name, ident); err != nil {
+		return "", err
+	}
+	e.issued[path] = true
+	return path, nil
 }
 
 func (e *Env) startKubeControllerManager() error {

@@ -46,6 +46,17 @@ func TestMakeRun(t *testing.T) {
 		if strings.TrimSpace(out) != "virtualmachine.banlieue.io/kept-vm" {
 			t.Errorf("after restart: %q", out)
 		}
+		// The controller authenticates after a restart too (its certificate
+		// comes from the new start's CA): a new VM gets a Scheduled condition.
+		mustKCIn(t, fmt.Sprintf(vmYAML, "after-restart", "banlieue-system"), "--kubeconfig="+kubeconfig, "apply", "-f", "-")
+		eventually(t, 90*time.Second, func() error {
+			out, _, err := kc(t, "--kubeconfig="+kubeconfig, "get", "vm", "after-restart", "-n", "banlieue-system",
+				"-o", "jsonpath={.status.conditions[?(@.type==\"Scheduled\")].reason}")
+			if err != nil || strings.TrimSpace(out) == "" {
+				return fmt.Errorf("no Scheduled condition yet (%v)", err)
+			}
+			return nil
+		})
 	})
 }
 
