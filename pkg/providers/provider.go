@@ -62,29 +62,57 @@ var ErrConnect = errors.New("connect failed")
 
 // MachineSpec is what a backend needs to build and run one VM.
 type MachineSpec struct {
-	// Name of the VM in the backend; unique per datacenter, so that a
-	// repeated create finds the VM instead of making a second one.
-	Name       string
-	Datacenter string
-	Cluster    string
-	Template   string
-	CPUs       int32
-	MemoryMiB  int64
+	// Name of the VM in the backend, unique per datacenter.
+	Name string
+	// InstanceUUID is the VM's identity, derived from the Kubernetes
+	// object's UID: a create repeated after a crash finds the VM by it
+	// instead of making a second one, and a VM of an earlier object that
+	// had the same name is never mistaken for this one.
+	InstanceUUID string
+	Datacenter   string
+	Cluster      string
+	// ResourcePool and Folder place the VM; the cluster's root pool and the
+	// datacenter's VM folder when empty.
+	ResourcePool string
+	Folder       string
+	Template     string
+	CPUs         int32
+	MemoryMiB    int64
 	// Datastore for the clone (the first disk's); the template's when empty.
 	Datastore string
 	// NICs are the network adapters in order; a static one is applied by
 	// guest customization at clone time.
 	NICs []NIC
+	// Firmware is bios, efi or efi-secure; the template's when empty.
+	Firmware string
+	// TPM adds a virtual TPM at creation.
+	TPM bool
+	// UserData is the first-boot payload (cloud-init), handed to the guest
+	// at creation; nil for none.
+	UserData []byte
 	// DiskSizesGiB are the disks in order, the first being the template's
 	// boot disk: disks are grown to these sizes and missing ones added
 	// (never shrunk or removed).
 	DiskSizesGiB []int64
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
+	// TaskRef is a task an earlier, interrupted call started (what a
+	// TaskRecorder was given): it is waited for before anything else.
+	TaskRef string
 }
 
-// NIC is one network adapter's addressing.
+// TaskRecorder persists the reference of a backend task before the caller
+// waits for it (and "" once it is over), so that a process killed while
+// waiting resumes the task instead of starting another.
+type TaskRecorder func(ctx context.Context, taskRef string) error
+
+// NIC is one network adapter.
 type NIC struct {
+	// Name is the interface's name in the guest (eth0), set by cloud-init.
+	Name string
+	// Network is the backend network (vSphere port group) to connect to;
+	// the template's when empty.
+	Network string
 	// Static, when set, is the address; DHCP otherwise.
 	Static *StaticIP
 }
@@ -107,13 +135,20 @@ type MachineStatus struct {
 	MemoryMiB    int64
 	// DiskSizesGiB are the VM's disks, in device order.
 	DiskSizesGiB []int64
+	// Networks are the networks of the VM's NICs, in device order.
+	Networks []string
+	// Firmware is bios, efi or efi-secure; TPM tells whether a vTPM is attached.
+	Firmware string
+	TPM      bool
 }
 
 // Machines is the VM lifecycle of a backend.
 type Machines interface {
 	// EnsureMachine creates the VM if it does not exist (idempotently, by
-	// name) and drives it to spec.PowerState.
-	EnsureMachine(ctx context.Context, spec MachineSpec) (MachineStatus, error)
+	// instance UUID), applies the spec's hardware and networks and drives it
+	// to spec.PowerState. record is called with each task before it is
+	// waited for.
+	EnsureMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) (MachineStatus, error)
 	// DeleteMachine powers the VM off and destroys it; a missing VM is fine.
-	DeleteMachine(ctx context.Context, datacenter, name string) error
+	DeleteMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error
 }

@@ -49,10 +49,11 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 		kubeconfig, namespace, metrics, health string
 		leaderElect                            bool
 		resync                                 time.Duration
+		workers                                int
 	)
 	cmd := &cobra.Command{
 		Use:          "vsphere",
-		Short:        "Reconcile the vSphere Providers of one namespace: log in, walk the inventory, publish failure domains",
+		Short:        "Reconcile the vSphere Providers of one namespace (inventory, failure domains, image checks) and drive their VSphereMachines",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
@@ -96,7 +97,8 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 				return fmt.Errorf("image controller: %w", err)
 			}
 			machines := &providerctrl.MachineReconciler{
-				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Providers: r, Poll: 5 * time.Second,
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: "vsphere", Namespace: namespace,
+				Providers: r, Poll: 5 * time.Second, Workers: workers,
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
@@ -110,6 +112,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (in-cluster configuration when empty).")
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
+	f.IntVar(&workers, "machine-workers", 8, "How many VSphereMachines are reconciled at once (vCenter runs their tasks in parallel).")
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
 	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
 	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")

@@ -21,12 +21,16 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -37,27 +41,57 @@ import (
 // MachineFinalizer holds a VSphereMachine until its VM is destroyed.
 const MachineFinalizer = "infrastructure.banlieue.io/vspheremachine"
 
-// MachineReconciler drives VSphereMachines: clone the template, apply the
-// power state, report identity, power and addresses, and destroy the VM on
-// deletion. The Provider is the one of Namespace whose failure domains
-// include spec.failureDomain.
+// Reasons of a VSphereMachine's Ready condition besides the power states.
+const (
+	ReasonProvisioningFailed      = "ProvisioningFailed"
+	ReasonPowerStatePending       = "PowerStatePending"
+	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
+	ReasonUserDataMissing         = "UserDataMissing"
+	// PausedCondition follows Cluster API's v1beta2 contract: True while the
+	// object or its Cluster is paused and nothing is reconciled.
+	PausedCondition = "Paused"
+)
+
+// Cluster API's names, read without importing Cluster API.
+const (
+	capiGroup           = "cluster.x-k8s.io"
+	capiPausedAnno      = "cluster.x-k8s.io/paused"
+	capiClusterLabel    = "cluster.x-k8s.io/cluster-name"
+	capiBootstrapKey    = "value"
+	defaultUserDataKey  = "user-data"
+	capiDefaultVersion  = "cluster.x-k8s.io/v1beta2"
+	capiMachineKindName = "Machine"
+)
+
+// MachineReconciler drives VSphereMachines: clone the template, converge
+// hardware, networks and user data, apply the power state, report identity,
+// power and addresses, and destroy the VM on deletion. The Provider is the
+// one of Namespace whose failure domains include spec.failureDomain.
 type MachineReconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads, uncached, what a VSphereMachine refers to in its own
+	// namespace (user data, a Cluster API Machine or Cluster): one get
+	// each, so the provider never lists or watches Secrets cluster-wide.
+	Reader    client.Reader
 	Class     string
 	Namespace string
 	// Providers reads a Provider's credentials and logs in.
 	Providers *Reconciler
 	// Poll re-reads a VM that is not Ready yet (a guest IP appears later).
 	Poll time.Duration
+	// Workers is how many VSphereMachines are reconciled at once.
+	Workers int
 }
 
 // SetupWithManager registers the controller.
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(r)
 }
 
-// VMName is the VM's name in vCenter: unique per datacenter for a given
-// namespace and name, so a repeated clone finds the first one.
+// VMName is the VM's name in vCenter: readable, and unique per datacenter
+// for a given namespace and name. The VM's identity is its instance UUID,
+// the object's UID.
 func VMName(vsm *infrav1.VSphereMachine) string { return vsm.Namespace + "-" + vsm.Name }
 
 // Reconcile drives one VSphereMachine.
@@ -70,16 +104,26 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil || provider == nil {
 		return ctrl.Result{}, err // not ours, or not yet known
 	}
+	paused, why, err := r.paused(ctx, vsm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.setPaused(ctx, vsm, paused, why); err != nil || paused {
+		// A Cluster's spec.paused is not watched: look again later.
+		return ctrl.Result{RequeueAfter: r.Poll}, err
+	}
 	backend, err := r.Providers.backend(ctx, provider)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	spec := machineSpec(vsm)
+	record := r.recorder(vsm)
 	if !vsm.DeletionTimestamp.IsZero() {
 		if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
 			return ctrl.Result{}, nil
 		}
-		if err := backend.DeleteMachine(ctx, vsm.Spec.Datacenter, VMName(vsm)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", VMName(vsm), err)
+		if err := backend.DeleteMachine(ctx, spec, record); err != nil {
+			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", spec.Name, err)
 		}
 		patch := client.MergeFrom(vsm.DeepCopy())
 		controllerutil.RemoveFinalizer(vsm, MachineFinalizer)
@@ -92,12 +136,67 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
+	userData, reason, err := r.userData(ctx, vsm)
+	if reason != "" {
+		msg := "waiting for the Cluster API Machine's bootstrap data secret"
+		if err != nil {
+			msg = err.Error()
+		}
+		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, vsm, metav1.ConditionFalse, reason, msg)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	spec.UserData = userData
+	st, err := backend.EnsureMachine(ctx, spec, record)
+	if err != nil {
+		_ = r.setReady(ctx, vsm, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	if vsm.Spec.ProviderID == "" && st.BIOSUUID != "" {
+		patch := client.MergeFrom(vsm.DeepCopy())
+		vsm.Spec.ProviderID = "vsphere://" + st.BIOSUUID
+		if err := r.Client.Patch(ctx, vsm, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	base := vsm.DeepCopy()
+	vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+	vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
+	vsm.Status.PowerState = infrav1.PowerState(st.PowerState)
+	vsm.Status.FailureDomain = vsm.Spec.FailureDomain
+	vsm.Status.ObservedGeneration = vsm.Generation
+	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: VMName(vsm)}}
+	if st.IPAddress != "" {
+		vsm.Status.Addresses = append(vsm.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
+	}
+	ready := st.PowerState == string(vsm.Spec.PowerState)
+	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: vsm.Generation,
+		Status: metav1.ConditionTrue, Reason: st.PowerState, Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
+	if !ready {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, vsm.Spec.PowerState)
+	}
+	meta.SetStatusCondition(&vsm.Status.Conditions, cond)
+	if err := r.patchStatus(ctx, base, vsm); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ready {
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// machineSpec is what the backend builds for vsm (user data aside).
+func machineSpec(vsm *infrav1.VSphereMachine) providers.MachineSpec {
 	spec := providers.MachineSpec{
-		Name: VMName(vsm), Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, Template: vsm.Spec.Template,
-		CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB, PowerState: string(vsm.Spec.PowerState),
+		Name: VMName(vsm), InstanceUUID: string(vsm.UID),
+		Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, ResourcePool: vsm.Spec.ResourcePool, Folder: vsm.Spec.Folder,
+		Template: vsm.Spec.Template, CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB,
+		Firmware: string(vsm.Spec.Firmware), TPM: vsm.Spec.TPMEnabled,
+		PowerState: string(vsm.Spec.PowerState), TaskRef: vsm.Status.TaskRef,
 	}
 	for _, n := range vsm.Spec.Network {
-		nic := providers.NIC{}
+		nic := providers.NIC{Name: n.Name, Network: n.PortGroup}
 		if st := n.Static; st != nil {
 			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
 		}
@@ -109,49 +208,137 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		spec.DiskSizesGiB = append(spec.DiskSizesGiB, d.SizeGiB)
 	}
-	st, err := backend.EnsureMachine(ctx, spec)
-	if err != nil {
-		before := vsm.Status.DeepCopy()
-		meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "ProvisioningFailed", Message: err.Error(), ObservedGeneration: vsm.Generation})
-		if !apiequality.Semantic.DeepEqual(before, &vsm.Status) {
-			_ = r.Client.Status().Update(ctx, vsm)
+	return spec
+}
+
+// recorder stores the backend task in flight in status.taskRef before the
+// backend waits for it, so a provider killed meanwhile resumes that task.
+func (r *MachineReconciler) recorder(vsm *infrav1.VSphereMachine) providers.TaskRecorder {
+	return func(ctx context.Context, ref string) error {
+		if vsm.Status.TaskRef == ref {
+			return nil
 		}
-		return ctrl.Result{}, err
-	}
-	if vsm.Spec.ProviderID == "" && st.BIOSUUID != "" {
 		patch := client.MergeFrom(vsm.DeepCopy())
-		vsm.Spec.ProviderID = "vsphere://" + st.BIOSUUID
-		if err := r.Client.Patch(ctx, vsm, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+		vsm.Status.TaskRef = ref
+		return r.Client.Status().Patch(ctx, vsm, patch)
 	}
-	before := vsm.Status.DeepCopy()
-	vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
-	vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
-	vsm.Status.PowerState = infrav1.PowerState(st.PowerState)
-	vsm.Status.FailureDomain = vsm.Spec.FailureDomain
-	vsm.Status.ObservedGeneration = vsm.Generation
-	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: VMName(vsm)}}
-	if st.IPAddress != "" {
-		vsm.Status.Addresses = append(vsm.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
+}
+
+// patchStatus writes vsm's status when it differs from base's. A merge
+// patch, because status.taskRef is written concurrently by the recorder.
+func (r *MachineReconciler) patchStatus(ctx context.Context, base, vsm *infrav1.VSphereMachine) error {
+	if apiequality.Semantic.DeepEqual(base.Status, vsm.Status) {
+		return nil
 	}
-	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: vsm.Generation}
-	if st.PowerState == string(vsm.Spec.PowerState) {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, st.PowerState, fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)
-	} else {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "PowerStatePending", fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, vsm.Spec.PowerState)
+	return r.Client.Status().Patch(ctx, vsm, client.MergeFrom(base))
+}
+
+func (r *MachineReconciler) setReady(ctx context.Context, vsm *infrav1.VSphereMachine, status metav1.ConditionStatus, reason, msg string) error {
+	base := vsm.DeepCopy()
+	meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: vsm.Generation})
+	return r.patchStatus(ctx, base, vsm)
+}
+
+func (r *MachineReconciler) setPaused(ctx context.Context, vsm *infrav1.VSphereMachine, paused bool, why string) error {
+	cond := metav1.Condition{Type: PausedCondition, Status: metav1.ConditionFalse, Reason: "NotPaused", ObservedGeneration: vsm.Generation}
+	if paused {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "Paused", why
 	}
+	base := vsm.DeepCopy()
 	meta.SetStatusCondition(&vsm.Status.Conditions, cond)
-	if !apiequality.Semantic.DeepEqual(before, &vsm.Status) {
-		if err := r.Client.Status().Update(ctx, vsm); err != nil {
-			return ctrl.Result{}, err
+	return r.patchStatus(ctx, base, vsm)
+}
+
+// paused tells whether Cluster API paused this object or its Cluster.
+func (r *MachineReconciler) paused(ctx context.Context, vsm *infrav1.VSphereMachine) (bool, string, error) {
+	if _, ok := vsm.Annotations[capiPausedAnno]; ok {
+		return true, "the object has the " + capiPausedAnno + " annotation", nil
+	}
+	name := vsm.Labels[capiClusterLabel]
+	if name == "" {
+		return false, "", nil
+	}
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion(capiDefaultVersion)
+	cluster.SetKind("Cluster")
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: name}, cluster)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading Cluster %s: %w", name, err)
+	}
+	if p, _, _ := unstructured.NestedBool(cluster.Object, "spec", "paused"); p {
+		return true, fmt.Sprintf("Cluster %s is paused", name), nil
+	}
+	return false, "", nil
+}
+
+// userData is the first-boot payload: the owning Cluster API Machine's
+// bootstrap data, or the Secret or ConfigMap key the spec names. A
+// non-empty reason means the VM must not be created yet.
+func (r *MachineReconciler) userData(ctx context.Context, vsm *infrav1.VSphereMachine) ([]byte, string, error) {
+	if owner := capiMachine(vsm); owner != nil {
+		m := &unstructured.Unstructured{}
+		m.SetAPIVersion(owner.APIVersion)
+		m.SetKind(owner.Kind)
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: owner.Name}, m); err != nil {
+			return nil, "", fmt.Errorf("reading Machine %s: %w", owner.Name, err)
+		}
+		name, _, _ := unstructured.NestedString(m.Object, "spec", "bootstrap", "dataSecretName")
+		if name == "" {
+			return nil, ReasonWaitingForBootstrapData, nil
+		}
+		return r.secretKey(ctx, vsm.Namespace, name, capiBootstrapKey)
+	}
+	if ref := vsm.Spec.UserDataSecretRef; ref != nil {
+		key := ref.Key
+		if key == "" {
+			key = capiBootstrapKey
+		}
+		return r.secretKey(ctx, vsm.Namespace, ref.Name, key)
+	}
+	if ref := vsm.Spec.UserDataConfigMapRef; ref != nil {
+		key := ref.Key
+		if key == "" {
+			key = defaultUserDataKey
+		}
+		cm := &corev1.ConfigMap{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: ref.Name}, cm); err != nil {
+			return nil, ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s: %w", ref.Name, err)
+		}
+		if v, ok := cm.Data[key]; ok {
+			return []byte(v), "", nil
+		}
+		if v, ok := cm.BinaryData[key]; ok {
+			return v, "", nil
+		}
+		return nil, ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s has no key %q", ref.Name, key)
+	}
+	return nil, "", nil
+}
+
+func (r *MachineReconciler) secretKey(ctx context.Context, namespace, name, key string) ([]byte, string, error) {
+	secret := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, ReasonUserDataMissing, fmt.Errorf("user data Secret %s: %w", name, err)
+	}
+	v, ok := secret.Data[key]
+	if !ok {
+		return nil, ReasonUserDataMissing, fmt.Errorf("user data Secret %s has no key %q", name, key)
+	}
+	return v, "", nil
+}
+
+// capiMachine is the Cluster API Machine owning vsm, or nil.
+func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
+	for i, o := range vsm.OwnerReferences {
+		if o.Kind == capiMachineKindName && strings.HasPrefix(o.APIVersion, capiGroup+"/") {
+			return &vsm.OwnerReferences[i]
 		}
 	}
-	if cond.Status != metav1.ConditionTrue {
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // provider finds the Provider of Namespace and Class whose failure domains

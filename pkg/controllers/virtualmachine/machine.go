@@ -77,8 +77,13 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 		}
 		spec.Network = append(spec.Network, dev)
 	}
-	if u := r.Spec.UserData; u != nil && u.SecretRef != nil {
-		spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}
+	if u := r.Spec.UserData; u != nil {
+		if u.SecretRef != nil {
+			spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}
+		}
+		if u.ConfigMapRef != nil {
+			spec.UserDataConfigMapRef = &infrav1.ConfigMapKeyReference{Name: u.ConfigMapRef.Name, Key: u.ConfigMapRef.Key}
+		}
 	}
 	return spec, nil
 }

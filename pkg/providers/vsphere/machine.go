@@ -24,8 +24,12 @@ import (
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -52,62 +56,299 @@ func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMa
 	return vm, err
 }
 
-// EnsureMachine clones the template when the VM does not exist yet and
-// drives its power state. A second clone of the same name fails with
-// DuplicateName in vCenter, which is why the name identifies the VM: a
-// provider restarted mid-clone finds the clone instead of making another.
-func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec) (providers.MachineStatus, error) {
-	f, _, err := c.finder(ctx, spec.Datacenter)
+// EnsureMachine finds the VM by its instance UUID, clones the template when
+// it does not exist, converges firmware, vTPM, NICs, disks and guestinfo,
+// and drives the power state. Every task is handed to record before it is
+// waited for; spec.TaskRef, a task an interrupted call left behind, is
+// waited for first, so a restarted provider never clones twice.
+func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	f, dc, err := c.finder(ctx, spec.Datacenter)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	vm, err := lookup(ctx, f, spec.Name)
+	if err := c.resume(ctx, spec.TaskRef, record); err != nil {
+		return providers.MachineStatus{}, err
+	}
+	vm, err := c.find(ctx, f, dc, spec)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
 	if vm == nil {
-		if vm, err = c.clone(ctx, f, spec); err != nil {
+		if vm, err = c.clone(ctx, f, dc, spec, record); err != nil {
 			return providers.MachineStatus{}, err
 		}
 	}
-	if err := disks(ctx, vm, spec.DiskSizesGiB); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("disks of %s: %w", spec.Name, err)
+	if err := converge(ctx, f, vm, spec, record); err != nil {
+		return providers.MachineStatus{}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
-	if err := power(ctx, vm, spec.PowerState); err != nil {
-		return providers.MachineStatus{}, err
+	if err := power(ctx, vm, spec.PowerState, record); err != nil {
+		return providers.MachineStatus{}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
+	return observe(ctx, vm)
+}
+
+// observe reads what the backend reports of vm.
+func observe(ctx context.Context, vm *object.VirtualMachine) (providers.MachineStatus, error) {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "guest"}, &m); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("reading %s: %w", spec.Name, err)
+		return providers.MachineStatus{}, fmt.Errorf("reading %s: %w", vm.InventoryPath, err)
 	}
 	st := providers.MachineStatus{PowerState: powerState(m.Runtime.PowerState)}
 	if m.Config != nil {
 		st.BIOSUUID, st.InstanceUUID = m.Config.Uuid, m.Config.InstanceUuid
 		st.CPUs, st.MemoryMiB = m.Config.Hardware.NumCPU, int64(m.Config.Hardware.MemoryMB)
+		st.Firmware = firmware(m.Config)
+		devices := object.VirtualDeviceList(m.Config.Hardware.Device)
+		for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+			st.DiskSizesGiB = append(st.DiskSizesGiB, d.(*types.VirtualDisk).CapacityInKB/(1024*1024))
+		}
+		for _, d := range devices.SelectByType((*types.VirtualEthernetCard)(nil)) {
+			st.Networks = append(st.Networks, networkName(ctx, vm.Client(), d.(types.BaseVirtualEthernetCard)))
+		}
+		st.TPM = len(devices.SelectByType((*types.VirtualTPM)(nil))) > 0
 	}
 	if m.Guest != nil {
 		st.IPAddress = m.Guest.IpAddress
 	}
-	devices, err := vm.Device(ctx)
-	if err != nil {
-		return providers.MachineStatus{}, err
-	}
-	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
-		st.DiskSizesGiB = append(st.DiskSizesGiB, d.(*types.VirtualDisk).CapacityInKB/(1024*1024))
-	}
 	return st, nil
 }
 
-// disks grows the VM's disks to sizes and adds the missing ones, in one
-// reconfigure; it never shrinks or removes a disk.
-func disks(ctx context.Context, vm *object.VirtualMachine, sizes []int64) error {
-	if len(sizes) == 0 {
+// find returns the VM with spec's instance UUID (by name when the spec has
+// none), or nil.
+func (c *Client) find(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec) (*object.VirtualMachine, error) {
+	if spec.InstanceUUID == "" {
+		return lookup(ctx, f, spec.Name)
+	}
+	ref, err := object.NewSearchIndex(c.gc.Client).FindByUuid(ctx, dc, spec.InstanceUUID, true, ptr.To(true))
+	if err != nil || ref == nil {
+		return nil, err
+	}
+	vm, ok := ref.(*object.VirtualMachine)
+	if !ok {
+		return nil, fmt.Errorf("instance UUID %s is a %T, not a VM", spec.InstanceUUID, ref)
+	}
+	// The finder gives the VM its inventory path, which messages use.
+	return lookup(ctx, f, vm.Reference().Value)
+}
+
+// resume waits for a task an interrupted call started. A task that vCenter
+// no longer knows (expired, or the ref is stale) is simply forgotten; its
+// outcome is visible in the inventory anyway.
+func (c *Client) resume(ctx context.Context, ref string, record providers.TaskRecorder) error {
+	if ref == "" {
 		return nil
 	}
-	devices, err := vm.Device(ctx)
+	task := object.NewTask(c.gc.Client, types.ManagedObjectReference{Type: "Task", Value: ref})
+	var t mo.Task
+	err := task.Properties(ctx, task.Reference(), []string{"info.state"}, &t)
+	switch {
+	case err != nil && isNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading task %s: %w", ref, err)
+	default:
+		// Failed tasks (a duplicate clone, say) are not an error here: the
+		// caller looks at the inventory next and acts on what it finds.
+		_ = task.Wait(ctx)
+	}
+	return record(ctx, "")
+}
+
+// wait records the task, waits for it and clears the record.
+func wait(ctx context.Context, task *object.Task, record providers.TaskRecorder) error {
+	if err := record(ctx, task.Reference().Value); err != nil {
+		return fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		_ = record(ctx, "")
+		return err
+	}
+	return record(ctx, "")
+}
+
+func isNotFound(err error) bool {
+	var fault types.HasFault
+	if errors.As(err, &fault) {
+		_, ok := fault.Fault().(*types.ManagedObjectNotFound)
+		return ok
+	}
+	return soap.IsSoapFault(err) && strings.Contains(err.Error(), "ManagedObjectNotFound") || strings.Contains(err.Error(), "has already been deleted")
+}
+
+// firmware is bios, efi or efi-secure.
+func firmware(cfg *types.VirtualMachineConfigInfo) string {
+	if cfg.Firmware != string(types.GuestOsDescriptorFirmwareTypeEfi) {
+		return "bios"
+	}
+	if b := cfg.BootOptions; b != nil && ptr.Deref(b.EfiSecureBootEnabled, false) {
+		return "efi-secure"
+	}
+	return "efi"
+}
+
+// networkName names a NIC's network: the port group's name (a distributed
+// port group's key when its name cannot be read).
+func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthernetCard) string {
+	switch b := nic.GetVirtualEthernetCard().Backing.(type) {
+	case *types.VirtualEthernetCardNetworkBackingInfo:
+		return b.DeviceName
+	case *types.VirtualEthernetCardDistributedVirtualPortBackingInfo:
+		var pg mo.DistributedVirtualPortgroup
+		ref := types.ManagedObjectReference{Type: "DistributedVirtualPortgroup", Value: b.Port.PortgroupKey}
+		if err := property.DefaultCollector(c).RetrieveOne(ctx, ref, []string{"name"}, &pg); err == nil {
+			return pg.Name
+		}
+		return b.Port.PortgroupKey
+	case *types.VirtualEthernetCardOpaqueNetworkBackingInfo:
+		return b.OpaqueNetworkId
+	}
+	return ""
+}
+
+// converge brings an existing VM to spec in as few reconfigures as vCenter
+// allows: firmware first (secure boot is validated against the current
+// firmware), then devices and hardware, then guestinfo (which needs the
+// NICs' MAC addresses). Each step is skipped when nothing differs, so a
+// steady-state reconcile changes nothing.
+func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m); err != nil {
+		return err
+	}
+	if m.Config == nil {
+		return fmt.Errorf("VM has no configuration yet")
+	}
+	reconfigure := func(cs types.VirtualMachineConfigSpec) error {
+		task, err := vm.Reconfigure(ctx, cs)
+		if err != nil {
+			return err
+		}
+		return wait(ctx, task, record)
+	}
+	if spec.Firmware != "" && spec.Firmware != firmware(m.Config) {
+		fw := string(types.GuestOsDescriptorFirmwareTypeBios)
+		if spec.Firmware != "bios" {
+			fw = string(types.GuestOsDescriptorFirmwareTypeEfi)
+		}
+		if m.Config.Firmware != fw {
+			if err := reconfigure(types.VirtualMachineConfigSpec{Firmware: fw}); err != nil {
+				return fmt.Errorf("firmware %s: %w", fw, err)
+			}
+		}
+		secure := spec.Firmware == "efi-secure"
+		if err := reconfigure(types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}}); err != nil {
+			return fmt.Errorf("secure boot %t: %w", secure, err)
+		}
+	}
+
+	devices := object.VirtualDeviceList(m.Config.Hardware.Device)
+	cs := types.VirtualMachineConfigSpec{}
+	if spec.CPUs > 0 && spec.CPUs != m.Config.Hardware.NumCPU {
+		cs.NumCPUs = spec.CPUs
+	}
+	if spec.MemoryMiB > 0 && spec.MemoryMiB != int64(m.Config.Hardware.MemoryMB) {
+		cs.MemoryMB = spec.MemoryMiB
+	}
+	nics, err := nicChanges(ctx, f, devices, spec.NICs)
 	if err != nil {
 		return err
 	}
+	disks, err := diskChanges(devices, spec.DiskSizesGiB)
+	if err != nil {
+		return err
+	}
+	cs.DeviceChange = append(nics, disks...)
+	if spec.TPM && len(devices.SelectByType((*types.VirtualTPM)(nil))) == 0 {
+		cs.DeviceChange = append(cs.DeviceChange, &types.VirtualDeviceConfigSpec{
+			Operation: types.VirtualDeviceConfigSpecOperationAdd,
+			Device:    &types.VirtualTPM{VirtualDevice: types.VirtualDevice{Key: -200}},
+		})
+	}
+	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || len(cs.DeviceChange) > 0 {
+		if err := reconfigure(cs); err != nil {
+			return fmt.Errorf("hardware: %w", err)
+		}
+		if err := vm.Properties(ctx, vm.Reference(), []string{"config"}, &m); err != nil {
+			return err
+		}
+	}
+
+	extra, err := guestInfoChanges(m.Config, spec)
+	if err != nil {
+		return fmt.Errorf("guestinfo: %w", err)
+	}
+	if len(extra) > 0 {
+		if err := reconfigure(types.VirtualMachineConfigSpec{ExtraConfig: extra}); err != nil {
+			return fmt.Errorf("guestinfo: %w", err)
+		}
+	}
+	return nil
+}
+
+// nicChanges points the VM's NICs at the spec's networks in order, adds the
+// missing ones and removes NICs the spec does not have. No NICs in the spec
+// keeps the template's as they are.
+func nicChanges(ctx context.Context, f *find.Finder, devices object.VirtualDeviceList, want []providers.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
+	if len(want) == 0 {
+		return nil, nil
+	}
+	existing := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	var changes []types.BaseVirtualDeviceConfigSpec
+	for i, nic := range want {
+		if nic.Network == "" {
+			if i < len(existing) {
+				continue
+			}
+			return nil, fmt.Errorf("NIC %d needs a network: the template has only %d", i, len(existing))
+		}
+		network, err := f.Network(ctx, nic.Network)
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", nic.Network, err)
+		}
+		backing, err := network.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", nic.Network, err)
+		}
+		if i < len(existing) {
+			card := existing[i].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+			if sameNetwork(card.Backing, backing) {
+				continue
+			}
+			card.Backing = backing
+			changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: existing[i]})
+			continue
+		}
+		card, err := devices.CreateEthernetCard("vmxnet3", backing)
+		if err != nil {
+			return nil, err
+		}
+		card.GetVirtualDevice().Key = int32(-100 - i)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: card})
+	}
+	for _, extra := range existing[min(len(want), len(existing)):] {
+		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationRemove, Device: extra})
+	}
+	return changes, nil
+}
+
+// sameNetwork tells whether two NIC backings connect to the same network.
+func sameNetwork(a, b types.BaseVirtualDeviceBackingInfo) bool {
+	switch x := a.(type) {
+	case *types.VirtualEthernetCardNetworkBackingInfo:
+		y, ok := b.(*types.VirtualEthernetCardNetworkBackingInfo)
+		return ok && x.DeviceName == y.DeviceName
+	case *types.VirtualEthernetCardDistributedVirtualPortBackingInfo:
+		y, ok := b.(*types.VirtualEthernetCardDistributedVirtualPortBackingInfo)
+		return ok && x.Port.PortgroupKey == y.Port.PortgroupKey && x.Port.SwitchUuid == y.Port.SwitchUuid
+	case *types.VirtualEthernetCardOpaqueNetworkBackingInfo:
+		y, ok := b.(*types.VirtualEthernetCardOpaqueNetworkBackingInfo)
+		return ok && x.OpaqueNetworkId == y.OpaqueNetworkId
+	}
+	return false
+}
+
+// diskChanges grows the VM's disks to sizes and adds the missing ones; it
+// never shrinks or removes a disk.
+func diskChanges(devices object.VirtualDeviceList, sizes []int64) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	existing := devices.SelectByType((*types.VirtualDisk)(nil))
 	var changes []types.BaseVirtualDeviceConfigSpec
 	for i, gib := range sizes {
@@ -115,14 +356,14 @@ func disks(ctx context.Context, vm *object.VirtualMachine, sizes []int64) error 
 		if i < len(existing) {
 			disk := existing[i].(*types.VirtualDisk)
 			if disk.CapacityInKB < kb {
-				disk.CapacityInKB = kb
+				disk.CapacityInKB, disk.CapacityInBytes = kb, kb*1024
 				changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: disk})
 			}
 			continue
 		}
 		controller, err := devices.FindDiskController("")
 		if err != nil {
-			return fmt.Errorf("no disk controller for disk %d: %w", i, err)
+			return nil, fmt.Errorf("no disk controller for disk %d: %w", i, err)
 		}
 		disk := devices.CreateDisk(controller, types.ManagedObjectReference{}, "")
 		disk.CapacityInKB = kb
@@ -131,37 +372,29 @@ func disks(ctx context.Context, vm *object.VirtualMachine, sizes []int64) error 
 			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk,
 		})
 	}
-	if len(changes) == 0 {
-		return nil
-	}
-	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{DeviceChange: changes})
-	if err != nil {
-		return err
-	}
-	return task.Wait(ctx)
+	return changes, nil
 }
 
-func (c *Client) clone(ctx context.Context, f *find.Finder, spec providers.MachineSpec) (*object.VirtualMachine, error) {
+func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec, record providers.TaskRecorder) (*object.VirtualMachine, error) {
 	tmpl, err := f.VirtualMachine(ctx, spec.Template)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %w", spec.Template, err)
 	}
-	cluster, err := f.ClusterComputeResource(ctx, spec.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
-	}
-	pool, err := cluster.ResourcePool(ctx)
+	pool, err := c.pool(ctx, f, spec)
 	if err != nil {
 		return nil, err
 	}
 	folder, err := f.DefaultFolder(ctx)
+	if spec.Folder != "" {
+		folder, err = f.Folder(ctx, spec.Folder)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("folder %q: %w", spec.Folder, err)
 	}
 	poolRef := pool.Reference()
 	cs := types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
-		Config:   &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB},
+		Config:   &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB, InstanceUuid: spec.InstanceUUID},
 	}
 	if spec.Datastore != "" {
 		ds, err := f.Datastore(ctx, spec.Datastore)
@@ -178,16 +411,38 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, spec providers.Machi
 	if err != nil {
 		return nil, fmt.Errorf("cloning %s: %w", spec.Template, err)
 	}
-	if err := task.Wait(ctx); err != nil {
-		if !isDuplicate(err) {
-			return nil, fmt.Errorf("cloning %s into %s: %w", spec.Template, spec.Name, err)
+	cloneErr := wait(ctx, task, record)
+	if cloneErr != nil && !isDuplicate(cloneErr) {
+		return nil, fmt.Errorf("cloning %s into %s: %w", spec.Template, spec.Name, cloneErr)
+	}
+	vm, err := c.find(ctx, f, dc, spec)
+	if err != nil {
+		return nil, err
+	}
+	if vm == nil && cloneErr != nil {
+		// The name is taken by a VM that is not this machine's.
+		return nil, fmt.Errorf("cloning %s into %s: a VM of that name exists with another instance UUID: %w", spec.Template, spec.Name, cloneErr)
+	}
+	if vm == nil {
+		return nil, fmt.Errorf("clone %s not found after cloning", spec.Name)
+	}
+	return vm, nil
+}
+
+// pool is spec's resource pool, or the cluster's root pool.
+func (c *Client) pool(ctx context.Context, f *find.Finder, spec providers.MachineSpec) (*object.ResourcePool, error) {
+	if spec.ResourcePool != "" {
+		pool, err := f.ResourcePool(ctx, spec.ResourcePool)
+		if err != nil {
+			return nil, fmt.Errorf("resource pool %s: %w", spec.ResourcePool, err)
 		}
+		return pool, nil
 	}
-	vm, err := lookup(ctx, f, spec.Name)
-	if err == nil && vm == nil {
-		err = fmt.Errorf("clone %s not found after cloning", spec.Name)
+	cluster, err := f.ClusterComputeResource(ctx, spec.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
 	}
-	return vm, err
+	return cluster.ResourcePool(ctx)
 }
 
 func isDuplicate(err error) bool {
@@ -210,7 +465,7 @@ func powerState(s types.VirtualMachinePowerState) string {
 	}
 }
 
-func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
+func power(ctx context.Context, vm *object.VirtualMachine, want string, record providers.TaskRecorder) error {
 	cur, err := vm.PowerState(ctx)
 	if err != nil {
 		return err
@@ -226,8 +481,9 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 		task, err = vm.PowerOff(ctx)
 	case "Suspended":
 		if cur != types.VirtualMachinePowerStatePoweredOn {
-			if t, err := vm.PowerOn(ctx); err != nil || t.Wait(ctx) != nil {
-				return fmt.Errorf("powering on before suspending: %v", err)
+			// Only a running VM can be suspended.
+			if err := power(ctx, vm, "PoweredOn", record); err != nil {
+				return fmt.Errorf("powering on before suspending: %w", err)
 			}
 		}
 		task, err = vm.Suspend(ctx)
@@ -237,32 +493,41 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 	if err != nil {
 		return err
 	}
-	return task.Wait(ctx)
+	return wait(ctx, task, record)
 }
 
-// DeleteMachine powers the VM off and destroys it.
-func (c *Client) DeleteMachine(ctx context.Context, datacenter, name string) error {
-	f, _, err := c.finder(ctx, datacenter)
+// DeleteMachine powers the VM off and destroys it; a VM already gone is
+// fine.
+func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
+	f, dc, err := c.finder(ctx, spec.Datacenter)
 	if err != nil {
 		return err
 	}
-	vm, err := lookup(ctx, f, name)
+	if err := c.resume(ctx, spec.TaskRef, record); err != nil {
+		return err
+	}
+	vm, err := c.find(ctx, f, dc, spec)
 	if err != nil || vm == nil {
 		return err
 	}
-	if err := power(ctx, vm, "PoweredOff"); err != nil {
-		return fmt.Errorf("powering off %s: %w", name, err)
+	if err := power(ctx, vm, "PoweredOff", record); err != nil {
+		return fmt.Errorf("powering off %s: %w", spec.Name, err)
 	}
 	task, err := vm.Destroy(ctx)
 	if err != nil {
 		return err
 	}
-	return task.Wait(ctx)
+	return wait(ctx, task, record)
 }
 
 // customization applies static addresses (and the host name) at first boot
-// through vCenter guest customization; nil when every NIC uses DHCP.
+// through vCenter guest customization; nil when every NIC uses DHCP, or
+// when there is user data: cloud-init then configures the network from
+// guestinfo.metadata, and the two must not both try.
 func customization(spec providers.MachineSpec) *types.CustomizationSpec {
+	if spec.UserData != nil {
+		return nil
+	}
 	static := false
 	for _, n := range spec.NICs {
 		static = static || n.Static != nil

@@ -138,4 +138,15 @@ func TestImageChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitImage(t, "ubuntu-22.04-cloudinit", "image-broken", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "ConnectFailed" })
+
+	// Logged in, but vCenter fails the template lookup: LookupFailed, with
+	// vCenter's message; it heals when vCenter does.
+	lookupFault.Store(true)
+	defer lookupFault.Store(false)
+	s = waitImage(t, "ubuntu-22.04-cloudinit", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "LookupFailed" })
+	if s.Ready || !strings.Contains(s.Message, "injected lookup failure") {
+		t.Errorf("LookupFailed entry %+v", s)
+	}
+	lookupFault.Store(false)
+	waitImage(t, "ubuntu-22.04-cloudinit", "image-vsphere", func(s v1alpha1.ImageProviderStatus) bool { return s.Ready })
 }

@@ -290,15 +290,15 @@ func TestCrashMidClone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The provider has started on the first machine (its finalizer is
-	// added right before the clone): kill it now, mid-clone.
+	// The provider has started a clone and recorded its vCenter task in
+	// status.taskRef before waiting: kill it now, mid-clone.
 	eventually(t, time.Minute, func() error {
 		vsm := &infrav1.VSphereMachine{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crash-0"}, vsm); err != nil {
 			return err
 		}
-		if len(vsm.Finalizers) == 0 {
-			return fmt.Errorf("not picked up yet")
+		if vsm.Status.TaskRef == "" {
+			return fmt.Errorf("no task recorded yet")
 		}
 		return nil
 	})
@@ -321,6 +321,15 @@ func TestCrashMidClone(t *testing.T) {
 	})
 	if got := vcVMNames(t, "DC0", ns+"-crash-"); fmt.Sprint(got) != fmt.Sprintf("[%s-crash-0 %s-crash-1 %s-crash-2]", ns, ns, ns) {
 		t.Errorf("vcsim VMs after the crash: %v, want exactly one per VSphereMachine", got)
+	}
+	for i := 0; i < n; i++ {
+		vsm := &infrav1.VSphereMachine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("crash-%d", i)}, vsm); err != nil {
+			t.Fatal(err)
+		}
+		if m := vcVM(t, "DC0", ns+"-"+vsm.Name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || vsm.Status.TaskRef != "" {
+			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
+		}
 	}
 	simulator.TaskDelay.MethodDelay = nil
 	for i := 0; i < n; i++ {

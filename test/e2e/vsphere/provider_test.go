@@ -20,14 +20,18 @@ limitations under the License.
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +77,7 @@ func run(m *testing.M) int {
 	model.Service.TLS = new(tls.Config)
 	vc := model.Service.NewServer()
 	defer vc.Close()
+	vc.Server.Config.Handler = failLookups(vc.Server.Config.Handler)
 	endpoint = "https://" + vc.URL.Host + "/sdk"
 	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: vc.Certificate().Raw})
 
@@ -100,6 +105,31 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "vsphere: logs in %s\n", filepath.Join(dir, "logs"))
 	}
 	return code
+}
+
+// lookupFault, while set, makes vcsim fail every read of a VM's
+// (summary.)config.template: what a template check does, and nothing else the
+// provider does (logging in, walking the inventory) needs. vcsim's own
+// fault rules match only the method and its target, the PropertyCollector
+// for every read.
+var lookupFault atomic.Bool
+
+func failLookups(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lookupFault.Load() && r.Body != nil {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte("config.template</pathSet>")) {
+				w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/">`+
+					`<soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>injected lookup failure</faultstring>`+
+					`</soapenv:Fault></soapenv:Body></soapenv:Envelope>`)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func provider(name, secret string, mutate func(*v1alpha1.ProviderSpec)) *v1alpha1.Provider {

@@ -70,6 +70,7 @@ const (
 // run one VM. banlieue's controller fills it from a VirtualMachine's resolved
 // class and its placement; Cluster API fills it from a VSphereMachineTemplate.
 // +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
+// +kubebuilder:validation:XValidation:rule="!(has(self.userDataSecretRef) && has(self.userDataConfigMapRef))",message="userDataSecretRef and userDataConfigMapRef are mutually exclusive"
 type VSphereMachineSpec struct {
 	// providerID is the VM's identity for Cluster API and Kubernetes nodes:
 	// vsphere://<BIOS UUID>. Set by the provider once the VM exists; it never
@@ -149,10 +150,17 @@ type VSphereMachineSpec struct {
 	PowerState PowerState `json:"powerState,omitempty"`
 
 	// userDataSecretRef names the Secret, in this namespace, holding the
-	// first-boot payload (cloud-init). When a Cluster API Machine owns this
-	// object, this is the Machine's bootstrap data secret.
+	// first-boot payload (cloud-init), handed to the guest as
+	// guestinfo.userdata. When a Cluster API Machine owns this object, the
+	// Machine's bootstrap data secret is used instead.
 	// +optional
 	UserDataSecretRef *SecretKeyReference `json:"userDataSecretRef,omitempty"`
+
+	// userDataConfigMapRef names a ConfigMap key, in this namespace, holding a
+	// first-boot payload that is not sensitive. At most one of
+	// userDataSecretRef and userDataConfigMapRef is set.
+	// +optional
+	UserDataConfigMapRef *ConfigMapKeyReference `json:"userDataConfigMapRef,omitempty"`
 }
 
 // VSphereDisk is one virtual disk.
@@ -226,6 +234,19 @@ type SecretKeyReference struct {
 	// bootstrap providers write.
 	// +optional
 	// +kubebuilder:default=value
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// ConfigMapKeyReference selects a key of a ConfigMap in the same namespace.
+type ConfigMapKeyReference struct {
+	// name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the ConfigMap's data. Defaults to "user-data".
+	// +optional
+	// +kubebuilder:default=user-data
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }

@@ -1,0 +1,122 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package vsphere
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// The keys cloud-init's VMware datasource reads.
+const (
+	guestInfoUserData         = "guestinfo.userdata"
+	guestInfoUserDataEncoding = "guestinfo.userdata.encoding"
+	guestInfoMetaData         = "guestinfo.metadata"
+	guestInfoMetaDataEncoding = "guestinfo.metadata.encoding"
+)
+
+// guestInfoChanges is the ExtraConfig that hands user data and metadata to
+// cloud-init, or nil when the VM already carries it (or there is no user
+// data: then guest customization configures static addresses).
+func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.MachineSpec) ([]types.BaseOptionValue, error) {
+	if spec.UserData == nil {
+		return nil, nil
+	}
+	meta, err := metadata(object.VirtualDeviceList(cfg.Hardware.Device), spec)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{
+		guestInfoUserData:         base64.StdEncoding.EncodeToString(spec.UserData),
+		guestInfoUserDataEncoding: "base64",
+		guestInfoMetaData:         base64.StdEncoding.EncodeToString(meta),
+		guestInfoMetaDataEncoding: "base64",
+	}
+	have := map[string]string{}
+	for _, o := range cfg.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil {
+			if _, ok := want[v.Key]; ok {
+				have[v.Key], _ = v.Value.(string)
+			}
+		}
+	}
+	var changes []types.BaseOptionValue
+	for _, k := range []string{guestInfoUserData, guestInfoUserDataEncoding, guestInfoMetaData, guestInfoMetaDataEncoding} {
+		if have[k] != want[k] {
+			changes = append(changes, &types.OptionValue{Key: k, Value: want[k]})
+		}
+	}
+	return changes, nil
+}
+
+// metadata is cloud-init's instance metadata: the instance ID (so cloud-init
+// runs once per VM, not once per boot), the host name, and a netplan v2
+// network matching each NIC by its MAC address.
+func metadata(devices object.VirtualDeviceList, spec providers.MachineSpec) ([]byte, error) {
+	type nameservers struct {
+		Addresses []string `json:"addresses,omitempty"`
+	}
+	type route struct {
+		To  string `json:"to"`
+		Via string `json:"via"`
+	}
+	type ethernet struct {
+		Match       map[string]string `json:"match"`
+		SetName     string            `json:"set-name,omitempty"`
+		DHCP4       bool              `json:"dhcp4"`
+		Addresses   []string          `json:"addresses,omitempty"`
+		Routes      []route           `json:"routes,omitempty"`
+		Nameservers *nameservers      `json:"nameservers,omitempty"`
+	}
+	ethernets := map[string]ethernet{}
+	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	for i, nic := range spec.NICs {
+		if i >= len(cards) {
+			return nil, fmt.Errorf("NIC %d does not exist yet", i)
+		}
+		mac := cards[i].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard().MacAddress
+		e := ethernet{Match: map[string]string{"macaddress": mac}, SetName: nic.Name, DHCP4: nic.Static == nil}
+		if s := nic.Static; s != nil {
+			e.Addresses = []string{fmt.Sprintf("%s/%d", s.Address, s.Prefix)}
+			if s.Gateway != "" {
+				e.Routes = []route{{To: "default", Via: s.Gateway}}
+			}
+			if len(s.Nameservers) > 0 {
+				e.Nameservers = &nameservers{Addresses: s.Nameservers}
+			}
+		}
+		id := nic.Name
+		if id == "" {
+			id = fmt.Sprintf("nic%d", i)
+		}
+		ethernets[id] = e
+	}
+	instanceID := spec.InstanceUUID
+	if instanceID == "" {
+		instanceID = spec.Name
+	}
+	md := map[string]any{"instance-id": instanceID, "local-hostname": hostName(spec.Name)}
+	if len(ethernets) > 0 {
+		md["network"] = map[string]any{"version": 2, "ethernets": ethernets}
+	}
+	return json.Marshal(md)
+}

@@ -1,0 +1,253 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package vsphere
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// recorder keeps the task references EnsureMachine records, in order.
+type recorder struct{ refs []string }
+
+func (r *recorder) record(_ context.Context, ref string) error {
+	r.refs = append(r.refs, ref)
+	return nil
+}
+
+// tasks are the non-empty references recorded.
+func (r *recorder) tasks() int {
+	n := 0
+	for _, ref := range r.refs {
+		if ref != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// template turns one VM of dc into a template and returns its name.
+func template(t *testing.T, c *Client, dc string) string {
+	t.Helper()
+	ctx := context.Background()
+	f, _, err := c.finder(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms, err := f.VirtualMachineList(ctx, "*")
+	if err != nil || len(vms) == 0 {
+		t.Fatalf("VMs of %s: %v", dc, err)
+	}
+	vm := vms[0]
+	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("power off: %v", err)
+	}
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return vm.Name()
+}
+
+func vmProps(t *testing.T, c *Client, dc, name string) *mo.VirtualMachine {
+	t.Helper()
+	ctx := context.Background()
+	f, _, err := c.finder(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := lookup(ctx, f, name)
+	if err != nil || vm == nil {
+		t.Fatalf("VM %s: %v", name, err)
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
+func extraConfig(m *mo.VirtualMachine, key string) string {
+	for _, o := range m.Config.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil && v.Key == key {
+			s, _ := v.Value.(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// TestEnsureMachine: one call builds the whole VM (instance UUID, firmware,
+// vTPM, NICs on the chosen port groups, grown and added disks, cloud-init
+// guestinfo, power); a second call changes nothing; every task is recorded
+// before it is waited for; delete destroys it.
+func TestEnsureMachine(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	tmpl := template(t, c, "DC0")
+
+	spec := providers.MachineSpec{
+		Name: "ns-web-0", InstanceUUID: "6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f60",
+		Datacenter: "DC0", Cluster: "DC0_C1", Template: tmpl, CPUs: 2, MemoryMiB: 2048,
+		Firmware: "efi-secure", TPM: true,
+		NICs: []providers.NIC{
+			{Name: "eth0", Network: "VM Network"},
+			{Name: "eth1", Network: "DC0_DVPG0", Static: &providers.StaticIP{Address: "192.0.2.10", Prefix: 24, Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}},
+		},
+		DiskSizesGiB: []int64{20, 50},
+		UserData:     []byte("#cloud-config\nhostname: web-0\n"),
+		PowerState:   "PoweredOn",
+	}
+	var rec recorder
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InstanceUUID != spec.InstanceUUID || st.BIOSUUID == "" || st.PowerState != "PoweredOn" || st.CPUs != 2 || st.MemoryMiB != 2048 {
+		t.Errorf("status %+v", st)
+	}
+	if st.Firmware != "efi-secure" || !st.TPM {
+		t.Errorf("firmware %q tpm %t, want efi-secure with a vTPM", st.Firmware, st.TPM)
+	}
+	if fmt.Sprint(st.DiskSizesGiB) != "[20 50]" {
+		t.Errorf("disks %v GiB, want [20 50]", st.DiskSizesGiB)
+	}
+	if len(st.Networks) != 2 || st.Networks[0] != "VM Network" || st.Networks[1] != "DC0_DVPG0" {
+		t.Errorf("networks %v, want VM Network and DC0_DVPG0", st.Networks)
+	}
+	// Every task was recorded, and cleared after it ended: ref, "", ref, "" ...
+	if rec.tasks() < 5 || len(rec.refs) != 2*rec.tasks() {
+		t.Errorf("recorded %v", rec.refs)
+	}
+	for i := 0; i+1 < len(rec.refs); i += 2 {
+		if rec.refs[i] == "" || rec.refs[i+1] != "" {
+			t.Errorf("recorded %v: want each task followed by its clearing", rec.refs)
+			break
+		}
+	}
+
+	m := vmProps(t, c, "DC0", spec.Name)
+	ud, _ := base64.StdEncoding.DecodeString(extraConfig(m, "guestinfo.userdata"))
+	if string(ud) != string(spec.UserData) || extraConfig(m, "guestinfo.userdata.encoding") != "base64" {
+		t.Errorf("guestinfo.userdata %q", ud)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(extraConfig(m, "guestinfo.metadata"))
+	var md struct {
+		InstanceID string `json:"instance-id"`
+		Hostname   string `json:"local-hostname"`
+		Network    struct {
+			Ethernets map[string]struct {
+				Match     map[string]string `json:"match"`
+				DHCP4     bool              `json:"dhcp4"`
+				Addresses []string          `json:"addresses"`
+			} `json:"ethernets"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal(raw, &md); err != nil {
+		t.Fatalf("guestinfo.metadata %q: %v", raw, err)
+	}
+	eth1 := md.Network.Ethernets["eth1"]
+	if md.InstanceID != spec.InstanceUUID || md.Hostname != spec.Name || !md.Network.Ethernets["eth0"].DHCP4 ||
+		fmt.Sprint(eth1.Addresses) != "[192.0.2.10/24]" || eth1.Match["macaddress"] == "" {
+		t.Errorf("metadata %s", raw)
+	}
+
+	// Steady state: nothing to do, no task.
+	rec = recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if rec.tasks() != 0 {
+		t.Errorf("a second EnsureMachine ran %d tasks", rec.tasks())
+	}
+
+	// A changed port group and a third NIC reach the VM.
+	spec.NICs[0].Network = "DC0_DVPG0"
+	spec.NICs = append(spec.NICs, providers.NIC{Name: "eth2", Network: "VM Network"})
+	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Networks) != 3 || st.Networks[0] != "DC0_DVPG0" || st.Networks[2] != "VM Network" {
+		t.Errorf("networks after the change %v", st.Networks)
+	}
+
+	// Another object with the same name (a different UID) is not given
+	// this VM: the clone fails on the name instead.
+	other := spec
+	other.InstanceUUID = "0a1b2c3d-0000-4000-8000-000000000001"
+	if _, err := c.EnsureMachine(ctx, other, rec.record); err == nil || !strings.Contains(err.Error(), "another instance UUID") {
+		t.Errorf("same name, other UID: err = %v", err)
+	}
+
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	f, dc, _ := c.finder(ctx, "DC0")
+	if vm, err := c.find(ctx, f, dc, spec); err != nil || vm != nil {
+		t.Errorf("after delete: %v, %v", vm, err)
+	}
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Errorf("deleting a VM already gone: %v", err)
+	}
+}
+
+// TestResumeTask: a task recorded by an interrupted call is waited for and
+// cleared; a reference vCenter does not know is just cleared.
+func TestResumeTask(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	f := find.NewFinder(c.gc.Client, false)
+	vm, err := f.VirtualMachine(ctx, "/DC0/vm/DC0_C0_RP0_VM0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{task.Reference().Value, "task-does-not-exist"} {
+		var rec recorder
+		if err := c.resume(ctx, ref, rec.record); err != nil {
+			t.Errorf("resume %s: %v", ref, err)
+		}
+		if fmt.Sprint(rec.refs) != "[]" {
+			t.Errorf("resume %s recorded %q, want the reference cleared", ref, rec.refs)
+		}
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime.powerState"}, &m); err != nil || m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("power state after the resumed task: %v %v", m.Runtime.PowerState, err)
+	}
+}
