@@ -127,6 +127,8 @@ type StaticIP struct {
 
 // MachineStatus is what a backend observed of one VM.
 type MachineStatus struct {
+	// Created is true when this call created the VM.
+	Created      bool
 	BIOSUUID     string
 	InstanceUUID string
 	PowerState   string

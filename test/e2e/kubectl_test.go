@@ -48,7 +48,7 @@ func TestKubectl(t *testing.T) {
 		mustKC(t, "apply", "-f", "artifacts/examples/")
 		out := mustKC(t, "get", "vm,provider,vmclass,vmimage", "-A")
 		for _, header := range []string{
-			`NAMESPACE\s+NAME\s+CLASS\s+IMAGE\s+PROVIDER\s+POWER\s+READY\s+AGE`,
+			`NAMESPACE\s+NAME\s+CLASS\s+IMAGE\s+PROVIDER\s+POWER\s+READY\s+IP\s+AGE`,
 			`NAMESPACE\s+NAME\s+CLASS\s+READY\s+AGE`,
 			`NAME\s+CPUS\s+MEMORY\s+FIRMWARE\s+AGE`,
 			`NAME\s+OS\s+VERSION\s+ARCH\s+AGE`,

@@ -19,6 +19,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,19 @@ func TestMakeRun(t *testing.T) {
 			t.Errorf("examples not applied:\n%s", out)
 		}
 		mustKCIn(t, fmt.Sprintf(vmYAML, "kept-vm", "banlieue-system"), "--kubeconfig="+kubeconfig, "apply", "-f", "-")
+		// The seed guide end to end on the simulated vCenter: db-prod-01
+		// becomes Ready with an address, as "make run" promises.
+		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "-n", "banlieue-system", "--for=condition=Ready", "vm/db-prod-01", "--timeout=2m")
+		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "db-prod-01", "-n", "banlieue-system",
+			"-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+		if net.ParseIP(strings.TrimSpace(out)) == nil {
+			t.Errorf("db-prod-01 has no IP address: %q", out)
+		}
+		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "provider", "prod-vsphere", "-n", "banlieue-system",
+			"-o", "jsonpath={.status.failureDomains[*].name}")
+		if n := len(strings.Fields(out)); n != 6 {
+			t.Errorf("prod-vsphere has %d failure domains, want 6: %s", n, out)
+		}
 	})
 	startMakeRun(t, dir, func(string) {
 		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")

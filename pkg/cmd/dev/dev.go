@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/firestoned/banlieue/artifacts"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // NewCommand returns "banlieue dev".
@@ -40,12 +42,14 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		dir, binDir string
 		noExamples  bool
+		noVCSim     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local Kubernetes control plane with banlieue aggregated into it (Ctrl-C stops it)",
 		Long: "Starts etcd, kube-apiserver, kube-controller-manager and banlieue as processes on loopback, " +
-			"registers banlieue's APIService, applies the install RBAC and the seed examples, and prints a KUBECONFIG. " +
+			"registers banlieue's APIService, applies the install RBAC and the seed examples, starts a simulated vCenter (vcsim) with the " +
+			"vSphere provider, and prints a KUBECONFIG. " +
 			"Data stays in --dir, so a restart keeps your objects. Binaries come from --bin-dir ('make tools').",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,17 +60,18 @@ func NewCommand(ctx context.Context) *cobra.Command {
 				}
 				binDir = filepath.Dir(exe)
 			}
-			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples)
+			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim)
 		},
 	}
 	cmd.SetContext(ctx)
 	cmd.Flags().StringVar(&dir, "dir", ".banlieue", "Where data, certificates, kubeconfigs and logs are kept.")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue (default: this binary's folder).")
 	cmd.Flags().BoolVar(&noExamples, "no-examples", false, "Do not apply the seed examples.")
+	cmd.Flags().BoolVar(&noVCSim, "no-vcsim", false, "Do not start the simulated vCenter and the vSphere provider.")
 	return cmd
 }
 
-func run(ctx context.Context, out io.Writer, dir, binDir string, examples bool) error {
+func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate bool) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -84,18 +89,41 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples bool) 
 		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(abs, "logs"))
 	}
 	defer env.Stop()
+	var sim *vcsim.Simulator
+	if simulate {
+		if sim, err = startSimulator(ctx, env); err != nil {
+			return err
+		}
+		defer sim.Close()
+	}
 	if examples {
 		names, err := devenv.YAMLFiles(artifacts.Examples, "examples")
 		if err != nil {
 			return err
 		}
+		if sim != nil {
+			// The seed Provider is created pointing at the simulator instead.
+			names = slices.DeleteFunc(names, func(n string) bool { return n == seedProviderFile })
+		}
 		if err := devenv.ApplyFiles(ctx, env.Admin, artifacts.Examples, names...); err != nil {
 			return fmt.Errorf("applying the examples: %w", err)
+		}
+	}
+	if sim != nil {
+		if err := applySeedProvider(ctx, env, sim); err != nil {
+			return err
+		}
+		if _, err := env.StartVSphereProvider("provider-vsphere", time.Minute); err != nil {
+			return fmt.Errorf("starting the vSphere provider: %w", err)
 		}
 	}
 	kubectl := filepath.Join(binDir, "kubectl")
 	fmt.Fprintf(out, readyMessage, time.Since(start).Round(100*time.Millisecond), env.KubeAPIServerURL, devenv.APIServiceName, env.Logs(),
 		env.AdminKubeconfig, kubectl, kubectl, kubectl)
+	if sim != nil {
+		fmt.Fprintf(out, simulatorMessage, sim.Endpoint, kubectl, kubectl)
+	}
+	fmt.Fprint(out, stopMessage)
 	<-ctx.Done()
 	klog.InfoS("Stopping banlieue dev")
 	return nil
@@ -109,7 +137,18 @@ Logs: %s
   %s get vm,provider,vmclass,vmimage -A
   %s explain virtualmachine.spec.hardwareOverride
   %s get --raw /apis/banlieue.io/v1alpha1/namespaces/banlieue-system/virtualmachines/db-prod-02/resolved
+`
 
+const simulatorMessage = `
+A simulated vCenter (govmomi's vcsim: 2 datacenters x 3 clusters, template
+ubuntu-22.04-cloudinit in each) runs at %s; the
+seed Provider prod-vsphere points at it and the vSphere provider drives it:
+
+  %s get provider,vm,vspheremachine -n banlieue-system
+  %s wait -n banlieue-system --for=condition=Ready vm/db-prod-01 --timeout=2m
+`
+
+const stopMessage = `
 Ctrl-C stops everything.
 `
 

@@ -98,7 +98,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			}
 			machines := &providerctrl.MachineReconciler{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: "vsphere", Namespace: namespace,
-				Providers: r, Poll: 5 * time.Second, Workers: workers,
+				Providers: r, Poll: 5 * time.Second, Workers: workers, Events: mgr.GetEventRecorder("banlieue-provider-vsphere"),
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)

@@ -27,11 +27,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
@@ -81,6 +83,14 @@ type MachineReconciler struct {
 	Poll time.Duration
 	// Workers is how many VSphereMachines are reconciled at once.
 	Workers int
+	// Events records what happened to each VM (may be nil).
+	Events events.EventRecorder
+}
+
+func (r *MachineReconciler) event(vsm *infrav1.VSphereMachine, eventType, reason, action, msg string) {
+	if r.Events != nil {
+		r.Events.Eventf(vsm, nil, eventType, reason, action, "%s", msg)
+	}
 }
 
 // SetupWithManager registers the controller.
@@ -123,8 +133,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, nil
 		}
 		if err := backend.DeleteMachine(ctx, spec, record); err != nil {
+			r.event(vsm, corev1.EventTypeWarning, "DeleteFailed", "Destroy", err.Error())
 			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", spec.Name, err)
 		}
+		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "datacenter", spec.Datacenter)
+		r.event(vsm, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
 		patch := client.MergeFrom(vsm.DeepCopy())
 		controllerutil.RemoveFinalizer(vsm, MachineFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, vsm, patch))
@@ -149,9 +162,18 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	spec.UserData = userData
 	st, err := backend.EnsureMachine(ctx, spec, record)
+	if st.Created {
+		log.FromContext(ctx).Info("Cloned VM", "vm", spec.Name, "template", spec.Template, "datacenter", spec.Datacenter, "cluster", spec.Cluster)
+		r.event(vsm, corev1.EventTypeNormal, "Cloned", "Clone",
+			fmt.Sprintf("Cloned template %s into VM %s in %s/%s", spec.Template, spec.Name, spec.Datacenter, spec.Cluster))
+	}
 	if err != nil {
+		r.event(vsm, corev1.EventTypeWarning, ReasonProvisioningFailed, "Provision", err.Error())
 		_ = r.setReady(ctx, vsm, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
 		return ctrl.Result{}, err
+	}
+	if was := string(vsm.Status.PowerState); was != st.PowerState {
+		r.event(vsm, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
 	if vsm.Spec.ProviderID == "" && st.BIOSUUID != "" {
 		patch := client.MergeFrom(vsm.DeepCopy())

@@ -73,18 +73,21 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	if vm == nil {
+	created := vm == nil
+	if created {
 		if vm, err = c.clone(ctx, f, dc, spec, record); err != nil {
 			return providers.MachineStatus{}, err
 		}
 	}
 	if err := converge(ctx, f, vm, spec, record); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("configuring %s: %w", spec.Name, err)
+		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
 	if err := power(ctx, vm, spec.PowerState, record); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("powering %s: %w", spec.Name, err)
+		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
-	return observe(ctx, vm)
+	st, err := observe(ctx, vm)
+	st.Created = created
+	return st, err
 }
 
 // observe reads what the backend reports of vm.
@@ -365,7 +368,7 @@ func diskChanges(devices object.VirtualDeviceList, sizes []int64) ([]types.BaseV
 		if err != nil {
 			return nil, fmt.Errorf("no disk controller for disk %d: %w", i, err)
 		}
-		disk := devices.CreateDisk(controller, types.ManagedObjectReference{}, "")
+		disk := devices.CreateDisk(controller, types.ManagedObjectReference{}, diskFileName(existing, i))
 		disk.CapacityInKB = kb
 		devices = append(devices, disk)
 		changes = append(changes, &types.VirtualDeviceConfigSpec{
@@ -373,6 +376,20 @@ func diskChanges(devices object.VirtualDeviceList, sizes []int64) ([]types.BaseV
 		})
 	}
 	return changes, nil
+}
+
+// diskFileName names the file of a new disk i beside the VM's first disk
+// ("[ds] vm/vm_2.vmdk"), so it cannot collide with the clone's own disk;
+// "" (vCenter's choice) when the VM has no file-backed disk yet.
+func diskFileName(existing object.VirtualDeviceList, i int) string {
+	if len(existing) == 0 {
+		return ""
+	}
+	backing, ok := existing[0].(*types.VirtualDisk).Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+	if !ok || !strings.HasSuffix(backing.FileName, ".vmdk") {
+		return ""
+	}
+	return fmt.Sprintf("%s_%d.vmdk", strings.TrimSuffix(backing.FileName, ".vmdk"), i)
 }
 
 func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec, record providers.TaskRecorder) (*object.VirtualMachine, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -163,6 +164,23 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	if vsm.Status.TaskRef != "" {
 		t.Errorf("status.taskRef %q left behind", vsm.Status.TaskRef)
 	}
+	// What happened is told as Events beside the object.
+	eventually(t, time.Minute, func() error {
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace(tenant)); err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == "web-0" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		if !containsAll(strings.Join(reasons, ","), "Cloned", "PoweredOn") {
+			return fmt.Errorf("events of web-0: %v", reasons)
+		}
+		return nil
+	})
 
 	// Paused: nothing is created until the annotation goes.
 	waitMachine(t, "web-1", "Paused", "Paused")

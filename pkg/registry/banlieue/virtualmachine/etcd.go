@@ -92,9 +92,16 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	if power == "" {
 		power = "<none>"
 	}
+	ip := "<none>"
+	for _, a := range vm.Status.Addresses {
+		if a.Type == "InternalIP" || a.Type == "ExternalIP" {
+			ip = a.Address
+			break
+		}
+	}
 	return []interface{}{
 		vm.Spec.ClassRef.Name, vm.Spec.ImageRef.Name, provider, power,
-		table.ConditionStatus(vm.Status.Conditions, banlieue.VirtualMachineReady),
+		table.ConditionStatus(vm.Status.Conditions, banlieue.VirtualMachineReady), ip,
 		fd, string(vm.Spec.DesiredPowerState),
 	}, nil
 },
@@ -103,6 +110,7 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	table.Column{Name: "Provider", Type: "string", Description: "The Provider the VM is scheduled on."},
 	table.Column{Name: "Power", Type: "string", Description: "The power state the backend reports."},
 	table.Column{Name: "Ready", Type: "string", Description: "The status of the Ready condition."},
+	table.Column{Name: "IP", Type: "string", Description: "The VM's first IP address, as the guest reports it."},
 	table.Column{Name: "Failure-Domain", Type: "string", Priority: 1, Description: "The failure domain the VM is scheduled in."},
 	table.Column{Name: "Desired", Type: "string", Priority: 1, Description: "The desired power state."},
 )

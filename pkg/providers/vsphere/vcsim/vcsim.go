@@ -1,0 +1,253 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package vcsim runs govmomi's vCenter simulator in process, shaped like the
+// seed guide's vCenter, for "banlieue dev" and tests: datacenters of
+// compute clusters, a VM template in each datacenter, enforced credentials,
+// TLS on loopback, and optionally a simulated DHCP that gives powered-on
+// VMs an address (vcsim alone only reports addresses set by guest
+// customization).
+package vcsim
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2"
+)
+
+// Config shapes the simulated vCenter.
+type Config struct {
+	// Datacenters and Clusters per datacenter (names DC0.., DC0_C0..).
+	Datacenters, Clusters int
+	// Template is the name of the VM template made in every datacenter.
+	Template string
+	// Username and Password are the only credentials accepted.
+	Username, Password string
+	// DHCP gives every powered-on VM without an address one: the static
+	// address its cloud-init metadata asks for, or the next of 10.10.0.0/16.
+	DHCP bool
+}
+
+// Simulator is a running simulated vCenter.
+type Simulator struct {
+	// Endpoint is the SDK URL (https, loopback); CABundle verifies it.
+	Endpoint string
+	CABundle []byte
+
+	model  *simulator.Model
+	server *simulator.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start creates and serves the simulator.
+func Start(ctx context.Context, cfg Config) (*Simulator, error) {
+	model := simulator.VPX()
+	model.Datacenter, model.Cluster = cfg.Datacenters, cfg.Clusters
+	if err := model.Create(); err != nil {
+		return nil, fmt.Errorf("creating the vCenter model: %w", err)
+	}
+	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
+	model.Service.TLS = new(tls.Config)
+	server := model.Service.NewServer()
+	s := &Simulator{
+		Endpoint: "https://" + server.URL.Host + "/sdk",
+		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}),
+		model:    model, server: server,
+	}
+	gc, err := s.login(ctx, cfg)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.Template != "" {
+		if err := makeTemplates(ctx, gc, cfg.Template); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.DHCP {
+		ctx, s.cancel = context.WithCancel(context.Background())
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			dhcp(ctx, gc)
+		}()
+	}
+	return s, nil
+}
+
+func (s *Simulator) login(ctx context.Context, cfg Config) (*govmomi.Client, error) {
+	u, err := url.Parse(s.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	u.User = url.UserPassword(cfg.Username, cfg.Password)
+	// The simulator's own client trusts its own certificate.
+	gc, err := govmomi.NewClient(ctx, u, true)
+	if err != nil {
+		return nil, fmt.Errorf("logging in to the simulator: %w", err)
+	}
+	return gc, nil
+}
+
+// Close stops serving and removes the simulator's files.
+func (s *Simulator) Close() {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+	s.server.Close()
+	s.model.Remove()
+}
+
+// makeTemplates turns the first VM of every datacenter into a template
+// named name (templates must be powered off).
+func makeTemplates(ctx context.Context, gc *govmomi.Client, name string) error {
+	f := find.NewFinder(gc.Client, false)
+	dcs, err := f.DatacenterList(ctx, "*")
+	if err != nil {
+		return err
+	}
+	for _, dc := range dcs {
+		f.SetDatacenter(dc)
+		vms, err := f.VirtualMachineList(ctx, "*")
+		if err != nil || len(vms) == 0 {
+			return fmt.Errorf("VMs of %s: %v", dc.Name(), err)
+		}
+		vm := vms[0]
+		if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+			return fmt.Errorf("powering off %s: %v", vm.Name(), err)
+		}
+		if task, err := vm.Rename(ctx, name); err != nil || task.Wait(ctx) != nil {
+			return fmt.Errorf("renaming %s: %v", vm.Name(), err)
+		}
+		if err := vm.MarkAsTemplate(ctx); err != nil {
+			return fmt.Errorf("marking %s a template: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// dhcp plays the network: every half second, powered-on VMs without a
+// guest address get one. A guest with cloud-init metadata naming a static
+// address gets that (what cloud-init would configure), others the next
+// free address of 10.10.0.0/16.
+func dhcp(ctx context.Context, gc *govmomi.Client) {
+	next := 0
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		v, err := view.NewManager(gc.Client).CreateContainerView(ctx, gc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+		if err != nil {
+			continue
+		}
+		var vms []mo.VirtualMachine
+		err = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"runtime.powerState", "guest.ipAddress", "config.template", "config.extraConfig"}, &vms)
+		_ = v.Destroy(ctx)
+		if err != nil {
+			continue
+		}
+		for _, vm := range vms {
+			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") ||
+				vm.Config == nil || vm.Config.Template {
+				continue
+			}
+			ip := staticAddress(vm.Config.ExtraConfig)
+			if ip == "" {
+				next++
+				ip = fmt.Sprintf("10.10.%d.%d", next/250, next%250+1)
+			}
+			ref := vm.Self
+			task, err := object.NewVirtualMachine(gc.Client, ref).Reconfigure(ctx, types.VirtualMachineConfigSpec{
+				ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip}},
+			})
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			if err != nil {
+				klog.V(2).InfoS("Simulated DHCP could not address a VM", "vm", ref.Value, "err", err)
+			}
+		}
+	}
+}
+
+// staticAddress is the first static address of the guest's cloud-init
+// network metadata (guestinfo.metadata, base64 JSON), or "".
+func staticAddress(extra []types.BaseOptionValue) string {
+	var raw, encoding string
+	for _, o := range extra {
+		v := o.GetOptionValue()
+		switch v.Key {
+		case "guestinfo.metadata":
+			raw, _ = v.Value.(string)
+		case "guestinfo.metadata.encoding":
+			encoding, _ = v.Value.(string)
+		}
+	}
+	if raw == "" {
+		return ""
+	}
+	data := []byte(raw)
+	if encoding == "base64" {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(raw); err != nil {
+			return ""
+		}
+	}
+	var md struct {
+		Network struct {
+			Ethernets map[string]struct {
+				Addresses []string `json:"addresses"`
+			} `json:"ethernets"`
+		} `json:"network"`
+	}
+	if json.Unmarshal(data, &md) != nil {
+		return ""
+	}
+	best := ""
+	for name, e := range md.Network.Ethernets {
+		if len(e.Addresses) > 0 && (best == "" || name < best) {
+			best = name
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	addr, _, _ := strings.Cut(md.Network.Ethernets[best].Addresses[0], "/")
+	return addr
+}

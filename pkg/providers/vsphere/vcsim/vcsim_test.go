@@ -1,0 +1,108 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package vcsim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere"
+)
+
+// TestSimulator: the provider logs in with the CA bundle, sees the
+// datacenters' templates, and the simulated DHCP addresses a powered-on
+// clone — with the static address of its cloud-init metadata if it has one.
+func TestSimulator(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Datacenters: 2, Clusters: 3, Template: "tmpl", Username: "u@vsphere.local", Password: "p", DHCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := vsphere.Connect(ctx, providers.Connection{Endpoint: s.Endpoint, CABundle: s.CABundle,
+		Credentials: providers.Credentials{Username: "u@vsphere.local", Password: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	for _, dc := range []string{"DC0", "DC1"} {
+		if ok, err := c.TemplateExists(ctx, dc, "tmpl"); !ok || err != nil {
+			t.Errorf("template in %s: %v %v", dc, ok, err)
+		}
+	}
+	noop := func(context.Context, string) error { return nil }
+	_, err = c.EnsureMachine(ctx, providers.MachineSpec{Name: "a", InstanceUUID: "11111111-1111-4111-8111-111111111111",
+		Datacenter: "DC0", Cluster: "DC0_C0", Template: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn"}, noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := providers.MachineSpec{Name: "b", InstanceUUID: "22222222-2222-4222-8222-222222222222",
+		Datacenter: "DC1", Cluster: "DC1_C2", Template: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn",
+		UserData: []byte("#cloud-config\n"),
+		NICs:     []providers.NIC{{Name: "eth0", Static: &providers.StaticIP{Address: "192.0.2.44", Prefix: 24}}}}
+	if _, err := c.EnsureMachine(ctx, static, noop); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dc, name, want string }{{"DC0", "a", "10.10.0."}, {"DC1", "b", "192.0.2.44"}} {
+		var got string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			got = guestIP(t, s, tc.dc, tc.name)
+			return got != "", nil
+		})
+		if err != nil || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: guest address %q, want %s…", tc.name, got, tc.want)
+		}
+	}
+}
+
+func guestIP(t *testing.T, s *Simulator, dc, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	gc, err := s.login(ctx, Config{Username: "u@vsphere.local", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Logout(ctx)
+	f := find.NewFinder(gc.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	vm, err := f.VirtualMachine(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"guest.ipAddress", "runtime.powerState"}, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		t.Fatalf("%s is %s", name, m.Runtime.PowerState)
+	}
+	if m.Guest == nil {
+		return ""
+	}
+	return m.Guest.IpAddress
+}
