@@ -19,12 +19,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/mo"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,32 +46,11 @@ const (
 // simVM reads a VM of the simulator by name; nil when absent.
 func simVM(t *testing.T, sim *vcsim.Simulator, dc, name string) *mo.VirtualMachine {
 	t.Helper()
-	ctx := context.Background()
-	u, err := url.Parse(sim.Endpoint)
+	m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, simUser, simPassword, dc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.User = url.UserPassword(simUser, simPassword)
-	gc, err := govmomi.NewClient(ctx, u, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Logout(ctx)
-	f := find.NewFinder(gc.Client, false)
-	d, err := f.Datacenter(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetDatacenter(d)
-	vm, err := f.VirtualMachine(ctx, name)
-	if err != nil {
-		return nil
-	}
-	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
-		t.Fatal(err)
-	}
-	return &m
+	return m
 }
 
 // TestMachineOnVCSim: a Cluster API Machine whose infrastructureRef is a

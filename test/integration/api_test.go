@@ -305,7 +305,7 @@ func TestAPI(t *testing.T) {
 
 	t.Run("table output has the columns", func(t *testing.T) {
 		for path, want := range map[string][]string{
-			"/apis/banlieue.io/v1alpha1/namespaces/" + ns + "/virtualmachines": {"Name", "Class", "Image", "Provider", "Power", "Ready", "Age"},
+			"/apis/banlieue.io/v1alpha1/namespaces/" + ns + "/virtualmachines": {"Name", "Class", "Image", "Provider", "Power", "Ready", "IP", "Age"},
 			"/apis/banlieue.io/v1alpha1/namespaces/" + ns + "/providers":       {"Name", "Class", "Ready", "Age"},
 			"/apis/banlieue.io/v1alpha1/vmclasses":                             {"Name", "CPUs", "Memory", "Firmware", "Age"},
 			"/apis/banlieue.io/v1alpha1/vmimages":                              {"Name", "OS", "Version", "Arch", "Age"},

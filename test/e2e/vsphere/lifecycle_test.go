@@ -40,34 +40,17 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // vcVM reads a VM from vcsim by name (nil when absent).
 func vcVM(t *testing.T, dc, name string) *mo.VirtualMachine {
 	t.Helper()
-	ctx := context.Background()
-	u, _ := soap.ParseURL(endpoint)
-	u.User = neturl.UserPassword(user, password)
-	gc, err := govmomi.NewClient(ctx, u, true)
+	m, err := vcsim.ReadVM(context.Background(), endpoint, user, password, dc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gc.Logout(ctx)
-	f := find.NewFinder(gc.Client, false)
-	d, err := f.Datacenter(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetDatacenter(d)
-	vm, err := f.VirtualMachine(ctx, name)
-	if err != nil {
-		return nil
-	}
-	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime"}, &m); err != nil {
-		t.Fatal(err)
-	}
-	return &m
+	return m
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {

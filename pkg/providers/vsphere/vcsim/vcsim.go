@@ -251,3 +251,37 @@ func staticAddress(extra []types.BaseOptionValue) string {
 	addr, _, _ := strings.Cut(md.Network.Ethernets[best].Addresses[0], "/")
 	return addr
 }
+
+// ReadVM reads the VM named name in datacenter dc of the vCenter at
+// endpoint (config, runtime and guest), or nil when there is none. Tests use
+// it to check what a provider built.
+func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) (*mo.VirtualMachine, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	u.User = url.UserPassword(username, password)
+	gc, err := govmomi.NewClient(ctx, u, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = gc.Logout(ctx) }()
+	f := find.NewFinder(gc.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	f.SetDatacenter(d)
+	vm, err := f.VirtualMachine(ctx, name)
+	if _, ok := err.(*find.NotFoundError); ok {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}

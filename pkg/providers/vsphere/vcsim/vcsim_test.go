@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -78,25 +76,9 @@ func TestSimulator(t *testing.T) {
 
 func guestIP(t *testing.T, s *Simulator, dc, name string) string {
 	t.Helper()
-	ctx := context.Background()
-	gc, err := s.login(ctx, Config{Username: "u@vsphere.local", Password: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Logout(ctx)
-	f := find.NewFinder(gc.Client, false)
-	d, err := f.Datacenter(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetDatacenter(d)
-	vm, err := f.VirtualMachine(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"guest.ipAddress", "runtime.powerState"}, &m); err != nil {
-		t.Fatal(err)
+	m, err := ReadVM(context.Background(), s.Endpoint, "u@vsphere.local", "p", dc, name)
+	if err != nil || m == nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	if m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
 		t.Fatalf("%s is %s", name, m.Runtime.PowerState)
