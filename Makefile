@@ -50,7 +50,18 @@ test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separa
 	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test
-test: verify test-unit test-integration test-e2e test-capi ## Everything: verify, unit, integration, e2e and Cluster API tests.
+test: verify test-unit test-integration test-e2e test-capi bench-smoke ## Everything: verify, unit, integration, e2e, Cluster API tests and the benchmark at tiny size.
+
+# Extra arguments for the benchmark, e.g. BENCH_ARGS="-n 2000 -vms 0".
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: build tools ## Measure banlieue against the CRD alternative and raw etcd; writes bench/results/latest.{md,json}.
+	$(GO) run ./test/bench $(BENCH_ARGS)
+
+.PHONY: bench-smoke
+bench-smoke: build tools ## The benchmark at tiny size, failing on any error, so it never rots (results in bin/bench-smoke).
+	$(GO) run ./test/bench -strict -n 60 -c 4 -watchers 5 -watch-events 10 -vms 10 -samples 60 -settle 1s -out bin/bench-smoke
 
 # Extra arguments for "banlieue dev", e.g. DEV_ARGS=--dir=/tmp/banlieue.
 DEV_ARGS ?=

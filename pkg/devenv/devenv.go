@@ -242,6 +242,21 @@ func (e *Env) StartBanlieue(ctx context.Context) error {
 	return e.waitHTTPSReady(ctx, p, e.BanlieueURL, e.BanlieueCA, 2*time.Minute)
 }
 
+// PIDs maps each running component (etcd, kube-apiserver, banlieue, ...)
+// to its process ID, for measuring its CPU time and memory.
+func (e *Env) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range e.procs {
+		if p.cmd.Process != nil {
+			out[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return out
+}
+
+// EtcdURL is the client URL of the environment's etcd.
+func (e *Env) EtcdURL() string { return e.etcdURL() }
+
 func (e *Env) etcdURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.etcdClient))
 }

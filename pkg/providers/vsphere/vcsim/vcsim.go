@@ -23,6 +23,7 @@ limitations under the License.
 package vcsim
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -284,4 +285,82 @@ func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) 
 		return nil, err
 	}
 	return &m, nil
+}
+
+// CloneRate clones the datacenter's template n times, powering each clone
+// on, from workers goroutines, and returns clones per second: the ceiling a
+// provider on this simulator can reach. The clones are destroyed after.
+func (s *Simulator) CloneRate(ctx context.Context, username, password, datacenter, template string, n, workers int) (float64, error) {
+	gc, err := s.login(ctx, Config{Username: username, Password: password})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = gc.Logout(ctx) }()
+	f := find.NewFinder(gc.Client, false)
+	dc, err := f.Datacenter(ctx, datacenter)
+	if err != nil {
+		return 0, err
+	}
+	f.SetDatacenter(dc)
+	tmpl, err := f.VirtualMachine(ctx, template)
+	if err != nil {
+		return 0, err
+	}
+	folder, err := f.DefaultFolder(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pool, err := f.DefaultResourcePool(ctx)
+	if err != nil {
+		return 0, err
+	}
+	poolRef := pool.Reference()
+	jobs := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				task, err := tmpl.Clone(ctx, folder, fmt.Sprintf("clone-rate-%d", i), types.VirtualMachineCloneSpec{
+					Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}, PowerOn: true,
+				})
+				if err == nil {
+					err = task.Wait(ctx)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	rate := float64(n) / time.Since(start).Seconds()
+	if firstErr != nil {
+		return 0, fmt.Errorf("cloning: %w", firstErr)
+	}
+	vms, err := f.VirtualMachineList(ctx, "clone-rate-*")
+	if err != nil {
+		return rate, err
+	}
+	for _, vm := range vms {
+		if task, err := vm.PowerOff(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+		if task, err := vm.Destroy(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+	}
+	return rate, nil
 }

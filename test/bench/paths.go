@@ -1,0 +1,188 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// A path is one way to store VirtualMachines: (A) through kube-apiserver's
+// aggregation proxy, (B) banlieue's own port, (C) the same schema as a CRD
+// on kube-apiserver, (D) raw etcd with values of the same size.
+type path interface {
+	Name() string
+	create(ctx context.Context, ns string, i int) error
+	get(ctx context.Context, ns string, i int) error
+	update(ctx context.Context, ns string, i int) error
+	delete(ctx context.Context, ns string, i int) error
+}
+
+func vmName(i int) string { return fmt.Sprintf("vm-%06d", i) }
+
+// benchVM is a realistic VirtualMachine: labels, placement, overrides and
+// user data, about 600 bytes of JSON.
+func benchVM(apiVersion, ns string, i int) *unstructured.Unstructured {
+	vm := &v1alpha1.VirtualMachine{
+		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "VirtualMachine"},
+		ObjectMeta: metav1.ObjectMeta{Name: vmName(i), Namespace: ns, Labels: map[string]string{
+			"app": "db-prod", "tier": "database", "team": fmt.Sprintf("team-%d", i%16), "bench.banlieue.io/index": fmt.Sprint(i),
+		}},
+		Spec: v1alpha1.VirtualMachineSpec{
+			ClassRef: v1alpha1.LocalObjectReference{Name: "bench-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "bench-image"},
+			Placement:         &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dc": "dc1", "env": "prod"}}},
+			DesiredPowerState: v1alpha1.PowerStatePoweredOn,
+			UserData:          &v1alpha1.UserData{SecretRef: &v1alpha1.KeySelector{Name: "db-cloudinit", Key: "user-data"}},
+			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536),
+				DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
+			NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
+				Address: fmt.Sprintf("10.%d.%d.%d", i/65536%256, i/256%256, i%256+1), Prefix: ptr.To[int32](16), Gateway: "10.0.0.1", Nameservers: []string{"10.0.0.53"}}}},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(vm)
+	if err != nil {
+		panic(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u
+}
+
+// apiPath is a Kubernetes API (A, B or C) reached with the dynamic client,
+// JSON both ways (banlieue.io offers no protobuf; CRDs neither).
+type apiPath struct {
+	name       string
+	client     dynamic.Interface
+	gvr        schema.GroupVersionResource
+	apiVersion string
+	// stored keeps the last object each create/update returned, so an
+	// update is one PUT with the current resourceVersion (no extra GET).
+	mu     sync.Mutex
+	stored map[string]*unstructured.Unstructured
+}
+
+func newAPIPath(name string, cfg *restclient.Config, group string) (*apiPath, error) {
+	cfg = restclient.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: measure the server
+	cfg.ContentType = "application/json"
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &apiPath{name: name, client: c, gvr: schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "virtualmachines"},
+		apiVersion: group + "/v1alpha1", stored: map[string]*unstructured.Unstructured{}}, nil
+}
+
+func (p *apiPath) Name() string { return p.name }
+
+func (p *apiPath) keep(ns string, u *unstructured.Unstructured) {
+	p.mu.Lock()
+	p.stored[ns+"/"+u.GetName()] = u
+	p.mu.Unlock()
+}
+
+func (p *apiPath) create(ctx context.Context, ns string, i int) error {
+	u, err := p.client.Resource(p.gvr).Namespace(ns).Create(ctx, benchVM(p.apiVersion, ns, i), metav1.CreateOptions{})
+	if err == nil {
+		p.keep(ns, u)
+	}
+	return err
+}
+
+func (p *apiPath) get(ctx context.Context, ns string, i int) error {
+	_, err := p.client.Resource(p.gvr).Namespace(ns).Get(ctx, vmName(i), metav1.GetOptions{})
+	return err
+}
+
+func (p *apiPath) update(ctx context.Context, ns string, i int) error {
+	p.mu.Lock()
+	u := p.stored[ns+"/"+vmName(i)]
+	p.mu.Unlock()
+	if u == nil {
+		return fmt.Errorf("%s/%s was not created", ns, vmName(i))
+	}
+	u = u.DeepCopy()
+	labels := u.GetLabels()
+	labels["bench.banlieue.io/updated"] = time.Now().UTC().Format("150405.000000")
+	u.SetLabels(labels)
+	out, err := p.client.Resource(p.gvr).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+	if err == nil {
+		p.keep(ns, out)
+	}
+	return err
+}
+
+func (p *apiPath) delete(ctx context.Context, ns string, i int) error {
+	return p.client.Resource(p.gvr).Namespace(ns).Delete(ctx, vmName(i), metav1.DeleteOptions{})
+}
+
+// etcdPath is the ceiling: etcd itself, with values the size of the JSON
+// object an API server would store, under its own prefix.
+type etcdPath struct {
+	client *clientv3.Client
+	value  string
+}
+
+// newEtcdPath writes values of size bytes: what banlieue stores for one
+// benchmark VirtualMachine, measured in etcd at start-up.
+func newEtcdPath(endpoint string, size int) (*etcdPath, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return &etcdPath{client: c, value: strings.Repeat("x", size)}, nil
+}
+
+func (p *etcdPath) Name() string { return "D etcd" }
+
+func (p *etcdPath) key(ns string, i int) string { return "/bench/" + ns + "/" + vmName(i) }
+
+func (p *etcdPath) create(ctx context.Context, ns string, i int) error {
+	// Like an API server: create only if absent (a transaction).
+	k := p.key(ns, i)
+	_, err := p.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", 0)).Then(clientv3.OpPut(k, p.value)).Commit()
+	return err
+}
+
+func (p *etcdPath) get(ctx context.Context, ns string, i int) error {
+	_, err := p.client.Get(ctx, p.key(ns, i))
+	return err
+}
+
+func (p *etcdPath) update(ctx context.Context, ns string, i int) error {
+	_, err := p.client.Put(ctx, p.key(ns, i), p.value)
+	return err
+}
+
+func (p *etcdPath) delete(ctx context.Context, ns string, i int) error {
+	_, err := p.client.Delete(ctx, p.key(ns, i))
+	return err
+}

@@ -1,0 +1,156 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+)
+
+// Provisioning is the controllers' and the provider's throughput against
+// what the simulator itself can do in the same run.
+type Provisioning struct {
+	VMs               int     `json:"vms"`
+	CreatePerS        float64 `json:"createPerSecond"`
+	ScheduledPerS     float64 `json:"scheduledPerSecond"`
+	ReadyPerS         float64 `json:"readyPerSecond"`
+	VCSimClonesPerS   float64 `json:"vcsimClonesPerSecond"`
+	SecondsToSchedule float64 `json:"secondsToAllScheduled"`
+	SecondsToReady    float64 `json:"secondsToAllReady"`
+}
+
+const (
+	simUser     = "administrator@vsphere.local"
+	simPassword = "bench-REPLACE-ME"
+	simTemplate = "ubuntu-22.04-cloudinit"
+	provNS      = "bench-prov"
+	// The provider's default; the raw clone rate is measured with as many.
+	providerWorkers = 8
+)
+
+// provisioning starts vcsim, the core controllers and the vSphere
+// provider, measures vcsim's raw clone+power-on rate, then creates VMs and
+// times them to Scheduled and to Ready.
+func (h *harness) provisioning(ctx context.Context, r *report) error {
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: simTemplate, Username: simUser, Password: simPassword})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	raw, err := sim.CloneRate(ctx, simUser, simPassword, "DC0", simTemplate, min(h.cfg.VMs, 400), providerWorkers)
+	if err != nil {
+		return fmt.Errorf("raw clone rate: %w", err)
+	}
+	logf("  vcsim alone: %.1f clones+power-ons per second (%d workers)", raw, providerWorkers)
+
+	bc, err := clientset.NewForConfig(h.admin)
+	if err != nil {
+		return err
+	}
+	if _, err := h.kube.CoreV1().Secrets(devenv.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bench-vcsim"},
+		StringData: map[string]string{"username": simUser, "password": simPassword}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "bench-vcsim"},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
+			},
+		},
+	}
+	if _, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := h.env.StartController(0); err != nil {
+		return err
+	}
+	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		img, err := bc.BanlieueV1alpha1().VMImages().Get(ctx, "bench-image", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range img.Status.PerProvider {
+			if s.Provider == devenv.Namespace+"/bench-vsphere" && s.Ready {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return fmt.Errorf("the Provider and its image never became ready: %w", err)
+	}
+	if err := h.namespace(ctx, provNS); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.VMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, provNS, i) })
+	if res.Errors > 0 {
+		return fmt.Errorf("%d creates failed", res.Errors)
+	}
+	created := time.Since(start)
+	var scheduled, ready time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := bc.BanlieueV1alpha1().VirtualMachines(provNS).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		var s, rd int
+		for _, vm := range list.Items {
+			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled) {
+				s++
+			}
+			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
+				rd++
+			}
+		}
+		if s == h.cfg.VMs && scheduled == 0 {
+			scheduled = time.Since(start)
+		}
+		if rd == h.cfg.VMs {
+			ready = time.Since(start)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not all %d VMs became Ready: %w", h.cfg.VMs, err)
+	}
+	n := float64(h.cfg.VMs)
+	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CreatePerS: n / created.Seconds(), ScheduledPerS: n / scheduled.Seconds(),
+		ReadyPerS: n / ready.Seconds(), VCSimClonesPerS: raw, SecondsToSchedule: scheduled.Seconds(), SecondsToReady: ready.Seconds()}
+	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
+		scheduled.Seconds(), r.provisioning.ScheduledPerS, ready.Seconds(), r.provisioning.ReadyPerS)
+	return nil
+}

@@ -1,0 +1,246 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report gathers every measurement of one run.
+type report struct {
+	cfg          config
+	started      time.Time
+	crud         []Result
+	memory       []Memory
+	lists        []ListResult
+	subresources []Result
+	watches      []WatchResult
+	provisioning *Provisioning
+}
+
+// Ratio is one comparison, with its target when the issue sets one.
+type Ratio struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target string  `json:"target,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
+}
+
+// mean averages a field over the rounds of one path and verb.
+func mean(rs []Result, path, verb string, f func(Result) float64) float64 {
+	var sum float64
+	n := 0
+	for _, r := range rs {
+		if strings.HasPrefix(r.Path, path) && r.Verb == verb {
+			sum += f(r)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+func opsPerS(r Result) float64 { return r.OpsPerS }
+func p99(r Result) float64     { return r.P99ms }
+
+func (r *report) listP50(path, mode, enc string) float64 {
+	for _, l := range r.lists {
+		if strings.HasPrefix(l.Path, path) && l.Mode == mode && l.Encoding == enc && l.Offered {
+			return l.P50ms
+		}
+	}
+	return 0
+}
+
+func (r *report) memoryOf(server string) Memory {
+	for _, m := range r.memory {
+		if m.Server == server {
+			return m
+		}
+	}
+	return Memory{}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func atLeast(name string, v, target float64) Ratio {
+	met := v >= target
+	return Ratio{Name: name, Value: v, Target: fmt.Sprintf("≥ %.2g", target), Met: &met}
+}
+
+func atMost(name string, v, target float64) Ratio {
+	met := v <= target && v > 0
+	return Ratio{Name: name, Value: v, Target: fmt.Sprintf("≤ %.2g", target), Met: &met}
+}
+
+func (r *report) ratios() []Ratio {
+	c := r.crud
+	out := []Ratio{
+		atLeast("create A/C (aggregated vs CRD, ops/s)", ratio(mean(c, "A", "create", opsPerS), mean(c, "C", "create", opsPerS)), 1.0),
+		atLeast("create B/C (direct vs CRD, ops/s)", ratio(mean(c, "B", "create", opsPerS), mean(c, "C", "create", opsPerS)), 1.5),
+		atMost("banlieue CPU ms per create (direct)", mean(c, "B", "create", func(r Result) float64 { return r.CPUms["banlieue"] }), 0.7),
+		atLeast("get A/C (ops/s)", ratio(mean(c, "A", "get", opsPerS), mean(c, "C", "get", opsPerS)), 0.7),
+		atMost("list of N from cache B/C (JSON latency)", ratio(r.listP50("B", "cache", "application/json"), r.listP50("C", "cache", "application/json")), 0.5),
+		atLeast("create B/D (direct vs raw etcd put, ops/s)", ratio(mean(c, "B", "create", opsPerS), mean(c, "D", "create", opsPerS)), 0.2),
+		atMost("/resolved p99 / GET p99", ratio(mean(r.subresources, "A", "resolved", p99), mean(r.subresources, "A", "get", p99)), 1.1),
+	}
+	if p := r.provisioning; p != nil {
+		out = append(out,
+			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
+			atLeast("Ready rate / raw vcsim clone+power-on rate", ratio(p.ReadyPerS, p.VCSimClonesPerS), 0.8))
+	}
+	out = append(out,
+		atMost("memory per stored VM, banlieue/CRD (RSS)", ratio(r.memoryOf("banlieue").RSSPerObject, r.memoryOf("kube-apiserver").RSSPerObject), 0.7),
+		Ratio{Name: "memory per stored VM, banlieue/CRD (Go heap)", Value: ratio(r.memoryOf("banlieue").HeapPerObject, r.memoryOf("kube-apiserver").HeapPerObject)},
+		Ratio{Name: "/placement p99 / GET p99", Value: ratio(mean(r.subresources, "A", "placement", p99), mean(r.subresources, "A", "get", p99))},
+		Ratio{Name: "update A/C (ops/s)", Value: ratio(mean(c, "A", "update", opsPerS), mean(c, "C", "update", opsPerS))},
+		Ratio{Name: "delete A/C (ops/s)", Value: ratio(mean(c, "A", "delete", opsPerS), mean(c, "C", "delete", opsPerS))},
+		Ratio{Name: "get B/C (ops/s)", Value: ratio(mean(c, "B", "get", opsPerS), mean(c, "C", "get", opsPerS))},
+		Ratio{Name: "list of N consistent B/C (JSON latency)", Value: ratio(r.listP50("B", "consistent", "application/json"), r.listP50("C", "consistent", "application/json"))},
+	)
+	return out
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# banlieue benchmark\n\n")
+	fmt.Fprintf(&b, "Run %s on %s: %d cores, %s, %s/%s. N=%d objects, C=%d clients, %d watchers x %d writes, %d VMs provisioned; etcd with fsync. Took %s.\n\n",
+		r.started.UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		r.cfg.N, r.cfg.C, r.cfg.Watchers, r.cfg.WatchEvents, r.cfg.VMs, time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(&b, "Paths: **A** through kube-apiserver's aggregation proxy, **B** banlieue's own port, **C** the same schema as a CRD on the same kube-apiserver and etcd, **D** raw etcd (values of the size banlieue stores). Each figure is the mean of two rounds run A,B,C,D then D,C,B,A.\n\n")
+
+	fmt.Fprintf(&b, "## Targets\n\n| ratio | value | target | met |\n|---|---:|---|---|\n")
+	for _, x := range r.ratios() {
+		met := ""
+		if x.Met != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*x.Met]
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s |\n", x.Name, x.Value, x.Target, met)
+	}
+
+	fmt.Fprintf(&b, "\n## CRUD\n\n| path | verb | ops/s (r1, r2) | p50 ms | p99 ms | CPU ms/op kube-apiserver | banlieue | etcd | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range []string{"A", "B", "C", "D"} {
+		for _, v := range verbs {
+			var rounds []string
+			var name string
+			errs := 0
+			for _, res := range r.crud {
+				if strings.HasPrefix(res.Path, p) && res.Verb == v {
+					rounds = append(rounds, fmt.Sprintf("%.0f", res.OpsPerS))
+					name = res.Path
+					errs += res.Errors
+				}
+			}
+			cpu := func(proc string) string {
+				return fmt.Sprintf("%.2f", mean(r.crud, p, v, func(r Result) float64 { return r.CPUms[proc] }))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f (%s) | %.2f | %.2f | %s | %s | %s | %d |\n", name, v, mean(r.crud, p, v, opsPerS), strings.Join(rounds, ", "),
+				mean(r.crud, p, v, func(r Result) float64 { return r.P50ms }), mean(r.crud, p, v, p99), cpu("kube-apiserver"), cpu("banlieue"), cpu("etcd"), errs)
+		}
+	}
+
+	fmt.Fprintf(&b, "\n## List of N stored objects\n\n| path | mode | encoding | p50 ms | bytes |\n|---|---|---|---:|---:|\n")
+	for _, l := range r.lists {
+		if !l.Offered {
+			fmt.Fprintf(&b, "| %s | %s | %s | not offered | |\n", l.Path, l.Mode, l.Encoding)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %d |\n", l.Path, l.Mode, l.Encoding, l.P50ms, l.Bytes)
+	}
+
+	fmt.Fprintf(&b, "\n## GET, /resolved and /placement (through the aggregator)\n\n| request | ops/s | p50 ms | p99 ms | CPU ms/op banlieue |\n|---|---:|---:|---:|---:|\n")
+	for _, k := range []string{"get", "resolved", "placement"} {
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %.2f |\n", k, mean(r.subresources, "A", k, opsPerS), mean(r.subresources, "A", k, func(r Result) float64 { return r.P50ms }),
+			mean(r.subresources, "A", k, p99), mean(r.subresources, "A", k, func(r Result) float64 { return r.CPUms["banlieue"] }))
+	}
+
+	fmt.Fprintf(&b, "\n## Watch fan-out (write acknowledged → event delivered)\n\n| path | watchers | writes | delivered | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, w := range r.watches {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.2f | %.2f |\n", w.Path, w.Watchers, w.Writes, w.Delivered, w.P50ms, w.P99ms)
+	}
+
+	fmt.Fprintf(&b, "\n## Memory per stored object (after settling %s)\n\n| server | objects | RSS bytes/object | Go heap bytes/object |\n|---|---:|---:|---:|\n", r.cfg.Settle)
+	for _, m := range r.memory {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f |\n", m.Server, m.Objects, m.RSSPerObject, m.HeapPerObject)
+	}
+
+	if p := r.provisioning; p != nil {
+		fmt.Fprintf(&b, "\n## Provisioning on vcsim (core controllers + vSphere provider as processes)\n\n| VMs | create/s | all Scheduled (s) | scheduled/s | all Ready (s) | Ready/s | vcsim alone clones+power-ons/s |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.VMs, p.CreatePerS, p.SecondsToSchedule, p.ScheduledPerS, p.SecondsToReady, p.ReadyPerS, p.VCSimClonesPerS)
+	}
+	return b.String()
+}
+
+// write prints the Markdown report and stores it with the raw results.
+func (r *report) write(stdout io.Writer, dir string) error {
+	md := r.markdown()
+	fmt.Fprint(stdout, md)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(map[string]any{
+		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
+		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources,
+		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning,
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "latest.json"), append(raw, '\n'), 0o644)
+}
+
+// problems is an error naming every failed operation, lost watch event or
+// list the servers would not serve as JSON.
+func (r *report) problems() error {
+	var out []string
+	for _, res := range append(append([]Result{}, r.crud...), r.subresources...) {
+		if res.Errors > 0 {
+			out = append(out, fmt.Sprintf("%s %s round %d: %d errors", res.Path, res.Verb, res.Round, res.Errors))
+		}
+	}
+	for _, w := range r.watches {
+		if w.Delivered != w.Watchers*w.Writes {
+			out = append(out, fmt.Sprintf("watch %s: %d of %d events delivered", w.Path, w.Delivered, w.Watchers*w.Writes))
+		}
+	}
+	for _, l := range r.lists {
+		if l.Encoding == "application/json" && !l.Offered {
+			out = append(out, fmt.Sprintf("list %s %s: JSON not served", l.Path, l.Mode))
+		}
+	}
+	if len(out) > 0 {
+		return fmt.Errorf("%s", strings.Join(out, "; "))
+	}
+	return nil
+}
