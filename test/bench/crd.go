@@ -109,9 +109,27 @@ func inlineSchema(defs map[string]common.OpenAPIDefinition, s *spec.Schema, dept
 			s.Description = desc
 		}
 	}
-	switch s.Default.(type) {
+	// Object and list defaults would not validate against their own
+	// required fields; zero-value defaults ("" for enums) not against enums.
+	switch d := s.Default.(type) {
 	case map[string]interface{}, []interface{}:
 		s.Default = nil
+	case string:
+		if d == "" {
+			s.Default = nil
+		}
+	case float64:
+		if d == 0 {
+			s.Default = nil
+		}
+	case int, int32, int64:
+		if fmt.Sprint(d) == "0" {
+			s.Default = nil
+		}
+	case bool:
+		if !d {
+			s.Default = nil
+		}
 	}
 	for k, p := range s.Properties {
 		if err := inlineSchema(defs, &p, depth+1); err != nil {

@@ -113,6 +113,11 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if err := h.namespace(ctx, provNS); err != nil {
 		return err
 	}
+	// The benchmark VMs' user data (cloud-init, handed to the guest).
+	if _, err := h.kube.CoreV1().Secrets(provNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-cloudinit"},
+		StringData: map[string]string{"user-data": "#cloud-config\npackage_update: true\n"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.VMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, provNS, i) })

@@ -34,7 +34,6 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
@@ -293,7 +292,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 // reach banlieue.io through kube-apiserver (and so need the APIService),
 // with the identity of --kubeconfig.
 func (o *Options) addControllers(server *genericapiserver.GenericAPIServer) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.RecommendedOptions.CoreAPI.CoreAPIKubeconfigPath)
+	client := controllers.DefaultClientOptions()
+	client.Kubeconfig = o.RecommendedOptions.CoreAPI.CoreAPIKubeconfigPath
+	cfg, err := client.Config()
 	if err != nil {
 		return fmt.Errorf("--controllers: %w", err)
 	}

@@ -21,7 +21,6 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -31,8 +30,8 @@ import (
 // NewCommand returns "banlieue controller".
 func NewCommand(ctx context.Context) *cobra.Command {
 	var (
-		kubeconfig string
-		o          = controllers.Options{MetricsAddr: ":8080", HealthAddr: ":8081", LeaderElection: true, LeaderElectionNamespace: "banlieue-system"}
+		client = controllers.DefaultClientOptions()
+		o      = controllers.Options{MetricsAddr: ":8080", HealthAddr: ":8081", LeaderElection: true, LeaderElectionNamespace: "banlieue-system"}
 	)
 	cmd := &cobra.Command{
 		Use:          "controller",
@@ -40,7 +39,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			cfg, err := client.Config()
 			if err != nil {
 				return err
 			}
@@ -54,7 +53,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	}
 	cmd.SetContext(ctx)
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (in-cluster configuration when empty).")
+	client.AddFlags(f)
 	f.StringSliceVar(&o.Controllers, "controllers", controllers.All, "Controllers to run.")
 	f.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "Take turns with other replicas through a Lease.")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease.")

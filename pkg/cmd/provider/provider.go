@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -46,10 +45,11 @@ func NewCommand(ctx context.Context) *cobra.Command {
 
 func newVSphereCommand(ctx context.Context) *cobra.Command {
 	var (
-		kubeconfig, namespace, metrics, health string
-		leaderElect                            bool
-		resync                                 time.Duration
-		workers                                int
+		clientOpts                 = controllers.DefaultClientOptions()
+		namespace, metrics, health string
+		leaderElect                bool
+		resync                     time.Duration
+		workers                    int
 	)
 	cmd := &cobra.Command{
 		Use:          "vsphere",
@@ -57,7 +57,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			cfg, err := clientOpts.Config()
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	}
 	cmd.SetContext(ctx)
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (in-cluster configuration when empty).")
+	clientOpts.AddFlags(f)
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
 	f.IntVar(&workers, "machine-workers", 8, "How many VSphereMachines are reconciled at once (vCenter runs their tasks in parallel).")

@@ -310,7 +310,11 @@ func (s *Simulator) CloneRate(ctx context.Context, username, password, datacente
 	if err != nil {
 		return 0, err
 	}
-	pool, err := f.DefaultResourcePool(ctx)
+	clusters, err := f.ClusterComputeResourceList(ctx, "*")
+	if err != nil {
+		return 0, err
+	}
+	pool, err := clusters[0].ResourcePool(ctx)
 	if err != nil {
 		return 0, err
 	}
