@@ -77,6 +77,9 @@ type Config struct {
 	Setup func(ctx context.Context, adminKubeconfig string) error
 	// BanlieueArgs are extra arguments for "banlieue apiserver".
 	BanlieueArgs []string
+	// KubeAPIServerArgs are extra arguments for kube-apiserver (later
+	// flags win, so they can override the defaults).
+	KubeAPIServerArgs []string
 	// Controllers is how many "banlieue controller" replicas to run (with
 	// leader election), after the APIService is available.
 	Controllers int
@@ -334,6 +337,7 @@ func (e *Env) startKubeAPIServer(ctx context.Context) error {
 		"--anonymous-auth=true",
 		"--profiling=false",
 	}
+	args = append(args, e.cfg.KubeAPIServerArgs...)
 	p, err := e.startProcess("kube-apiserver", filepath.Join(e.cfg.BinDir, "kube-apiserver"), args...)
 	if err != nil {
 		return err

@@ -102,8 +102,9 @@ type MachineSpec struct {
 }
 
 // TaskRecorder persists the reference of a backend task before the caller
-// waits for it (and "" once it is over), so that a process killed while
-// waiting resumes the task instead of starting another.
+// waits for it, so that a process killed while waiting resumes the task
+// instead of starting another. The record stays until the next task
+// replaces it or the caller clears it once the call returns.
 type TaskRecorder func(ctx context.Context, taskRef string) error
 
 // NIC is one network adapter.
@@ -148,8 +149,8 @@ type MachineStatus struct {
 type Machines interface {
 	// EnsureMachine creates the VM if it does not exist (idempotently, by
 	// instance UUID), applies the spec's hardware and networks and drives it
-	// to spec.PowerState. record is called with each task before it is
-	// waited for.
+	// to spec.PowerState. record is called with each task that must not be
+	// repeated before it is waited for.
 	EnsureMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) (MachineStatus, error)
 	// DeleteMachine powers the VM off and destroys it; a missing VM is fine.
 	DeleteMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error

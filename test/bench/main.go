@@ -105,7 +105,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	}
 	defer os.RemoveAll(dir)
 	logf("starting etcd (fsync on), kube-apiserver, kube-controller-manager and banlieue in %s", dir)
-	env, err := devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: bin, Durable: true, Setup: dev.InstallRBAC})
+	env, err := devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: bin, Durable: true, Setup: dev.InstallRBAC,
+		// /debug/pprof/heap?gc=1 lets the memory measurement collect garbage first.
+		KubeAPIServerArgs: []string{"--profiling=true"}})
 	if err != nil {
 		return fmt.Errorf("environment: %w (logs in %s)", err, filepath.Join(dir, "logs"))
 	}

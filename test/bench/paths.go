@@ -63,7 +63,7 @@ func benchVM(apiVersion, ns string, i int) *unstructured.Unstructured {
 			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536),
 				DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
 			NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
-				Address: fmt.Sprintf("10.%d.%d.%d", i/65536%256, i/256%256, i%256+1), Prefix: ptr.To[int32](16), Gateway: "10.0.0.1", Nameservers: []string{"10.0.0.53"}}}},
+				Address: fmt.Sprintf("10.%d.%d.%d", i/62500%250, i/250%250, i%250+1), Prefix: ptr.To[int32](16), Gateway: "10.0.0.1", Nameservers: []string{"10.0.0.53"}}}},
 		},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(vm)

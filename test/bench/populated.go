@@ -125,8 +125,13 @@ func (h *harness) memoryOf(ctx context.Context, server string, p *apiPath) (Memo
 	return Memory{Server: server, Objects: h.cfg.N, RSSPerObject: float64(rss1-rss0) / n, HeapPerObject: float64(heap1-heap0) / n}, nil
 }
 
-// heapInUse reads go_memstats_heap_inuse_bytes from a server's /metrics.
+// heapInUse reads go_memstats_heap_inuse_bytes from a server's /metrics,
+// after making it collect garbage (a heap profile with gc=1 runs
+// runtime.GC first), so what is measured is live data, not GC timing.
 func heapInUse(ctx context.Context, cfg *restclient.Config) (float64, error) {
+	if _, _, err := rawGet(ctx, cfg, "/debug/pprof/heap?gc=1", "*/*"); err != nil {
+		return 0, fmt.Errorf("forcing a GC: %w", err)
+	}
 	body, _, err := rawGet(ctx, cfg, "/metrics", "text/plain")
 	if err != nil {
 		return 0, err

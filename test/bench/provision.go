@@ -18,12 +18,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
@@ -41,6 +45,11 @@ type Provisioning struct {
 	VCSimClonesPerS   float64 `json:"vcsimClonesPerSecond"`
 	SecondsToSchedule float64 `json:"secondsToAllScheduled"`
 	SecondsToReady    float64 `json:"secondsToAllReady"`
+	// CPUms is each process's CPU milliseconds per VM, creation to Ready.
+	CPUms map[string]float64 `json:"cpuMsPerVM"`
+	// RequestsPerVM counts kube-apiserver's requests per VM by
+	// "verb resource" (what the controllers and the provider cost it).
+	RequestsPerVM map[string]float64 `json:"kubeAPIServerRequestsPerVM"`
 }
 
 const (
@@ -119,6 +128,23 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 
+	// Progress comes from one watch on banlieue's own port, so observing
+	// costs the servers almost nothing (polling lists of every VM did).
+	w, err := bc.BanlieueV1alpha1().VirtualMachines(provNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	pids := map[string]int{}
+	for name, pid := range h.env.PIDs() {
+		pids[name] = pid
+	}
+	pids["bench (vcsim, clients)"] = os.Getpid()
+	cpu := startCPU(pids)
+	reqs0, err := requestCounts(ctx, h.admin)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.VMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, provNS, i) })
 	if res.Errors > 0 {
@@ -126,36 +152,88 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	}
 	created := time.Since(start)
 	var scheduled, ready time.Duration
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := bc.BanlieueV1alpha1().VirtualMachines(provNS).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false, nil
-		}
-		var s, rd int
-		for _, vm := range list.Items {
+	isScheduled, isReady := map[string]bool{}, map[string]bool{}
+	timeout := time.After(30 * time.Minute)
+	for ready == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return fmt.Errorf("only %d of %d VMs became Ready in 30 minutes", len(isReady), h.cfg.VMs)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("the watch of VirtualMachines ended")
+			}
+			vm, isVM := ev.Object.(*v1alpha1.VirtualMachine)
+			if !isVM {
+				continue
+			}
 			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled) {
-				s++
+				isScheduled[vm.Name] = true
 			}
 			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
-				rd++
+				isReady[vm.Name] = true
+			}
+			if len(isScheduled) == h.cfg.VMs && scheduled == 0 {
+				scheduled = time.Since(start)
+			}
+			if len(isReady) == h.cfg.VMs {
+				ready = time.Since(start)
 			}
 		}
-		if s == h.cfg.VMs && scheduled == 0 {
-			scheduled = time.Since(start)
-		}
-		if rd == h.cfg.VMs {
-			ready = time.Since(start)
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("not all %d VMs became Ready: %w", h.cfg.VMs, err)
 	}
+	perVM := cpu.perOp(h.cfg.VMs)
+	logf("  CPU ms per VM provisioned: %v", perVM)
+	reqs1, err := requestCounts(ctx, h.admin)
+	if err != nil {
+		return err
+	}
+	perVMReqs := map[string]float64{}
+	for k, v := range reqs1 {
+		if d := (v - reqs0[k]) / float64(h.cfg.VMs); d >= 0.05 {
+			perVMReqs[k] = d
+		}
+	}
+	logf("  kube-apiserver requests per VM: %v", perVMReqs)
 	n := float64(h.cfg.VMs)
-	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CreatePerS: n / created.Seconds(), ScheduledPerS: n / scheduled.Seconds(),
+	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: perVM, RequestsPerVM: perVMReqs, CreatePerS: n / created.Seconds(), ScheduledPerS: n / scheduled.Seconds(),
 		ReadyPerS: n / ready.Seconds(), VCSimClonesPerS: raw, SecondsToSchedule: scheduled.Seconds(), SecondsToReady: ready.Seconds()}
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
 		scheduled.Seconds(), r.provisioning.ScheduledPerS, ready.Seconds(), r.provisioning.ReadyPerS)
 	return nil
+}
+
+// requestCounts sums kube-apiserver's apiserver_request_total by verb and
+// resource (group/resource/subresource).
+func requestCounts(ctx context.Context, cfg *restclient.Config) (map[string]float64, error) {
+	body, _, err := rawGet(ctx, cfg, "/metrics", "text/plain")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
+		if !ok {
+			continue
+		}
+		l := map[string]string{}
+		for _, kv := range strings.Split(labels, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				l[k] = strings.Trim(v, `"`)
+			}
+		}
+		if l["verb"] == "WATCH" || l["verb"] == "LIST" && l["resource"] == "" {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		key := l["verb"] + " " + strings.Trim(l["group"]+"/"+l["resource"]+"/"+l["subresource"], "/")
+		out[key] += n
+	}
+	return out, nil
 }

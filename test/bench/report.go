@@ -19,9 +19,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -196,6 +198,15 @@ func (r *report) markdown() string {
 	if p := r.provisioning; p != nil {
 		fmt.Fprintf(&b, "\n## Provisioning on vcsim (core controllers + vSphere provider as processes)\n\n| VMs | create/s | all Scheduled (s) | scheduled/s | all Ready (s) | Ready/s | vcsim alone clones+power-ons/s |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 		fmt.Fprintf(&b, "| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.VMs, p.CreatePerS, p.SecondsToSchedule, p.ScheduledPerS, p.SecondsToReady, p.ReadyPerS, p.VCSimClonesPerS)
+		fmt.Fprintf(&b, "\nCPU ms per VM, creation to Ready:")
+		for _, name := range slices.Sorted(maps.Keys(p.CPUms)) {
+			fmt.Fprintf(&b, " %s %.1f;", name, p.CPUms[name])
+		}
+		fmt.Fprintf(&b, "\n\nkube-apiserver requests per VM:")
+		for _, name := range slices.Sorted(maps.Keys(p.RequestsPerVM)) {
+			fmt.Fprintf(&b, " %s %.1f;", name, p.RequestsPerVM[name])
+		}
+		fmt.Fprintln(&b)
 	}
 	return b.String()
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/admission/references"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/apiserver"
+	"github.com/firestoned/banlieue/pkg/authz"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/embeddedetcd"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
@@ -228,6 +229,9 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 
 	if err := ro.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Authorization.Authorizer != nil {
+		cfg.Authorization.Authorizer = authz.AnyNameFirst(cfg.Authorization.Authorizer)
 	}
 	if o.Standalone {
 		// Without core Kubernetes APIs the recommended admission chain cannot

@@ -30,10 +30,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
@@ -95,7 +97,11 @@ func (r *MachineReconciler) event(vsm *infrav1.VSphereMachine, eventType, reason
 
 // SetupWithManager registers the controller.
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}).
+	// Status writes (this controller's own) start no reconcile: only spec,
+	// labels, annotations (pause) and deletion do; VMs not Ready yet are
+	// polled.
+	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}, builder.WithPredicates(changed)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(r)
 }
 
@@ -118,9 +124,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.setPaused(ctx, vsm, paused, why); err != nil || paused {
+	if paused {
 		// A Cluster's spec.paused is not watched: look again later.
-		return ctrl.Result{RequeueAfter: r.Poll}, err
+		return ctrl.Result{RequeueAfter: r.Poll}, r.setPaused(ctx, vsm, why)
 	}
 	backend, err := r.Providers.backend(ctx, provider)
 	if err != nil {
@@ -183,6 +189,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	base := vsm.DeepCopy()
+	vsm.Status.TaskRef = "" // every task of this call has ended
+	meta.SetStatusCondition(&vsm.Status.Conditions, notPaused(vsm))
 	vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
 	vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
 	vsm.Status.PowerState = infrav1.PowerState(st.PowerState)
@@ -262,14 +270,17 @@ func (r *MachineReconciler) setReady(ctx context.Context, vsm *infrav1.VSphereMa
 	return r.patchStatus(ctx, base, vsm)
 }
 
-func (r *MachineReconciler) setPaused(ctx context.Context, vsm *infrav1.VSphereMachine, paused bool, why string) error {
-	cond := metav1.Condition{Type: PausedCondition, Status: metav1.ConditionFalse, Reason: "NotPaused", ObservedGeneration: vsm.Generation}
-	if paused {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "Paused", why
-	}
+// setPaused writes Paused=True; Paused=False goes with the status written
+// after a reconcile (notPaused), saving a write per VM.
+func (r *MachineReconciler) setPaused(ctx context.Context, vsm *infrav1.VSphereMachine, why string) error {
 	base := vsm.DeepCopy()
-	meta.SetStatusCondition(&vsm.Status.Conditions, cond)
+	meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: PausedCondition, Status: metav1.ConditionTrue,
+		Reason: "Paused", Message: why, ObservedGeneration: vsm.Generation})
 	return r.patchStatus(ctx, base, vsm)
+}
+
+func notPaused(vsm *infrav1.VSphereMachine) metav1.Condition {
+	return metav1.Condition{Type: PausedCondition, Status: metav1.ConditionFalse, Reason: "NotPaused", ObservedGeneration: vsm.Generation}
 }
 
 // paused tells whether Cluster API paused this object or its Cluster.

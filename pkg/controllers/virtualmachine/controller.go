@@ -35,10 +35,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -66,6 +69,13 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 
+	// Workers reconcile VMs in parallel; placement decisions themselves are
+	// taken one at a time (see placing). 0 means DefaultWorkers.
+	Workers int
+
+	// placing serializes load → decide → assume, so concurrent workers place
+	// VMs exactly as one would, while their API writes overlap.
+	placing sync.Mutex
 	// assumed remembers placements written but maybe not yet in the cache,
 	// so that VMs reconciled back to back still spread evenly (as
 	// kube-scheduler's assume cache does). Keyed by VM UID.
@@ -73,30 +83,53 @@ type Reconciler struct {
 	assumed map[types.UID]assumption
 }
 
+// DefaultWorkers is how many VMs are reconciled at once by default: each
+// costs a few sequential API writes, which overlap across workers.
+const DefaultWorkers = 8
+
 type assumption struct {
 	key string
 }
 
-// SetupWithManager registers the controller. One worker: placement reads
-// the load the previous decision created, and leader election keeps one
-// replica acting.
+// SetupWithManager registers the controller. Workers run in parallel but
+// take placement decisions one at a time, each seeing the load the previous
+// one created; leader election keeps one replica acting.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.assumed = map[types.UID]assumption{}
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("virtualmachine").
 		For(&v1alpha1.VirtualMachine{}).
-		Owns(&infrav1.VSphereMachine{}).
+		Owns(&infrav1.VSphereMachine{}, builder.WithPredicates(notOnlyTaskRef)).
 		// Unscheduled VMs wait on Providers, classes and images.
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
 
+// notOnlyTaskRef drops VSphereMachine updates that only record the
+// provider's task in flight: nothing a VirtualMachine mirrors changed.
+var notOnlyTaskRef = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, ok1 := e.ObjectOld.(*infrav1.VSphereMachine)
+	cur, ok2 := e.ObjectNew.(*infrav1.VSphereMachine)
+	if !ok1 || !ok2 {
+		return true
+	}
+	o, c := old.DeepCopy(), cur.DeepCopy()
+	for _, x := range []*infrav1.VSphereMachine{o, c} {
+		x.Status.TaskRef, x.ResourceVersion, x.ManagedFields = "", "", nil
+	}
+	return !apiequality.Semantic.DeepEqual(o, c)
+}}
+
 func (r *Reconciler) unscheduledVMs(ctx context.Context, _ client.Object) []reconcile.Request {
 	var vms v1alpha1.VirtualMachineList
-	if err := r.Client.List(ctx, &vms); err != nil {
+	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing VirtualMachines to requeue")
 		return nil
 	}
@@ -178,11 +211,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, err
 	}
 	if vm.Status.Scheduled == nil {
-		load, err := r.load(ctx, vm)
+		d, err := r.decide(ctx, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		d := placement.Decide(placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Load: load})
 		if !d.Fits {
 			if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled); c == nil || c.Reason != d.Reason || c.Message != d.Message {
 				r.event(vm, corev1.EventTypeWarning, d.Reason, "Scheduling", d.Message)
@@ -192,7 +224,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 			return ctrl.Result{}, nil
 		}
 		vm.Status.Scheduled = d.Scheduled
-		r.assume(vm)
 		r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionTrue, placement.ReasonScheduled, d.Message)
 		r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
 	}
@@ -266,11 +297,30 @@ func findProvider(providers []v1alpha1.Provider, vm *v1alpha1.VirtualMachine) *v
 	return nil
 }
 
+// decide places in.VM against the current load and, when it fits, assumes
+// the placement, as one step no other worker interleaves with.
+func (r *Reconciler) decide(ctx context.Context, in placement.Input) (placement.Decision, error) {
+	r.placing.Lock()
+	defer r.placing.Unlock()
+	load, err := r.load(ctx, in.VM)
+	if err != nil {
+		return placement.Decision{}, err
+	}
+	in.Load = load
+	d := placement.Decide(in)
+	if d.Fits {
+		r.assume(in.VM.UID, in.VM.Namespace, d.Scheduled)
+	}
+	return d, nil
+}
+
 // load counts placed VMs per failure domain: those in the cache plus the
 // ones this controller placed that the cache does not show yet.
 func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map[string]int, error) {
 	var vms v1alpha1.VirtualMachineList
-	if err := r.Client.List(ctx, &vms); err != nil {
+	// Read-only: the cache's objects are not copied (a copy of every VM
+	// for every placement made scheduling quadratic in CPU).
+	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -297,11 +347,10 @@ func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map
 	return load, nil
 }
 
-func (r *Reconciler) assume(vm *v1alpha1.VirtualMachine) {
+func (r *Reconciler) assume(uid types.UID, namespace string, s *v1alpha1.ScheduledPlacement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := vm.Status.Scheduled
-	r.assumed[vm.UID] = assumption{key: placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)}
+	r.assumed[uid] = assumption{key: placement.Key(placement.QualifiedProvider(namespace, s.Provider), s.FailureDomain)}
 }
 
 // reconcileDelete deletes the VSphereMachine and releases the VM once it is gone.

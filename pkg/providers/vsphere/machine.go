@@ -58,15 +58,16 @@ func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMa
 
 // EnsureMachine finds the VM by its instance UUID, clones the template when
 // it does not exist, converges firmware, vTPM, NICs, disks and guestinfo,
-// and drives the power state. Every task is handed to record before it is
-// waited for; spec.TaskRef, a task an interrupted call left behind, is
-// waited for first, so a restarted provider never clones twice.
+// and drives the power state. Every task that must not run twice (clone,
+// reconfigure, destroy) is handed to record before it is waited for;
+// spec.TaskRef, a task an interrupted call left behind, is waited for
+// first, so a restarted provider never clones twice or adds a disk twice.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
 	f, dc, err := c.finder(ctx, spec.Datacenter)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	if err := c.resume(ctx, spec.TaskRef, record); err != nil {
+	if err := c.resume(ctx, spec.TaskRef); err != nil {
 		return providers.MachineStatus{}, err
 	}
 	vm, err := c.find(ctx, f, dc, spec)
@@ -82,7 +83,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := converge(ctx, f, vm, spec, record); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
-	if err := power(ctx, vm, spec.PowerState, record); err != nil {
+	if err := power(ctx, vm, spec.PowerState, unrecorded); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
 	st, err := observe(ctx, vm)
@@ -137,7 +138,7 @@ func (c *Client) find(ctx context.Context, f *find.Finder, dc *object.Datacenter
 // resume waits for a task an interrupted call started. A task that vCenter
 // no longer knows (expired, or the ref is stale) is simply forgotten; its
 // outcome is visible in the inventory anyway.
-func (c *Client) resume(ctx context.Context, ref string, record providers.TaskRecorder) error {
+func (c *Client) resume(ctx context.Context, ref string) error {
 	if ref == "" {
 		return nil
 	}
@@ -153,20 +154,22 @@ func (c *Client) resume(ctx context.Context, ref string, record providers.TaskRe
 		// caller looks at the inventory next and acts on what it finds.
 		_ = task.Wait(ctx)
 	}
-	return record(ctx, "")
+	return nil
 }
 
-// wait records the task, waits for it and clears the record.
+// wait records the task, then waits for it. The record is not cleared
+// here: the next task's replaces it, and the caller clears it with the
+// status it writes at the end, one API write per task instead of two.
 func wait(ctx context.Context, task *object.Task, record providers.TaskRecorder) error {
 	if err := record(ctx, task.Reference().Value); err != nil {
 		return fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
 	}
-	if err := task.Wait(ctx); err != nil {
-		_ = record(ctx, "")
-		return err
-	}
-	return record(ctx, "")
+	return task.Wait(ctx)
 }
+
+// unrecorded is for tasks that are safe to repeat (power changes: the
+// state is read again first), which need no API write.
+func unrecorded(context.Context, string) error { return nil }
 
 func isNotFound(err error) bool {
 	var fault types.HasFault
@@ -208,10 +211,12 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 }
 
 // converge brings an existing VM to spec in as few reconfigures as vCenter
-// allows: firmware first (secure boot is validated against the current
-// firmware), then devices and hardware, then guestinfo (which needs the
-// NICs' MAC addresses). Each step is skipped when nothing differs, so a
-// steady-state reconcile changes nothing.
+// allows, usually one: CPUs, memory, firmware, secure boot, devices (NICs,
+// disks, vTPM) and guestinfo together. Enabling secure boot on a BIOS VM
+// needs the firmware switched first (vCenter checks secure boot against the
+// current firmware), and guestinfo names NICs by MAC, so NICs being added
+// get their guestinfo in a second reconfigure. Nothing differs, nothing is
+// sent: a steady-state reconcile changes nothing.
 func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m); err != nil {
@@ -220,31 +225,38 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 	if m.Config == nil {
 		return fmt.Errorf("VM has no configuration yet")
 	}
-	reconfigure := func(cs types.VirtualMachineConfigSpec) error {
+	reconfigure := func(what string, cs types.VirtualMachineConfigSpec) error {
 		task, err := vm.Reconfigure(ctx, cs)
-		if err != nil {
-			return err
+		if err == nil {
+			err = wait(ctx, task, record)
 		}
-		return wait(ctx, task, record)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return vm.Properties(ctx, vm.Reference(), []string{"config"}, &m)
 	}
+
+	cs := types.VirtualMachineConfigSpec{}
 	if spec.Firmware != "" && spec.Firmware != firmware(m.Config) {
 		fw := string(types.GuestOsDescriptorFirmwareTypeBios)
 		if spec.Firmware != "bios" {
 			fw = string(types.GuestOsDescriptorFirmwareTypeEfi)
 		}
+		secure := spec.Firmware == "efi-secure"
 		if m.Config.Firmware != fw {
-			if err := reconfigure(types.VirtualMachineConfigSpec{Firmware: fw}); err != nil {
-				return fmt.Errorf("firmware %s: %w", fw, err)
+			if secure {
+				if err := reconfigure("firmware "+fw, types.VirtualMachineConfigSpec{Firmware: fw}); err != nil {
+					return err
+				}
+			} else {
+				cs.Firmware = fw
 			}
 		}
-		secure := spec.Firmware == "efi-secure"
-		if err := reconfigure(types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}}); err != nil {
-			return fmt.Errorf("secure boot %t: %w", secure, err)
+		if was := m.Config.BootOptions != nil && ptr.Deref(m.Config.BootOptions.EfiSecureBootEnabled, false); secure != was {
+			cs.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}
 		}
 	}
-
 	devices := object.VirtualDeviceList(m.Config.Hardware.Device)
-	cs := types.VirtualMachineConfigSpec{}
 	if spec.CPUs > 0 && spec.CPUs != m.Config.Hardware.NumCPU {
 		cs.NumCPUs = spec.CPUs
 	}
@@ -266,22 +278,29 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 			Device:    &types.VirtualTPM{VirtualDevice: types.VirtualDevice{Key: -200}},
 		})
 	}
-	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || len(cs.DeviceChange) > 0 {
-		if err := reconfigure(cs); err != nil {
-			return fmt.Errorf("hardware: %w", err)
+	addsNIC := false
+	for _, c := range nics {
+		addsNIC = addsNIC || c.GetVirtualDeviceConfigSpec().Operation == types.VirtualDeviceConfigSpecOperationAdd
+	}
+	if !addsNIC {
+		if cs.ExtraConfig, err = guestInfoChanges(m.Config, spec); err != nil {
+			return fmt.Errorf("guestinfo: %w", err)
 		}
-		if err := vm.Properties(ctx, vm.Reference(), []string{"config"}, &m); err != nil {
+	}
+	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || cs.Firmware != "" || cs.BootOptions != nil || len(cs.DeviceChange) > 0 || len(cs.ExtraConfig) > 0 {
+		if err := reconfigure("configuration", cs); err != nil {
 			return err
 		}
 	}
-
-	extra, err := guestInfoChanges(m.Config, spec)
-	if err != nil {
-		return fmt.Errorf("guestinfo: %w", err)
-	}
-	if len(extra) > 0 {
-		if err := reconfigure(types.VirtualMachineConfigSpec{ExtraConfig: extra}); err != nil {
+	if addsNIC {
+		extra, err := guestInfoChanges(m.Config, spec)
+		if err != nil {
 			return fmt.Errorf("guestinfo: %w", err)
+		}
+		if len(extra) > 0 {
+			if err := reconfigure("guestinfo", types.VirtualMachineConfigSpec{ExtraConfig: extra}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -520,14 +539,14 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil {
 		return err
 	}
-	if err := c.resume(ctx, spec.TaskRef, record); err != nil {
+	if err := c.resume(ctx, spec.TaskRef); err != nil {
 		return err
 	}
 	vm, err := c.find(ctx, f, dc, spec)
 	if err != nil || vm == nil {
 		return err
 	}
-	if err := power(ctx, vm, "PoweredOff", record); err != nil {
+	if err := power(ctx, vm, "PoweredOff", unrecorded); err != nil {
 		return fmt.Errorf("powering off %s: %w", spec.Name, err)
 	}
 	task, err := vm.Destroy(ctx)

@@ -94,7 +94,7 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 
 	in := placement.Input{VM: vm, Resolved: resolved, Image: image, Load: map[string]int{}}
 	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
-		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{})
+		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +104,7 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 		}
 		in.Providers = append(in.Providers, providers.Items...)
 	}
-	all, err := r.allVMs.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{})
+	all, err := r.allVMs.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
 	if err != nil {
 		return nil, err
 	}

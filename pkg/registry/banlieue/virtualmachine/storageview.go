@@ -63,8 +63,14 @@ func (v storageView) image(ctx context.Context, name string) (*v1alpha1.VMImage,
 	return out, v.clusterScoped(ctx, v.images, banlieue.Resource("vmimages"), name, out)
 }
 
+// fromCache reads what the watch cache holds (resourceVersion "0"): the
+// class, image and Providers a view combines with the VM are read there,
+// never from etcd per request, so /resolved costs what a GET costs.
+var fromCache = metav1.GetOptions{ResourceVersion: "0"}
+
 func (v storageView) clusterScoped(ctx context.Context, getter rest.Getter, resource schema.GroupResource, name string, into runtime.Object) error {
-	obj, err := getter.Get(genericapirequest.WithNamespace(ctx, metav1.NamespaceNone), name, &metav1.GetOptions{})
+	opts := fromCache
+	obj, err := getter.Get(genericapirequest.WithNamespace(ctx, metav1.NamespaceNone), name, &opts)
 	if apierrors.IsNotFound(err) {
 		return apierrors.NewNotFound(resource, name)
 	}
