@@ -51,7 +51,7 @@ type testServer struct {
 
 // startServer starts a standalone server whose embedded etcd keeps its data
 // in dataDir, and stops it when the test ends (or when stop is called).
-func startServer(t *testing.T, dataDir string, extraFlags ...string) *testServer {
+func startServer(t testing.TB, dataDir string, extraFlags ...string) *testServer {
 	t.Helper()
 	o := apiserver.NewOptions()
 	o.Standalone = true
@@ -104,7 +104,7 @@ func startServer(t *testing.T, dataDir string, extraFlags ...string) *testServer
 	return ts
 }
 
-func applyFlags(t *testing.T, o *apiserver.Options, args []string) {
+func applyFlags(t testing.TB, o *apiserver.Options, args []string) {
 	t.Helper()
 	fss := &cliflag.NamedFlagSets{}
 	o.AddFlags(fss)
