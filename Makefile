@@ -27,8 +27,10 @@ generate: ## Regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, l
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on stale generated code, unformatted files or go vet findings.
+verify: ## Fail on stale generated code, unformatted files, untidy go.mod or go vet findings.
 	hack/verify-gofmt.sh
+	$(GO) mod tidy -diff
+	cd test/capi && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd test/capi && $(GO) vet ./...
 	hack/verify-codegen.sh
