@@ -22,12 +22,12 @@ import (
 	"net"
 	"strings"
 
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
@@ -83,19 +83,19 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := converge(ctx, f, vm, spec, record); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
-	if err := power(ctx, vm, spec.PowerState, unrecorded); err != nil {
+	if err := power(ctx, vm, spec.PowerState); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
-	st, err := observe(ctx, vm)
+	st, err := observe(ctx, vm, spec.Name)
 	st.Created = created
 	return st, err
 }
 
-// observe reads what the backend reports of vm.
-func observe(ctx context.Context, vm *object.VirtualMachine) (providers.MachineStatus, error) {
+// observe reads what the backend reports of vm (named name).
+func observe(ctx context.Context, vm *object.VirtualMachine, name string) (providers.MachineStatus, error) {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "guest"}, &m); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("reading %s: %w", vm.InventoryPath, err)
+		return providers.MachineStatus{}, fmt.Errorf("reading %s: %w", name, err)
 	}
 	st := providers.MachineStatus{PowerState: powerState(m.Runtime.PowerState)}
 	if m.Config != nil {
@@ -131,8 +131,7 @@ func (c *Client) find(ctx context.Context, f *find.Finder, dc *object.Datacenter
 	if !ok {
 		return nil, fmt.Errorf("instance UUID %s is a %T, not a VM", spec.InstanceUUID, ref)
 	}
-	// The finder gives the VM its inventory path, which messages use.
-	return lookup(ctx, f, vm.Reference().Value)
+	return vm, nil
 }
 
 // resume waits for a task an interrupted call started. A task that vCenter
@@ -146,7 +145,7 @@ func (c *Client) resume(ctx context.Context, ref string) error {
 	var t mo.Task
 	err := task.Properties(ctx, task.Reference(), []string{"info.state"}, &t)
 	switch {
-	case err != nil && isNotFound(err):
+	case err != nil && fault.Is(err, &types.ManagedObjectNotFound{}):
 	case err != nil:
 		return fmt.Errorf("reading task %s: %w", ref, err)
 	default:
@@ -165,19 +164,6 @@ func wait(ctx context.Context, task *object.Task, record providers.TaskRecorder)
 		return fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
 	}
 	return task.Wait(ctx)
-}
-
-// unrecorded is for tasks that are safe to repeat (power changes: the
-// state is read again first), which need no API write.
-func unrecorded(context.Context, string) error { return nil }
-
-func isNotFound(err error) bool {
-	var fault types.HasFault
-	if errors.As(err, &fault) {
-		_, ok := fault.Fault().(*types.ManagedObjectNotFound)
-		return ok
-	}
-	return soap.IsSoapFault(err) && strings.Contains(err.Error(), "ManagedObjectNotFound") || strings.Contains(err.Error(), "has already been deleted")
 }
 
 // firmware is bios, efi or efi-secure.
@@ -233,8 +219,10 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		return vm.Properties(ctx, vm.Reference(), []string{"config"}, &m)
+		return nil
 	}
+	// reread refreshes m after a reconfigure whose result the next step reads.
+	reread := func() error { return vm.Properties(ctx, vm.Reference(), []string{"config"}, &m) }
 
 	cs := types.VirtualMachineConfigSpec{}
 	if spec.Firmware != "" && spec.Firmware != firmware(m.Config) {
@@ -246,6 +234,9 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 		if m.Config.Firmware != fw {
 			if secure {
 				if err := reconfigure("firmware "+fw, types.VirtualMachineConfigSpec{Firmware: fw}); err != nil {
+					return err
+				}
+				if err := reread(); err != nil {
 					return err
 				}
 			} else {
@@ -293,6 +284,10 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 		}
 	}
 	if addsNIC {
+		// The added NICs' MAC addresses exist only now.
+		if err := reread(); err != nil {
+			return err
+		}
 		extra, err := guestInfoChanges(m.Config, spec)
 		if err != nil {
 			return fmt.Errorf("guestinfo: %w", err)
@@ -448,7 +443,7 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 		return nil, fmt.Errorf("cloning %s: %w", spec.Template, err)
 	}
 	cloneErr := wait(ctx, task, record)
-	if cloneErr != nil && !isDuplicate(cloneErr) {
+	if cloneErr != nil && !fault.Is(cloneErr, &types.DuplicateName{}) {
 		return nil, fmt.Errorf("cloning %s into %s: %w", spec.Template, spec.Name, cloneErr)
 	}
 	vm, err := c.find(ctx, f, dc, spec)
@@ -481,15 +476,6 @@ func (c *Client) pool(ctx context.Context, f *find.Finder, spec providers.Machin
 	return cluster.ResourcePool(ctx)
 }
 
-func isDuplicate(err error) bool {
-	var fault types.HasFault
-	if errors.As(err, &fault) {
-		_, ok := fault.Fault().(*types.DuplicateName)
-		return ok
-	}
-	return false
-}
-
 func powerState(s types.VirtualMachinePowerState) string {
 	switch s {
 	case types.VirtualMachinePowerStatePoweredOn:
@@ -501,7 +487,9 @@ func powerState(s types.VirtualMachinePowerState) string {
 	}
 }
 
-func power(ctx context.Context, vm *object.VirtualMachine, want string, record providers.TaskRecorder) error {
+// power drives vm to want. Power tasks are not recorded: they are safe to
+// repeat, as the state is read again first.
+func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 	cur, err := vm.PowerState(ctx)
 	if err != nil {
 		return err
@@ -518,7 +506,7 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string, record p
 	case "Suspended":
 		if cur != types.VirtualMachinePowerStatePoweredOn {
 			// Only a running VM can be suspended.
-			if err := power(ctx, vm, "PoweredOn", record); err != nil {
+			if err := power(ctx, vm, "PoweredOn"); err != nil {
 				return fmt.Errorf("powering on before suspending: %w", err)
 			}
 		}
@@ -529,7 +517,7 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string, record p
 	if err != nil {
 		return err
 	}
-	return wait(ctx, task, record)
+	return task.Wait(ctx)
 }
 
 // DeleteMachine powers the VM off and destroys it; a VM already gone is
@@ -546,7 +534,7 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil || vm == nil {
 		return err
 	}
-	if err := power(ctx, vm, "PoweredOff", unrecorded); err != nil {
+	if err := power(ctx, vm, "PoweredOff"); err != nil {
 		return fmt.Errorf("powering off %s: %w", spec.Name, err)
 	}
 	task, err := vm.Destroy(ctx)
