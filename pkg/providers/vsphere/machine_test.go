@@ -28,6 +28,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	vsim "github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // recorder keeps the task references EnsureMachine records, in order.
@@ -52,23 +53,11 @@ func (r *recorder) tasks() int {
 // template turns one VM of dc into a template and returns its name.
 func template(t *testing.T, c *Client, dc string) string {
 	t.Helper()
-	ctx := context.Background()
-	f, _, err := c.finder(ctx, dc)
+	name, err := vsim.MarkTemplate(context.Background(), c.gc.Client, dc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vms, err := f.VirtualMachineList(ctx, "*")
-	if err != nil || len(vms) == 0 {
-		t.Fatalf("VMs of %s: %v", dc, err)
-	}
-	vm := vms[0]
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("power off: %v", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return vm.Name()
+	return name
 }
 
 func vmProps(t *testing.T, c *Client, dc, name string) *mo.VirtualMachine {

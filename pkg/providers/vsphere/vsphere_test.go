@@ -101,34 +101,27 @@ func TestInventoryAndTemplates(t *testing.T) {
 		t.Errorf("inventory %+v", pairs)
 	}
 
-	// Turn one VM of DC0 into a template (templates must be powered off).
+	tmpl := template(t, c, "DC0")
+	// Any other VM of DC0 is not a template.
 	finder := find.NewFinder(c.gc.Client, false)
-	dc, err := finder.Datacenter(ctx, "DC0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	finder.SetDatacenter(dc)
-	vms, err := finder.VirtualMachineList(ctx, "*")
-	if err != nil || len(vms) == 0 {
+	vms, err := finder.VirtualMachineList(ctx, "/DC0/vm/*")
+	if err != nil || len(vms) < 2 {
 		t.Fatalf("VMs: %v", err)
 	}
-	vm := vms[0]
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("power off: %v", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		t.Fatal(err)
+	other := vms[0].Name()
+	if other == tmpl {
+		other = vms[1].Name()
 	}
 	for _, tc := range []struct {
 		dc, name string
 		want     bool
-	}{{"DC0", vm.Name(), true}, {"DC1", vm.Name(), false}, {"DC0", "no-such-template", false}, {"DC0", vms[1].Name(), false}} {
+	}{{"DC0", tmpl, true}, {"DC1", tmpl, false}, {"DC0", "no-such-template", false}, {"DC0", other, false}} {
 		got, err := c.TemplateExists(ctx, tc.dc, tc.name)
 		if err != nil || got != tc.want {
 			t.Errorf("TemplateExists(%s, %s) = %v, %v; want %v", tc.dc, tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := c.TemplateExists(ctx, "DC9", vm.Name()); err == nil {
+	if _, err := c.TemplateExists(ctx, "DC9", tmpl); err == nil {
 		t.Error("a missing datacenter is not an error")
 	}
 }

@@ -18,56 +18,28 @@ package vsphere
 
 import (
 	"context"
-	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/vim25/soap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // markTemplate turns the first VM of datacenter dc into a template named name.
 func markTemplate(t *testing.T, dc, name string) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := soap.ParseURL(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = neturl.UserPassword(user, password)
-	gc, err := govmomi.NewClient(ctx, u, true)
+	gc, err := vcsim.Login(ctx, endpoint, user, password)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gc.Logout(ctx)
-	finder := find.NewFinder(gc.Client, false)
-	d, err := finder.Datacenter(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	finder.SetDatacenter(d)
-	if _, err := finder.VirtualMachine(ctx, name); err == nil {
-		return // already there
-	}
-	vms, err := finder.VirtualMachineList(ctx, "*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := vms[0]
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("power off: %v", err)
-	}
-	if task, err := vm.Rename(ctx, name); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("rename: %v", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
+	if _, err := vcsim.MarkTemplate(ctx, gc.Client, dc, name); err != nil {
 		t.Fatal(err)
 	}
 }

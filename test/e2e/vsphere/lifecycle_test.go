@@ -23,18 +23,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	neturl "net/url"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -220,9 +217,7 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 func vcVMNames(t *testing.T, dc, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
-	u, _ := soap.ParseURL(endpoint)
-	u.User = neturl.UserPassword(user, password)
-	gc, err := govmomi.NewClient(ctx, u, true)
+	gc, err := vcsim.Login(ctx, endpoint, user, password)
 	if err != nil {
 		t.Fatal(err)
 	}

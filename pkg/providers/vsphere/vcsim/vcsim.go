@@ -40,6 +40,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/klog/v2"
@@ -85,7 +86,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}),
 		model:    model, server: server,
 	}
-	gc, err := s.login(ctx, cfg)
+	gc, err := Login(ctx, s.Endpoint, cfg.Username, cfg.Password)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -107,13 +108,14 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	return s, nil
 }
 
-func (s *Simulator) login(ctx context.Context, cfg Config) (*govmomi.Client, error) {
-	u, err := url.Parse(s.Endpoint)
+// Login opens a session on the simulator at endpoint, trusting its
+// certificate (tests and the simulator's own helpers; never the provider).
+func Login(ctx context.Context, endpoint, username, password string) (*govmomi.Client, error) {
+	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	u.User = url.UserPassword(cfg.Username, cfg.Password)
-	// The simulator's own client trusts its own certificate.
+	u.User = url.UserPassword(username, password)
 	gc, err := govmomi.NewClient(ctx, u, true)
 	if err != nil {
 		return nil, fmt.Errorf("logging in to the simulator: %w", err)
@@ -131,32 +133,52 @@ func (s *Simulator) Close() {
 	s.model.Remove()
 }
 
-// makeTemplates turns the first VM of every datacenter into a template
-// named name (templates must be powered off).
+// makeTemplates makes a template named name in every datacenter.
 func makeTemplates(ctx context.Context, gc *govmomi.Client, name string) error {
-	f := find.NewFinder(gc.Client, false)
-	dcs, err := f.DatacenterList(ctx, "*")
+	dcs, err := find.NewFinder(gc.Client, false).DatacenterList(ctx, "*")
 	if err != nil {
 		return err
 	}
 	for _, dc := range dcs {
-		f.SetDatacenter(dc)
-		vms, err := f.VirtualMachineList(ctx, "*")
-		if err != nil || len(vms) == 0 {
-			return fmt.Errorf("VMs of %s: %v", dc.Name(), err)
-		}
-		vm := vms[0]
-		if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-			return fmt.Errorf("powering off %s: %v", vm.Name(), err)
-		}
-		if task, err := vm.Rename(ctx, name); err != nil || task.Wait(ctx) != nil {
-			return fmt.Errorf("renaming %s: %v", vm.Name(), err)
-		}
-		if err := vm.MarkAsTemplate(ctx); err != nil {
-			return fmt.Errorf("marking %s a template: %w", name, err)
+		if _, err := MarkTemplate(ctx, gc.Client, dc.Name(), name); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// MarkTemplate turns the first VM of datacenter dc into a template
+// (templates must be powered off), renamed to name unless name is empty,
+// and returns the template's name. A template already named name is kept.
+func MarkTemplate(ctx context.Context, c *vim25.Client, dc, name string) (string, error) {
+	f := find.NewFinder(c, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		return "", err
+	}
+	f.SetDatacenter(d)
+	if name != "" {
+		if _, err := f.VirtualMachine(ctx, name); err == nil {
+			return name, nil
+		}
+	}
+	vms, err := f.VirtualMachineList(ctx, "*")
+	if err != nil || len(vms) == 0 {
+		return "", fmt.Errorf("VMs of %s: %v", dc, err)
+	}
+	vm := vms[0]
+	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+		return "", fmt.Errorf("powering off %s: %v", vm.Name(), err)
+	}
+	if name == "" {
+		name = vm.Name()
+	} else if task, err := vm.Rename(ctx, name); err != nil || task.Wait(ctx) != nil {
+		return "", fmt.Errorf("renaming %s: %v", vm.Name(), err)
+	}
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		return "", fmt.Errorf("marking %s a template: %w", name, err)
+	}
+	return name, nil
 }
 
 // dhcp plays the network: every half second, powered-on VMs without a
@@ -257,12 +279,7 @@ func staticAddress(extra []types.BaseOptionValue) string {
 // endpoint (config, runtime and guest), or nil when there is none. Tests use
 // it to check what a provider built.
 func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) (*mo.VirtualMachine, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	u.User = url.UserPassword(username, password)
-	gc, err := govmomi.NewClient(ctx, u, true)
+	gc, err := Login(ctx, endpoint, username, password)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +308,7 @@ func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) 
 // on, from workers goroutines, and returns clones per second: the ceiling a
 // provider on this simulator can reach. The clones are destroyed after.
 func (s *Simulator) CloneRate(ctx context.Context, username, password, datacenter, template string, n, workers int) (float64, error) {
-	gc, err := s.login(ctx, Config{Username: username, Password: password})
+	gc, err := Login(ctx, s.Endpoint, username, password)
 	if err != nil {
 		return 0, err
 	}
