@@ -135,10 +135,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 	defer w.Stop()
-	pids := map[string]int{}
-	for name, pid := range h.env.PIDs() {
-		pids[name] = pid
-	}
+	pids := h.env.PIDs() // a fresh map: every process, controllers and provider included
 	pids["bench (vcsim, clients)"] = os.Getpid()
 	cpu := startCPU(pids)
 	reqs0, err := requestCounts(ctx, h.admin)

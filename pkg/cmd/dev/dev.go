@@ -102,7 +102,7 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 			return err
 		}
 		if sim != nil {
-			// The seed Provider is created pointing at the simulator instead.
+			// startSimulator created the seed Provider pointing at the simulator.
 			names = slices.DeleteFunc(names, func(n string) bool { return n == seedProviderFile })
 		}
 		if err := devenv.ApplyFiles(ctx, env.Admin, artifacts.Examples, names...); err != nil {
@@ -110,9 +110,6 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 		}
 	}
 	if sim != nil {
-		if err := applySeedProvider(ctx, env, sim); err != nil {
-			return err
-		}
 		if _, err := env.StartVSphereProvider("provider-vsphere", time.Minute); err != nil {
 			return fmt.Errorf("starting the vSphere provider: %w", err)
 		}

@@ -46,7 +46,10 @@ const (
 
 // startSimulator starts a simulated vCenter shaped like the seed guide's
 // (2 datacenters x 3 clusters, the seed template in each) with a fresh
-// password, stored in the seed Provider's credentials Secret.
+// password, stores it in the seed Provider's credentials Secret, and
+// creates or updates the seed Provider pointed at the simulator: its
+// endpoint and CA, and the simulator's names for the datastore and port
+// group its storage and network classes target.
 func startSimulator(ctx context.Context, env *devenv.Env) (*vcsim.Simulator, error) {
 	buf := make([]byte, 16)
 	if _, err := rand.Read(buf); err != nil {
@@ -57,31 +60,14 @@ func startSimulator(ctx context.Context, env *devenv.Env) (*vcsim.Simulator, err
 	if err != nil {
 		return nil, fmt.Errorf("starting the simulated vCenter: %w", err)
 	}
-	c, err := adminClient(env)
-	if err != nil {
+	if err := pointSeedProvider(ctx, env, sim, password); err != nil {
 		sim.Close()
 		return nil, err
-	}
-	p, err := seedProvider(sim)
-	if err != nil {
-		sim.Close()
-		return nil, err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: p.Spec.Connection.CredentialsRef.Name, Namespace: p.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, secret, func() error {
-		secret.Data = map[string][]byte{"username": []byte(simUser), "password": []byte(password)}
-		return nil
-	}); err != nil {
-		sim.Close()
-		return nil, fmt.Errorf("writing the credentials Secret: %w", err)
 	}
 	return sim, nil
 }
 
-// applySeedProvider creates or updates the seed guide's Provider, pointed at
-// the simulator: its endpoint and CA, and the simulator's names for the
-// datastore and port group its storage and network classes target.
-func applySeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulator) error {
+func pointSeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulator, password string) error {
 	c, err := adminClient(env)
 	if err != nil {
 		return err
@@ -89,6 +75,13 @@ func applySeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulato
 	want, err := seedProvider(sim)
 	if err != nil {
 		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: want.Spec.Connection.CredentialsRef.Name, Namespace: want.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, secret, func() error {
+		secret.Data = map[string][]byte{"username": []byte(simUser), "password": []byte(password)}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("writing the credentials Secret: %w", err)
 	}
 	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, c, p, func() error {
