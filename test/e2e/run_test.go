@@ -44,11 +44,15 @@ func TestMakeRun(t *testing.T) {
 		// The seed guide end to end on the simulated vCenter: db-prod-01
 		// becomes Ready with an address, as "make run" promises.
 		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "-n", "banlieue-system", "--for=condition=Ready", "vm/db-prod-01", "--timeout=2m")
-		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "db-prod-01", "-n", "banlieue-system",
-			"-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
-		if net.ParseIP(strings.TrimSpace(out)) == nil {
-			t.Errorf("db-prod-01 has no IP address: %q", out)
-		}
+		// The simulated DHCP addresses the guest after it boots.
+		eventually(t, time.Minute, func() error {
+			out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "db-prod-01", "-n", "banlieue-system",
+				"-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+			if net.ParseIP(strings.TrimSpace(out)) == nil {
+				return fmt.Errorf("db-prod-01 has no IP address: %q", out)
+			}
+			return nil
+		})
 		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "provider", "prod-vsphere", "-n", "banlieue-system",
 			"-o", "jsonpath={.status.failureDomains[*].name}")
 		if n := len(strings.Fields(out)); n != 6 {

@@ -210,7 +210,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.patchStatus(ctx, base, vsm); err != nil {
 		return ctrl.Result{}, err
 	}
-	if !ready {
+	// A guest reports its address some time after it boots, and status
+	// changes start no reconcile: poll until the address is known.
+	if !ready || (st.PowerState == string(infrav1.PowerStatePoweredOn) && st.IPAddress == "") {
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
 	return ctrl.Result{}, nil

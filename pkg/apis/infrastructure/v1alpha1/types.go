@@ -57,9 +57,9 @@ const ProviderAnnotation = "banlieue.io/provider"
 
 // Condition types and reasons of the infrastructure kinds.
 const (
-	// ReadyCondition is true when the VM exists, is powered as desired and
-	// reports its addresses (VSphereMachine), or when the failure domains are
-	// known (VSphereCluster).
+	// ReadyCondition is true when the VM exists and is powered as desired
+	// (VSphereMachine; its addresses follow as the guest reports them), or
+	// when the failure domains are known (VSphereCluster).
 	ReadyCondition = "Ready"
 )
 
@@ -259,7 +259,8 @@ type VSphereMachineStatus struct {
 	// +optional
 	Initialization *MachineInitialization `json:"initialization,omitempty"`
 
-	// conditions: Ready (the VM exists, is powered as desired and is addressed).
+	// conditions: Ready (the VM exists and is powered as desired; its
+	// addresses follow as the guest reports them) and Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
