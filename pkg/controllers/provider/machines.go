@@ -56,6 +56,9 @@ const (
 	PausedCondition = "Paused"
 )
 
+// addressPollFactor stretches Poll for Ready VMs still without an address.
+const addressPollFactor = 6
+
 // Cluster API's names, read without importing Cluster API.
 const (
 	capiGroup           = "cluster.x-k8s.io"
@@ -210,10 +213,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.patchStatus(ctx, base, vsm); err != nil {
 		return ctrl.Result{}, err
 	}
-	// A guest reports its address some time after it boots, and status
-	// changes start no reconcile: poll until the address is known.
-	if !ready || (st.PowerState == string(infrav1.PowerStatePoweredOn) && st.IPAddress == "") {
+	if !ready {
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+	// A guest reports its address some time after it boots, and status
+	// changes start no reconcile: look again, more slowly (a guest without
+	// tools never reports one), until the address is known.
+	if st.PowerState == string(infrav1.PowerStatePoweredOn) && st.IPAddress == "" {
+		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, nil
 	}
 	return ctrl.Result{}, nil
 }
