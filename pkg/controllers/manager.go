@@ -53,6 +53,8 @@ type Options struct {
 	LeaderElectionNamespace string
 	// MetricsAddr and HealthAddr: "0" disables.
 	MetricsAddr, HealthAddr string
+	// PprofAddr serves /debug/pprof for profiling; "" or "0" disables.
+	PprofAddr string
 }
 
 // Scheme knows every type the controllers read and write.
@@ -79,6 +81,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "banlieue-controllers",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

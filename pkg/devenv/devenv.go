@@ -169,28 +169,28 @@ func (p Process) Stop() { p.p.stop() }
 
 // StartVSphereProvider starts "banlieue provider vsphere" for the
 // environment's namespace, authenticated as its ServiceAccount, re-walking
-// inventories every resync.
-func (e *Env) StartVSphereProvider(name string, resync time.Duration) (Process, error) {
+// inventories every resync. Extra flags follow the environment's.
+func (e *Env) StartVSphereProvider(name string, resync time.Duration, extra ...string) (Process, error) {
 	kubeconfig, err := e.serviceAccountKubeconfig("provider-vsphere", ProviderUser)
 	if err != nil {
 		return Process{}, err
 	}
-	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), "provider", "vsphere",
-		"--kubeconfig="+kubeconfig, "--namespace="+Namespace, "--resync="+resync.String(),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	args := append([]string{"provider", "vsphere", "--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--resync=" + resync.String(),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err
 }
 
 // StartController starts replica i of "banlieue controller", authenticated
-// as the controller's ServiceAccount.
-func (e *Env) StartController(i int) (Process, error) {
+// as the controller's ServiceAccount. Extra flags follow the environment's.
+func (e *Env) StartController(i int, extra ...string) (Process, error) {
 	kubeconfig, err := e.serviceAccountKubeconfig("controller", ControllerUser)
 	if err != nil {
 		return Process{}, err
 	}
-	p, err := e.startProcess(fmt.Sprintf("controller-%d", i), filepath.Join(e.cfg.BinDir, "banlieue"), "controller",
-		"--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace="+Namespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	args := append([]string{"controller", "--kubeconfig=" + kubeconfig, "--leader-elect", "--leader-election-namespace=" + Namespace,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+	p, err := e.startProcess(fmt.Sprintf("controller-%d", i), filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err
 }
 

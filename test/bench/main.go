@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +54,12 @@ import (
 type config struct {
 	N, C, Watchers, WatchEvents, VMs, Samples int
 	Out, Bin                                  string
-	Settle                                    time.Duration
+	// Profile, when set, is where CPU profiles of banlieue (path B) and
+	// kube-apiserver (path C) are written during the first round's verbs.
+	Profile string
+	// Phases to run (all by default), to study one at a time.
+	Phases map[string]bool
+	Settle time.Duration
 	// Strict fails the run on any failed operation or lost watch event
 	// (bench-smoke: the benchmark must keep working, whatever its figures).
 	Strict bool
@@ -70,8 +76,18 @@ func main() {
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "Wait before reading memory after a bulk write (garbage is collected first).")
 	flag.StringVar(&cfg.Out, "out", "bench/results", "Where latest.md and latest.json are written.")
 	flag.BoolVar(&cfg.Strict, "strict", false, "Fail on any failed operation or undelivered watch event.")
+	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles of banlieue (path B) and kube-apiserver (path C) during round 1 of each verb to this folder.")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
+	phases := flag.String("phases", strings.Join(allPhases, ","), "Phases to run, comma-separated (a partial run's targets table is partial too).")
 	flag.Parse()
+	cfg.Phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		if !slices.Contains(allPhases, p) {
+			fmt.Fprintf(os.Stderr, "bench: unknown phase %q (known: %v)\n", p, allPhases)
+			os.Exit(2)
+		}
+		cfg.Phases[p] = true
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := benchmark(ctx, cfg); err != nil {
@@ -79,6 +95,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// clientProcess names this process (the benchmark's clients) in CPU figures.
+const clientProcess = "client"
+
+// allPhases are the benchmark's parts, in the order they run.
+var allPhases = []string{"populated", "crud", "watch", "provision"}
 
 // harness is the running environment and the four paths.
 type harness struct {
@@ -120,19 +142,25 @@ func benchmark(ctx context.Context, cfg config) error {
 	// Memory first, on fresh servers: after the CRUD rounds their watch
 	// caches still hold the churned objects, and growth would not be what
 	// storing N objects costs.
-	logf("memory, list and subresources with N=%d stored per path", cfg.N)
-	if err := h.populated(ctx, r); err != nil {
-		return err
+	if cfg.Phases["populated"] {
+		logf("memory, list and subresources with N=%d stored per path", cfg.N)
+		if err := h.populated(ctx, r); err != nil {
+			return err
+		}
 	}
-	logf("CRUD: N=%d, C=%d, order A,B,C,D then D,C,B,A", cfg.N, cfg.C)
-	if err := h.crud(ctx, r); err != nil {
-		return err
+	if cfg.Phases["crud"] {
+		logf("CRUD: N=%d, C=%d, order A,B,C,D then D,C,B,A", cfg.N, cfg.C)
+		if err := h.crud(ctx, r); err != nil {
+			return err
+		}
 	}
-	logf("watch fan-out: %d watchers x %d writes per path", cfg.Watchers, cfg.WatchEvents)
-	if err := h.watchFanOut(ctx, r); err != nil {
-		return err
+	if cfg.Phases["watch"] {
+		logf("watch fan-out: %d watchers x %d writes per path", cfg.Watchers, cfg.WatchEvents)
+		if err := h.watchFanOut(ctx, r); err != nil {
+			return err
+		}
 	}
-	if cfg.VMs > 0 {
+	if cfg.VMs > 0 && cfg.Phases["provision"] {
 		logf("provisioning: %d VirtualMachines on vcsim through the controllers and the vSphere provider", cfg.VMs)
 		if err := h.provisioning(ctx, r); err != nil {
 			return err
@@ -158,6 +186,9 @@ func newHarness(ctx context.Context, env *devenv.Env, cfg config) (*harness, err
 			h.pids[name] = pid
 		}
 	}
+	// The clients share the machine's cores with the servers: what they
+	// spend is what the servers could not.
+	h.pids[clientProcess] = os.Getpid()
 	h.direct = restclient.CopyConfig(env.Admin)
 	h.direct.Host = env.BanlieueURL
 	h.direct.TLSClientConfig.CAFile, h.direct.TLSClientConfig.CAData = "", env.BanlieueCA
@@ -276,6 +307,20 @@ func (h *harness) storedSize(ctx context.Context) (int, error) {
 
 var verbs = []string{"create", "get", "update", "delete"}
 
+// profiled names the server whose CPU profile -profile asks for while p is
+// measured, and how to reach it: banlieue for path B, kube-apiserver for C.
+func (h *harness) profiled(p path) (string, *restclient.Config) {
+	switch {
+	case h.cfg.Profile == "":
+		return "", nil
+	case p == path(h.b):
+		return "banlieue", h.direct
+	case p == path(h.c):
+		return "kube-apiserver", h.admin
+	}
+	return "", nil
+}
+
 // crud measures create, get, update and delete of N objects on each path,
 // in the order A,B,C,D then D,C,B,A.
 func (h *harness) crud(ctx context.Context, r *report) error {
@@ -289,9 +334,14 @@ func (h *harness) crud(ctx context.Context, r *report) error {
 			}
 			for _, verb := range verbs {
 				op := map[string]func(context.Context, string, int) error{"create": p.create, "get": p.get, "update": p.update, "delete": p.delete}[verb]
+				profiled := func() {}
+				if server, cfg := h.profiled(p); cfg != nil && round == 0 {
+					profiled = startProfile(ctx, cfg, h.cfg.Profile, server+"-"+verb, profileSeconds)
+				}
 				res := run(ctx, h.pids, p.Name(), verb, round+1, h.cfg.N, h.cfg.C, func(ctx context.Context, i int) error { return op(ctx, ns, i) })
 				logf("  %-12s %-6s round %d: %8.0f ops/s  p50 %6.2f ms  p99 %7.2f ms  errors %d", p.Name(), verb, round+1, res.OpsPerS, res.P50ms, res.P99ms, res.Errors)
 				r.crud = append(r.crud, res)
+				profiled()
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}

@@ -16,16 +16,18 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	restclient "k8s.io/client-go/rest"
@@ -47,10 +49,10 @@ type path interface {
 
 func vmName(i int) string { return fmt.Sprintf("vm-%06d", i) }
 
-// benchVM is a realistic VirtualMachine: labels, placement, overrides and
-// user data, about 600 bytes of JSON.
-func benchVM(apiVersion, ns string, i int) *unstructured.Unstructured {
-	vm := &v1alpha1.VirtualMachine{
+// typedBenchVM is a realistic VirtualMachine: labels, placement,
+// overrides and user data, about 600 bytes of JSON.
+func benchVM(apiVersion, ns string, i int) *v1alpha1.VirtualMachine {
+	return &v1alpha1.VirtualMachine{
 		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "VirtualMachine"},
 		ObjectMeta: metav1.ObjectMeta{Name: vmName(i), Namespace: ns, Labels: map[string]string{
 			"app": "db-prod", "tier": "database", "team": fmt.Sprintf("team-%d", i%16), "bench.banlieue.io/index": fmt.Sprint(i),
@@ -66,27 +68,42 @@ func benchVM(apiVersion, ns string, i int) *unstructured.Unstructured {
 				Address: fmt.Sprintf("10.%d.%d.%d", i/62500%250, i/250%250, i%250+1), Prefix: ptr.To[int32](16), Gateway: "10.0.0.1", Nameservers: []string{"10.0.0.53"}}}},
 		},
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(vm)
-	if err != nil {
-		panic(err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	unstructured.RemoveNestedField(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return u
 }
 
-// apiPath is a Kubernetes API (A, B or C) reached with the dynamic client,
-// JSON both ways (banlieue.io offers no protobuf; CRDs neither).
+// manifest is what a client sends for a VM: the object without status.
+type manifest struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta           `json:"metadata"`
+	Spec            v1alpha1.VirtualMachineSpec `json:"spec"`
+}
+
+// benchJSON is benchVM's JSON body; labels are added (an update's change)
+// and the resourceVersion set (optimistic concurrency) when given.
+func benchJSON(apiVersion, ns string, i int, extraLabel, resourceVersion string) ([]byte, error) {
+	vm := benchVM(apiVersion, ns, i)
+	if extraLabel != "" {
+		vm.Labels["bench.banlieue.io/updated"] = extraLabel
+	}
+	vm.ResourceVersion = resourceVersion
+	return json.Marshal(manifest{TypeMeta: vm.TypeMeta, Metadata: vm.ObjectMeta, Spec: vm.Spec})
+}
+
+// apiPath is a Kubernetes API (A, B or C). CRUD requests are plain HTTP
+// with JSON bodies built from typed structs, and responses are read but not
+// decoded beyond the resourceVersion: the clients share the machine's
+// cores with the servers, so they should spend as little as they can.
+// Watches and subresources use the dynamic client.
 type apiPath struct {
 	name       string
 	client     dynamic.Interface
+	http       *http.Client
+	base       string // https://host/apis/<group>/v1alpha1
 	gvr        schema.GroupVersionResource
 	apiVersion string
-	// stored keeps the last object each create/update returned, so an
+	// versions keeps the resourceVersion each create/update returned, so an
 	// update is one PUT with the current resourceVersion (no extra GET).
-	mu     sync.Mutex
-	stored map[string]*unstructured.Unstructured
+	mu       sync.Mutex
+	versions map[string]string
 }
 
 func newAPIPath(name string, cfg *restclient.Config, group string) (*apiPath, error) {
@@ -97,51 +114,111 @@ func newAPIPath(name string, cfg *restclient.Config, group string) (*apiPath, er
 	if err != nil {
 		return nil, err
 	}
-	return &apiPath{name: name, client: c, gvr: schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "virtualmachines"},
-		apiVersion: group + "/v1alpha1", stored: map[string]*unstructured.Unstructured{}}, nil
+	hc, err := restclient.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &apiPath{name: name, client: c, http: hc, base: strings.TrimRight(cfg.Host, "/") + "/apis/" + group + "/v1alpha1",
+		gvr: schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "virtualmachines"}, apiVersion: group + "/v1alpha1",
+		versions: map[string]string{}}, nil
 }
 
 func (p *apiPath) Name() string { return p.name }
 
-func (p *apiPath) keep(ns string, u *unstructured.Unstructured) {
+func (p *apiPath) url(ns string, i int) string {
+	u := p.base + "/namespaces/" + ns + "/virtualmachines"
+	if i >= 0 {
+		u += "/" + vmName(i)
+	}
+	return u
+}
+
+// do sends one request and returns the response's resourceVersion when
+// keep is set; any status but want is an error carrying the server's
+// message.
+func (p *apiPath) do(ctx context.Context, method, url string, body []byte, want int, keep bool) (string, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != want {
+		return "", fmt.Errorf("%s %s: %s: %.300s", method, url, resp.Status, out)
+	}
+	if !keep {
+		return "", nil
+	}
+	var meta struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(out, &meta); err != nil {
+		return "", fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	return meta.Metadata.ResourceVersion, nil
+}
+
+func (p *apiPath) keep(ns string, i int, rv string) {
 	p.mu.Lock()
-	p.stored[ns+"/"+u.GetName()] = u
+	p.versions[ns+"/"+vmName(i)] = rv
 	p.mu.Unlock()
 }
 
 func (p *apiPath) create(ctx context.Context, ns string, i int) error {
-	u, err := p.client.Resource(p.gvr).Namespace(ns).Create(ctx, benchVM(p.apiVersion, ns, i), metav1.CreateOptions{})
+	body, err := benchJSON(p.apiVersion, ns, i, "", "")
+	if err != nil {
+		return err
+	}
+	rv, err := p.do(ctx, http.MethodPost, p.url(ns, -1), body, http.StatusCreated, true)
 	if err == nil {
-		p.keep(ns, u)
+		p.keep(ns, i, rv)
 	}
 	return err
 }
 
 func (p *apiPath) get(ctx context.Context, ns string, i int) error {
-	_, err := p.client.Resource(p.gvr).Namespace(ns).Get(ctx, vmName(i), metav1.GetOptions{})
+	_, err := p.do(ctx, http.MethodGet, p.url(ns, i), nil, http.StatusOK, false)
 	return err
 }
 
 func (p *apiPath) update(ctx context.Context, ns string, i int) error {
 	p.mu.Lock()
-	u := p.stored[ns+"/"+vmName(i)]
+	rv := p.versions[ns+"/"+vmName(i)]
 	p.mu.Unlock()
-	if u == nil {
+	if rv == "" {
 		return fmt.Errorf("%s/%s was not created", ns, vmName(i))
 	}
-	u = u.DeepCopy()
-	labels := u.GetLabels()
-	labels["bench.banlieue.io/updated"] = time.Now().UTC().Format("150405.000000")
-	u.SetLabels(labels)
-	out, err := p.client.Resource(p.gvr).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+	body, err := benchJSON(p.apiVersion, ns, i, time.Now().UTC().Format("150405.000000"), rv)
+	if err != nil {
+		return err
+	}
+	rv, err = p.do(ctx, http.MethodPut, p.url(ns, i), body, http.StatusOK, true)
 	if err == nil {
-		p.keep(ns, out)
+		p.keep(ns, i, rv)
 	}
 	return err
 }
 
 func (p *apiPath) delete(ctx context.Context, ns string, i int) error {
-	return p.client.Resource(p.gvr).Namespace(ns).Delete(ctx, vmName(i), metav1.DeleteOptions{})
+	_, err := p.do(ctx, http.MethodDelete, p.url(ns, i), nil, http.StatusOK, false)
+	return err
 }
 
 // etcdPath is the ceiling: etcd itself, with values the size of the JSON

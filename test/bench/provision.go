@@ -99,10 +99,27 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if _, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := h.env.StartController(0); err != nil {
+	// With -profile, the controller and the provider serve /debug/pprof.
+	var ctrlArgs, provArgs []string
+	profiles := map[string]*restclient.Config{}
+	if h.cfg.Profile != "" {
+		for _, p := range []struct {
+			name string
+			args *[]string
+		}{{"controller", &ctrlArgs}, {"provider-vsphere", &provArgs}} {
+			addr, err := pprofAddr()
+			if err != nil {
+				return err
+			}
+			*p.args = []string{"--pprof-bind-address=" + addr}
+			profiles[p.name] = &restclient.Config{Host: "http://" + addr}
+		}
+		profiles["banlieue"], profiles["kube-apiserver"] = h.direct, h.admin
+	}
+	if _, err := h.env.StartController(0, ctrlArgs...); err != nil {
 		return err
 	}
-	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute); err != nil {
+	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, provArgs...); err != nil {
 		return err
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -142,6 +159,16 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if err != nil {
 		return err
 	}
+	var waits []func()
+	for name, cfg := range profiles {
+		// The first 20 s: creation, scheduling and the first clones.
+		waits = append(waits, startProfile(ctx, cfg, h.cfg.Profile, "provision-"+name, 20))
+	}
+	defer func() {
+		for _, w := range waits {
+			w()
+		}
+	}()
 	start := time.Now()
 	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.VMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, provNS, i) })
 	if res.Errors > 0 {

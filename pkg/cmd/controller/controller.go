@@ -59,5 +59,6 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease.")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the metrics endpoint (0 disables).")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "Address of /healthz and /readyz (0 disables).")
+	f.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address serving /debug/pprof (empty disables).")
 	return cmd
 }

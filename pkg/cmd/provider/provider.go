@@ -47,6 +47,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	var (
 		clientOpts                 = controllers.DefaultClientOptions()
 		namespace, metrics, health string
+		pprofAddr                  string
 		leaderElect                bool
 		resync                     time.Duration
 		workers                    int
@@ -75,6 +76,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 				},
 				Metrics:                 metricsserver.Options{BindAddress: metrics},
 				HealthProbeBindAddress:  health,
+				PprofBindAddress:        pprofAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "banlieue-provider-vsphere",
 				LeaderElectionNamespace: namespace,
@@ -116,5 +118,6 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
 	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
 	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
+	f.StringVar(&pprofAddr, "pprof-bind-address", "", "Address serving /debug/pprof (empty disables).")
 	return cmd
 }

@@ -1,0 +1,92 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	restclient "k8s.io/client-go/rest"
+)
+
+// profileSeconds is how long a CPU profile of a CRUD verb samples: shorter
+// than the fastest profiled phase at the default N, so it sees only that
+// phase.
+const profileSeconds = 8
+
+// startProfile samples the server behind cfg's /debug/pprof for seconds
+// while a phase runs, and writes the profile to dir as <name>.pprof. The returned function waits for it; a failure is reported,
+// never fatal (profiles are a diagnosis aid, not a measurement).
+func startProfile(ctx context.Context, cfg *restclient.Config, dir, name string, seconds int) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fetchProfile(ctx, cfg, filepath.Join(dir, name+".pprof"), seconds); err != nil {
+			logf("  profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+func fetchProfile(ctx context.Context, cfg *restclient.Config, file string, seconds int) error {
+	tr, err := restclient.TransportFor(cfg)
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), seconds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Duration(seconds) * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	logf("  profile written to %s", file)
+	return f.Close()
+}
+
+// pprofAddr is a free loopback address for a process's -pprof-bind-address.
+func pprofAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
