@@ -20,8 +20,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
@@ -47,6 +49,19 @@ func TestPlacementExplain(t *testing.T) {
 		}
 		return p.Result
 	}
+	// /placement reads the server's caches, which follow a write within
+	// moments: after a write, ask until the answer reflects it.
+	explainUntil := func(what string, ok func(r v1alpha1.PlacementResult) bool) v1alpha1.PlacementResult {
+		t.Helper()
+		var r v1alpha1.PlacementResult
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			r = explain()
+			return ok(r), nil
+		}); err != nil {
+			t.Errorf("%s: %+v", what, r)
+		}
+		return r
+	}
 
 	// The Provider has not reported in yet.
 	if r := explain(); r.Fits || r.Reason != "NoProviderMatched" || !strings.Contains(r.Message, "not Ready") {
@@ -62,17 +77,19 @@ func TestPlacementExplain(t *testing.T) {
 	if _, err := c.BanlieueV1alpha1().Providers(ns).UpdateStatus(ctx, provider, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if r := explain(); r.Reason != "ImageNotReady" || !strings.Contains(r.Message, "has not checked it yet") {
-		t.Errorf("before the image is checked: %+v", r)
-	}
+	explainUntil("before the image is checked", func(r v1alpha1.PlacementResult) bool {
+		return r.Reason == "ImageNotReady" && strings.Contains(r.Message, "has not checked it yet")
+	})
 
 	image.Status.PerProvider = []v1alpha1.ImageProviderStatus{{Provider: ns + "/prod-vsphere", Ready: true}}
 	if _, err := c.BanlieueV1alpha1().VMImages().UpdateStatus(ctx, image, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := explain()
-	if !r.Fits || r.Reason != "Scheduled" || r.Choice == nil || r.Choice.Provider != "prod-vsphere" || r.Choice.FailureDomain != "prod-vsphere-dc1-c1" {
-		t.Fatalf("when everything is ready: %+v", r)
+	r := explainUntil("when everything is ready", func(r v1alpha1.PlacementResult) bool {
+		return r.Fits && r.Reason == "Scheduled" && r.Choice != nil && r.Choice.Provider == "prod-vsphere" && r.Choice.FailureDomain == "prod-vsphere-dc1-c1"
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
 	if r.Choice.Storage[0].Datastore != "ds-fast-01" || r.Choice.Network[0].PortGroup != "vmnet-prod" {
 		t.Errorf("resolutions: %+v", r.Choice)
@@ -91,9 +108,9 @@ func TestPlacementExplain(t *testing.T) {
 	if _, err := vms.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if r := explain(); r.Choice == nil || r.Choice.FailureDomain != "prod-vsphere-dc1-c2" || r.Providers[0].FailureDomains[0].Load != 1 {
-		t.Errorf("with load: %+v", r)
-	}
+	explainUntil("with load", func(r v1alpha1.PlacementResult) bool {
+		return r.Choice != nil && r.Choice.FailureDomain == "prod-vsphere-dc1-c2" && r.Providers[0].FailureDomains[0].Load == 1
+	})
 
 	// A VM whose class the Provider cannot serve: the feature is named.
 	tpm := newVM("tpm-vm", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit")
@@ -106,12 +123,13 @@ func TestPlacementExplain(t *testing.T) {
 	if _, err := vms.Create(ctx, tpm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := vms.GetPlacement(ctx, "tpm-vm", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Result.Reason != "TpmUnsupported" || !strings.Contains(p.Result.Providers[0].Message, `"vtpm"`) {
-		t.Errorf("tpm: %+v", p.Result)
+	var p *v1alpha1.VirtualMachinePlacement
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = vms.GetPlacement(ctx, "tpm-vm", metav1.GetOptions{})
+		return err == nil && p.Result.Reason == "TpmUnsupported", err
+	}); err != nil || !strings.Contains(p.Result.Providers[0].Message, `"vtpm"`) {
+		t.Errorf("tpm: %v %+v", err, p)
 	}
 
 	// A missing class is a reason, not an error.

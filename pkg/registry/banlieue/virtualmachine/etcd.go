@@ -59,7 +59,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		VirtualMachine: &REST{store},
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{view},
-		Placement:      &PlacementREST{storageView: view, allVMs: store, providers: providers},
+		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers},
 	}, nil
 }
 

@@ -37,7 +37,7 @@ import (
 // server's own storage, with a verdict per Provider and failure domain.
 type PlacementREST struct {
 	storageView
-	allVMs    rest.Lister
+	load      *schedulingLoad
 	providers rest.Lister
 }
 
@@ -45,7 +45,7 @@ var _ rest.Getter = &PlacementREST{}
 
 func (r *PlacementREST) New() runtime.Object { return &banlieue.VirtualMachinePlacement{} }
 
-func (r *PlacementREST) Destroy() {}
+func (r *PlacementREST) Destroy() { r.load.Stop() }
 
 // Get explains the placement of the named VirtualMachine.
 func (r *PlacementREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
@@ -92,7 +92,7 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 		return nil, err
 	}
 
-	in := placement.Input{VM: vm, Resolved: resolved, Image: image, Load: map[string]int{}}
+	in := placement.Input{VM: vm, Resolved: resolved, Image: image}
 	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
 		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
 		if err != nil {
@@ -104,14 +104,8 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 		}
 		in.Providers = append(in.Providers, providers.Items...)
 	}
-	all, err := r.allVMs.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
-	if err != nil {
+	if in.Load, err = r.load.Load(ctx, vm.UID); err != nil {
 		return nil, err
-	}
-	for _, other := range all.(*banlieue.VirtualMachineList).Items {
-		if s := other.Status.Scheduled; s != nil && other.UID != vm.UID {
-			in.Load[placement.Key(placement.QualifiedProvider(other.Namespace, s.Provider), s.FailureDomain)]++
-		}
 	}
 	return ToResult(placement.Decide(in)), nil
 }
