@@ -47,12 +47,20 @@ test-integration: ## The real API server in-process on a real embedded etcd.
 test-e2e: build tools ## kubectl against a real kube-apiserver aggregating the banlieue binary.
 	$(GO) test $(TEST_FLAGS) ./test/e2e/...
 
+.PHONY: test-reliability
+test-reliability: build tools ## Concurrency, crashes and outages against the real processes; rewrites docs/reliability.md.
+	$(GO) test $(TEST_FLAGS) ./test/reliability/...
+
+.PHONY: test-long
+test-long: build tools ## The reliability scenarios at their long sizes (not part of make test).
+	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/reliability/... -args -long
+
 .PHONY: test-capi
 test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separate module, test/capi).
 	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test
-test: verify test-unit test-integration test-e2e test-capi bench-smoke ## Everything: verify, unit, integration, e2e, Cluster API tests and the benchmark at tiny size.
+test: verify test-unit test-integration test-e2e test-reliability test-capi bench-smoke ## Everything: verify, unit, integration, e2e, reliability, Cluster API tests and the benchmark at tiny size.
 
 # Extra arguments for the benchmark, e.g. BENCH_ARGS="-n 2000 -vms 0".
 BENCH_ARGS ?=

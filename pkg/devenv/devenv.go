@@ -83,6 +83,10 @@ type Config struct {
 	// Controllers is how many "banlieue controller" replicas to run (with
 	// leader election), after the APIService is available.
 	Controllers int
+	// BanlieueReplicas is how many banlieue API servers share the etcd
+	// behind the APIService (1 when unset). With more than one, a
+	// balancer on the APIService's port plays the Service.
+	BanlieueReplicas int
 }
 
 // Env is a running environment.
@@ -102,12 +106,17 @@ type Env struct {
 	ca       *pki.CA
 	issued   map[string]bool // kubeconfigs written since this start
 	procs    []*process
-	banlieue *process
+	banlieue []*process // by replica; nil when down
+	balancer *balancer
+	etcd     *process
 	ports    ports
 }
 
 type ports struct {
 	etcdClient, etcdPeer, kubeAPIServer, banlieue int
+	// replicas are the banlieue replicas' own ports, behind banlieue's
+	// (only with more than one replica).
+	replicas []int
 }
 
 // Start brings the environment up and returns once the banlieue APIService
@@ -200,6 +209,10 @@ func (e *Env) Stop() {
 		e.procs[i].stop()
 	}
 	e.procs = nil
+	if e.balancer != nil {
+		e.balancer.close()
+		e.balancer = nil
+	}
 }
 
 // Dir is where the environment keeps its files.
@@ -208,22 +221,91 @@ func (e *Env) Dir() string { return e.cfg.Dir }
 // Logs is the folder with one log file per process.
 func (e *Env) Logs() string { return filepath.Join(e.cfg.Dir, "logs") }
 
-// KillBanlieue stops the banlieue process only.
+// KillBanlieue stops every banlieue replica cleanly.
 func (e *Env) KillBanlieue() {
-	if e.banlieue != nil {
-		e.banlieue.stop()
-		e.banlieue = nil
+	for i, p := range e.banlieue {
+		if p != nil {
+			p.stop()
+			e.banlieue[i] = nil
+		}
 	}
 }
 
-// StartBanlieue starts the banlieue API server process (again) on its port
-// and waits until it is ready.
+// CrashBanlieue SIGKILLs every banlieue replica: a crash, with no graceful
+// shutdown. StartBanlieue brings them back.
+func (e *Env) CrashBanlieue() {
+	for i := range e.banlieue {
+		e.CrashBanlieueReplica(i)
+	}
+}
+
+// CrashBanlieueReplica SIGKILLs replica i only.
+func (e *Env) CrashBanlieueReplica(i int) {
+	if i < len(e.banlieue) && e.banlieue[i] != nil {
+		e.banlieue[i].kill()
+		e.banlieue[i] = nil
+	}
+}
+
+// CrashEtcd SIGKILLs etcd. StartEtcd brings it back on the same data.
+func (e *Env) CrashEtcd() {
+	if e.etcd != nil {
+		e.etcd.kill()
+		e.etcd = nil
+	}
+}
+
+// StartEtcd starts etcd (again) on its ports and data, and waits until it
+// is healthy.
+func (e *Env) StartEtcd(ctx context.Context) error { return e.startEtcd(ctx) }
+
+// StartBanlieue starts every banlieue replica that is not running (again)
+// and waits until each is ready. BanlieueURL reaches them all.
 func (e *Env) StartBanlieue(ctx context.Context) error {
+	replicas := max(e.cfg.BanlieueReplicas, 1)
+	if len(e.banlieue) < replicas {
+		e.banlieue = make([]*process, replicas)
+	}
+	e.BanlieueURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue))
+	if replicas > 1 && e.balancer == nil {
+		var backends []string
+		for _, port := range e.ports.replicas {
+			backends = append(backends, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		}
+		b, err := newBalancer(net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue)), backends)
+		if err != nil {
+			return fmt.Errorf("banlieue balancer: %w", err)
+		}
+		e.balancer = b
+	}
+	for i := range replicas {
+		if e.banlieue[i] != nil {
+			continue
+		}
+		name, port := "banlieue", e.ports.banlieue
+		if replicas > 1 {
+			name, port = fmt.Sprintf("banlieue-%d", i), e.ports.replicas[i]
+		}
+		p, err := e.startBanlieue(name, port)
+		if err != nil {
+			return err
+		}
+		e.banlieue[i] = p
+		url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err := e.waitHTTPSReady(ctx, p, url, e.BanlieueCA, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startBanlieue starts one "banlieue apiserver" process on port.
+func (e *Env) startBanlieue(name string, port int) (*process, error) {
 	pkiDir := filepath.Join(e.cfg.Dir, "pki")
 	kubeconfig := filepath.Join(e.cfg.Dir, "kubeconfigs", "banlieue.kubeconfig")
 	args := []string{"apiserver",
 		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(e.ports.banlieue),
+		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + filepath.Join(pkiDir, "banlieue-serving.crt"),
 		"--tls-private-key-file=" + filepath.Join(pkiDir, "banlieue-serving.key"),
 		"--etcd-servers=" + e.etcdURL(),
@@ -236,13 +318,7 @@ func (e *Env) StartBanlieue(ctx context.Context) error {
 		"--client-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
 	}
 	args = append(args, e.cfg.BanlieueArgs...)
-	p, err := e.startProcess("banlieue", filepath.Join(e.cfg.BinDir, "banlieue"), args...)
-	if err != nil {
-		return err
-	}
-	e.banlieue = p
-	e.BanlieueURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue))
-	return e.waitHTTPSReady(ctx, p, e.BanlieueURL, e.BanlieueCA, 2*time.Minute)
+	return e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 }
 
 // PIDs maps each running component (etcd, kube-apiserver, banlieue, ...)
@@ -250,7 +326,7 @@ func (e *Env) StartBanlieue(ctx context.Context) error {
 func (e *Env) PIDs() map[string]int {
 	out := map[string]int{}
 	for _, p := range e.procs {
-		if p.cmd.Process != nil {
+		if p.cmd.Process != nil && !p.exited() {
 			out[p.name] = p.cmd.Process.Pid
 		}
 	}
@@ -269,6 +345,14 @@ func (e *Env) pickPorts() error {
 	for _, p := range []*int{&e.ports.etcdClient, &e.ports.etcdPeer, &e.ports.kubeAPIServer, &e.ports.banlieue} {
 		if *p, err = freePort(); err != nil {
 			return err
+		}
+	}
+	if n := e.cfg.BanlieueReplicas; n > 1 {
+		e.ports.replicas = make([]int, n)
+		for i := range e.ports.replicas {
+			if e.ports.replicas[i], err = freePort(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -302,6 +386,7 @@ func (e *Env) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.etcd = p
 	return pollProcess(ctx, p, time.Minute, func(ctx context.Context) bool {
 		return httpGetOK(ctx, nil, e.etcdURL()+"/health")
 	})
@@ -396,7 +481,9 @@ func (e *Env) startKubeControllerManager() error {
 	kc := e.AdminKubeconfig
 	_, err := e.startProcess("kube-controller-manager", filepath.Join(e.cfg.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		"--controllers=namespace,garbagecollector",
+		// clusterrole-aggregation folds banlieue's roles into view, edit
+		// and admin, as in any cluster.
+		"--controllers=namespace,garbagecollector,clusterrole-aggregation",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -502,11 +589,14 @@ func upsert(_ context.Context, create, update func() error) error {
 // UserKubeconfig writes a kubeconfig for a user authenticated by a client
 // certificate (common name = user, organisations = groups) and returns its path.
 func (e *Env) UserKubeconfig(user string, groups ...string) (string, error) {
+	path := filepath.Join(e.cfg.Dir, "kubeconfigs", safeName(user)+".kubeconfig")
+	if path == e.AdminKubeconfig {
+		return "", fmt.Errorf("user %q would overwrite the administrator's kubeconfig", user)
+	}
 	kp, err := e.ca.IssueClient(user, groups...)
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(e.cfg.Dir, "kubeconfigs", safeName(user)+".kubeconfig")
 	return path, e.writeKubeconfig(path, safeName(user), kp)
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -235,6 +236,14 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 	}
 	if cfg.Authorization.Authorizer != nil {
 		cfg.Authorization.Authorizer = authz.AnyNameFirst(cfg.Authorization.Authorizer)
+	}
+	if rh := cfg.Authentication.RequestHeaderConfig; rh != nil {
+		loaded := apiserver.FrontProxyLoaded(rh)
+		build := cfg.BuildHandlerChainFunc
+		cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+			return apiserver.WithFrontProxyLoaded(build(h, c), loaded)
+		}
+		cfg.AddReadyzChecks(apiserver.FrontProxyReadyz(loaded))
 	}
 	if o.Standalone {
 		// Without core Kubernetes APIs the recommended admission chain cannot

@@ -322,3 +322,123 @@ func TestCrashMidClone(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCrashMidDeleteAndPowerChange: the provider is SIGKILLed while it
+// destroys two VMs and powers two others off (vcsim holds both tasks for
+// 2 s). After a restart vcsim ends with exactly the VMs whose
+// VSphereMachines exist, in the power state they ask for.
+func TestCrashMidDeleteAndPowerChange(t *testing.T) {
+	ctx := context.Background()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	secret(t, ns, "crash2-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(ctx, provider("crash2-vsphere", "crash2-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "crash2-vsphere", "InventoryWalked")
+	names := []string{"crash2-del-0", "crash2-del-1", "crash2-off-0", "crash2-off-1"}
+	for _, name := range names {
+		vsm := &infrav1.VSphereMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/crash2-vsphere"}},
+			Spec: infrav1.VSphereMachineSpec{Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C0",
+				CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn},
+		}
+		if err := c.Create(ctx, vsm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) (*infrav1.VSphereMachine, error) {
+		vsm := &infrav1.VSphereMachine{}
+		return vsm, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, vsm)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		for _, name := range names {
+			vsm, err := get(name)
+			if err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition) {
+				return fmt.Errorf("%s not Ready", name)
+			}
+		}
+		return nil
+	})
+
+	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 2000, "PowerOff": 2000, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	for _, name := range names[:2] {
+		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names[2:] {
+		vsm, err := get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(vsm.DeepCopy())
+		vsm.Spec.PowerState = infrav1.PowerStatePoweredOff
+		if err := c.Patch(ctx, vsm, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A destroy is in flight (its task recorded): kill the provider now.
+	eventually(t, time.Minute, func() error {
+		vsm, err := get(names[0])
+		if err != nil {
+			return err
+		}
+		if vsm.Status.TaskRef == "" {
+			return fmt.Errorf("no destroy task recorded yet")
+		}
+		return nil
+	})
+	providerProc.Kill()
+	var err error
+	if providerProc, err = env.StartVSphereProvider("provider-vsphere-restarted-2", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		for _, name := range names[:2] {
+			if _, err := get(name); err == nil {
+				return fmt.Errorf("%s still exists", name)
+			}
+		}
+		for _, name := range names[2:] {
+			vsm, err := get(name)
+			if err != nil {
+				return err
+			}
+			if vsm.Status.PowerState != infrav1.PowerStatePoweredOff || !meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition) {
+				return fmt.Errorf("%s is %s, Ready: %v", name, vsm.Status.PowerState, meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition))
+			}
+		}
+		return nil
+	})
+	// vcsim holds exactly the VMs of the machines that still exist, powered
+	// off, with their instance UUIDs.
+	if got := vcVMNames(t, "DC0", ns+"-crash2-"); fmt.Sprint(got) != fmt.Sprintf("[%s-crash2-off-0 %s-crash2-off-1]", ns, ns) {
+		t.Errorf("vcsim VMs after the crash: %v, want exactly those of crash2-off-0 and crash2-off-1", got)
+	}
+	for _, name := range names[2:] {
+		vsm, err := get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := vcVM(t, "DC0", ns+"-"+name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || m.Runtime.PowerState != "poweredOff" {
+			t.Errorf("%s in vcsim: %v", name, m != nil)
+		}
+	}
+	simulator.TaskDelay.MethodDelay = nil
+	for _, name := range names[2:] {
+		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if got := vcVMNames(t, "DC0", ns+"-crash2-"); len(got) > 0 {
+			return fmt.Errorf("vcsim still has %v", got)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,207 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package reliability proves that banlieue loses no acknowledged write and
+// duplicates nothing under concurrency, crashes and outages, against the
+// real processes (pkg/devenv: etcd, kube-apiserver with aggregation, the
+// banlieue binary). Every scenario records a row of docs/reliability.md,
+// which a passing run rewrites. -long (make test-long) runs each scenario
+// at a larger size.
+package reliability
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	restclient "k8s.io/client-go/rest"
+
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+)
+
+var (
+	long = flag.Bool("long", false, "Run every scenario at its long size (make test-long).")
+
+	env    *devenv.Env
+	root   string
+	client clientset.Interface
+)
+
+// size is short in the short form, long in the long one.
+func size(short, longSize int) int {
+	if *long {
+		return longSize
+	}
+	return short
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Warnings (a VM's class missing, say) are expected here, not news.
+	restclient.SetDefaultWarningHandler(restclient.NoWarnings{})
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	wd, _ := os.Getwd()
+	root = filepath.Join(wd, "..", "..")
+	dir, err := os.MkdirTemp("", "banlieue-reliability-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	encryption, err := writeEncryptionConfig(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC,
+		BanlieueArgs: []string{"--encryption-provider-config=" + encryption}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reliability: starting the environment: %v\n", err)
+		dumpLogs(dir)
+		return 1
+	}
+	// The scenarios are many concurrent clients: no client-side throttling.
+	cfg := restclient.CopyConfig(env.Admin)
+	cfg.QPS, cfg.Burst = -1, 0
+	if client, err = clientset.NewForConfig(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := catalogue(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		env.Stop()
+		return 1
+	}
+	code := m.Run()
+	env.Stop()
+	if code != 0 {
+		dumpLogs(dir)
+		return code
+	}
+	os.RemoveAll(dir)
+	if err := results.write(filepath.Join(root, "docs", "reliability.md")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// writeEncryptionConfig writes an EncryptionConfiguration that encrypts
+// every banlieue.io resource with a fresh secretbox key.
+func writeEncryptionConfig(dir string) (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "encryption.yaml")
+	return path, os.WriteFile(path, []byte(`apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+  - resources: ["*.banlieue.io"]
+    providers:
+      - secretbox:
+          keys: [{name: key1, secret: `+base64.StdEncoding.EncodeToString(key)+`}]
+      - identity: {}
+`), 0o600)
+}
+
+func dumpLogs(dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 6000 {
+			data = data[len(data)-6000:]
+		}
+		fmt.Fprintf(os.Stderr, "----- %s (tail)\n%s\n", l, data)
+	}
+}
+
+// row is one scenario's outcome.
+type row struct {
+	Scenario, Test string
+	Operations     int
+	Faults         string
+	Lost, Dup      int
+}
+
+type table struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+var results table
+
+// record adds a scenario's row; the test itself fails on any loss, so a
+// written table only ever shows what a passing run measured.
+func record(t *testing.T, r row) {
+	t.Helper()
+	r.Test = t.Name()
+	results.mu.Lock()
+	results.rows = append(results.rows, r)
+	results.mu.Unlock()
+	t.Logf("%s: %d operations, faults: %s, lost %d, duplicated %d", r.Scenario, r.Operations, r.Faults, r.Lost, r.Dup)
+}
+
+func (tb *table) write(path string) error {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	slices.SortStableFunc(tb.rows, func(a, b row) int { return strings.Compare(a.Test, b.Test) })
+	form := "short (make test)"
+	if *long {
+		form = "long (make test-long)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Reliability\n\nWritten by `go test ./test/reliability` (%s) on a passing run: every scenario runs against the real processes "+
+		"(etcd, kube-apiserver with aggregation, the banlieue binary), injects its faults and counts what was lost or duplicated. "+
+		"A scenario that loses or duplicates anything fails its test, so this table is never written with a non-zero count.\n\n", form)
+	b.WriteString("| scenario | test | operations | faults injected | lost | duplicated |\n|---|---|---:|---|---:|---:|\n")
+	for _, r := range tb.rows {
+		fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %d | %d |\n", r.Scenario, r.Test, r.Operations, r.Faults, r.Lost, r.Dup)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// eventually polls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
