@@ -172,9 +172,9 @@ func (tb *table) write(path string) error {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	slices.SortStableFunc(tb.rows, func(a, b row) int { return strings.Compare(a.Test, b.Test) })
-	form := "short (make test)"
+	form := "short form, `make test`"
 	if *long {
-		form = "long (make test-long)"
+		form = "long form, `make test-long`"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Reliability\n\nWritten by `go test ./test/reliability` (%s) on a passing run: every scenario runs against the real processes "+
