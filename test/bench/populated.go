@@ -46,6 +46,8 @@ type ListResult struct {
 	Offered  bool    `json:"offered"`
 	P50ms    float64 `json:"p50ms"`
 	Bytes    int     `json:"bytes"`
+	// Note replaces the figures of a list not measured.
+	Note string `json:"note,omitempty"`
 }
 
 const memNamespace = "bench-mem"
@@ -84,6 +86,12 @@ func (h *harness) populated(ctx context.Context, r *report) error {
 						continue
 					}
 					n = 1
+					if p.name == h.a.Name() && enc == "application/yaml" {
+						// banlieue's YAML (B) passed through the proxy: 15 s
+						// of the run that says nothing B does not.
+						r.lists = append(r.lists, ListResult{Path: p.name, Mode: mode, Encoding: enc, Note: "not measured (B's, proxied)"})
+						continue
+					}
 				}
 				lr, err := h.list(ctx, p.cfg, p.group, mode, enc, n)
 				if err != nil {

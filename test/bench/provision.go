@@ -70,7 +70,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 	defer sim.Close()
-	raw, err := sim.CloneRate(ctx, simUser, simPassword, "DC0", simTemplate, min(h.cfg.VMs, 400), providerWorkers)
+	raw, err := sim.CloneRate(ctx, simUser, simPassword, "DC0", simTemplate, min(h.cfg.VMs, 200), providerWorkers)
 	if err != nil {
 		return fmt.Errorf("raw clone rate: %w", err)
 	}

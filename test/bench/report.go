@@ -172,7 +172,11 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\n## List of N stored objects\n\n| path | mode | encoding | p50 ms | bytes |\n|---|---|---|---:|---:|\n")
 	for _, l := range r.lists {
 		if !l.Offered {
-			fmt.Fprintf(&b, "| %s | %s | %s | not offered | |\n", l.Path, l.Mode, l.Encoding)
+			note := "not offered"
+			if l.Note != "" {
+				note = l.Note
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | |\n", l.Path, l.Mode, l.Encoding, note)
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %d |\n", l.Path, l.Mode, l.Encoding, l.P50ms, l.Bytes)
