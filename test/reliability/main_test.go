@@ -184,6 +184,13 @@ func (tb *table) write(path string) error {
 	for _, r := range tb.rows {
 		fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %d | %d |\n", r.Scenario, r.Test, r.Operations, r.Faults, r.Lost, r.Dup)
 	}
+	b.WriteString("\n## Bounds\n\n" +
+		"- Request bodies: at most 3 MiB (k8s.io/apiserver's limit, in kube-apiserver and in banlieue); a larger body is answered 413 before it is decoded.\n" +
+		"- JSON nesting: the decoder stops at depth 10 000 with a 400.\n" +
+		"- Lists in objects: every list has a maximum enforced by validation (pkg/apis/banlieue/validation: 32 disks, 16 interfaces, 8 nameservers, " +
+		"64 features, 32 image sources, 16 cloud configs, 1 024 failure domains, 64 addresses, 256 capability items); a longer list is a 422 naming the list.\n" +
+		"- Metadata: names, labels and annotations (256 KiB in all) are bounded by Kubernetes' own object-meta validation.\n" +
+		"- Lists of objects: clients page with limit/continue as on any Kubernetes API; the watch cache serves unpaged lists from memory.\n")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
