@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,6 +88,8 @@ type Config struct {
 	// behind the APIService (1 when unset). With more than one, a
 	// balancer on the APIService's port plays the Service.
 	BanlieueReplicas int
+	// EtcdMembers is the size of the etcd cluster (1 when unset).
+	EtcdMembers int
 }
 
 // Env is a running environment.
@@ -108,7 +111,7 @@ type Env struct {
 	procs    []*process
 	banlieue []*process // by replica; nil when down
 	balancer *balancer
-	etcd     *process
+	etcd     []*process // by member; nil when down
 	ports    ports
 }
 
@@ -117,6 +120,9 @@ type ports struct {
 	// replicas are the banlieue replicas' own ports, behind banlieue's
 	// (only with more than one replica).
 	replicas []int
+	// etcdMembers are the client and peer ports of etcd members 1..n-1
+	// (member 0 has etcdClient and etcdPeer).
+	etcdMembers [][2]int
 }
 
 // Start brings the environment up and returns once the banlieue APIService
@@ -247,16 +253,24 @@ func (e *Env) CrashBanlieueReplica(i int) {
 	}
 }
 
-// CrashEtcd SIGKILLs etcd. StartEtcd brings it back on the same data.
+// CrashEtcd SIGKILLs every etcd member. StartEtcd brings them back on the
+// same data.
 func (e *Env) CrashEtcd() {
-	if e.etcd != nil {
-		e.etcd.kill()
-		e.etcd = nil
+	for i := range e.etcd {
+		e.CrashEtcdMember(i)
 	}
 }
 
-// StartEtcd starts etcd (again) on its ports and data, and waits until it
-// is healthy.
+// CrashEtcdMember SIGKILLs etcd member i only.
+func (e *Env) CrashEtcdMember(i int) {
+	if i < len(e.etcd) && e.etcd[i] != nil {
+		e.etcd[i].kill()
+		e.etcd[i] = nil
+	}
+}
+
+// StartEtcd starts the etcd members that are down (again) on their ports
+// and data, and waits until they are healthy.
 func (e *Env) StartEtcd(ctx context.Context) error { return e.startEtcd(ctx) }
 
 // StartBanlieue starts every banlieue replica that is not running (again)
@@ -308,7 +322,7 @@ func (e *Env) startBanlieue(name string, port int) (*process, error) {
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + filepath.Join(pkiDir, "banlieue-serving.crt"),
 		"--tls-private-key-file=" + filepath.Join(pkiDir, "banlieue-serving.key"),
-		"--etcd-servers=" + e.etcdURL(),
+		"--etcd-servers=" + e.etcdServers(),
 		"--etcd-prefix=" + banlieueEtcdPrefix,
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
@@ -336,8 +350,30 @@ func (e *Env) PIDs() map[string]int {
 // EtcdURL is the client URL of the environment's etcd.
 func (e *Env) EtcdURL() string { return e.etcdURL() }
 
-func (e *Env) etcdURL() string {
-	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.etcdClient))
+func (e *Env) etcdURL() string { return e.memberURL(0) }
+
+func (e *Env) etcdMembers() int { return max(e.cfg.EtcdMembers, 1) }
+
+// memberPorts are member i's client and peer ports.
+func (e *Env) memberPorts(i int) (client, peer int) {
+	if i == 0 {
+		return e.ports.etcdClient, e.ports.etcdPeer
+	}
+	return e.ports.etcdMembers[i-1][0], e.ports.etcdMembers[i-1][1]
+}
+
+func (e *Env) memberURL(i int) string {
+	c, _ := e.memberPorts(i)
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c))
+}
+
+// etcdServers lists every member's client URL, for --etcd-servers.
+func (e *Env) etcdServers() string {
+	var urls []string
+	for i := range e.etcdMembers() {
+		urls = append(urls, e.memberURL(i))
+	}
+	return strings.Join(urls, ",")
 }
 
 func (e *Env) pickPorts() error {
@@ -346,6 +382,15 @@ func (e *Env) pickPorts() error {
 		if *p, err = freePort(); err != nil {
 			return err
 		}
+	}
+	for range e.etcdMembers() - 1 {
+		var m [2]int
+		for j := range m {
+			if m[j], err = freePort(); err != nil {
+				return err
+			}
+		}
+		e.ports.etcdMembers = append(e.ports.etcdMembers, m)
 	}
 	if n := e.cfg.BanlieueReplicas; n > 1 {
 		e.ports.replicas = make([]int, n)
@@ -368,35 +413,66 @@ func freePort() (int, error) {
 }
 
 func (e *Env) startEtcd(ctx context.Context) error {
-	args := []string{
-		"--name=devenv",
-		"--data-dir=" + filepath.Join(e.cfg.Dir, "etcd"),
-		"--listen-client-urls=" + e.etcdURL(),
-		"--advertise-client-urls=" + e.etcdURL(),
-		"--listen-peer-urls=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
-		"--initial-advertise-peer-urls=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
-		"--initial-cluster=devenv=http://127.0.0.1:" + strconv.Itoa(e.ports.etcdPeer),
-		"--listen-metrics-urls=",
-		"--log-level=warn",
+	n := e.etcdMembers()
+	if len(e.etcd) < n {
+		e.etcd = make([]*process, n)
 	}
-	if !e.cfg.Durable {
-		args = append(args, "--unsafe-no-fsync")
+	// One member keeps the names it always had; a cluster's are numbered.
+	name := func(i int) (member, process, data string) {
+		if n == 1 {
+			return "devenv", "etcd", "etcd"
+		}
+		return fmt.Sprintf("devenv-%d", i), fmt.Sprintf("etcd-%d", i), fmt.Sprintf("etcd-%d", i)
 	}
-	p, err := e.startProcess("etcd", filepath.Join(e.cfg.BinDir, "etcd"), args...)
-	if err != nil {
-		return err
+	var cluster []string
+	for i := range n {
+		member, _, _ := name(i)
+		_, peer := e.memberPorts(i)
+		cluster = append(cluster, member+"=http://127.0.0.1:"+strconv.Itoa(peer))
 	}
-	e.etcd = p
-	return pollProcess(ctx, p, time.Minute, func(ctx context.Context) bool {
-		return httpGetOK(ctx, nil, e.etcdURL()+"/health")
-	})
+	var started []int
+	for i := range n {
+		if e.etcd[i] != nil {
+			continue
+		}
+		member, proc, data := name(i)
+		_, peer := e.memberPorts(i)
+		args := []string{
+			"--name=" + member,
+			"--data-dir=" + filepath.Join(e.cfg.Dir, data),
+			"--listen-client-urls=" + e.memberURL(i),
+			"--advertise-client-urls=" + e.memberURL(i),
+			"--listen-peer-urls=http://127.0.0.1:" + strconv.Itoa(peer),
+			"--initial-advertise-peer-urls=http://127.0.0.1:" + strconv.Itoa(peer),
+			"--initial-cluster=" + strings.Join(cluster, ","),
+			"--listen-metrics-urls=",
+			"--log-level=warn",
+		}
+		if !e.cfg.Durable {
+			args = append(args, "--unsafe-no-fsync")
+		}
+		p, err := e.startProcess(proc, filepath.Join(e.cfg.BinDir, "etcd"), args...)
+		if err != nil {
+			return err
+		}
+		e.etcd[i] = p
+		started = append(started, i)
+	}
+	// Members become healthy together, once they have a quorum.
+	for _, i := range started {
+		url := e.memberURL(i) + "/health"
+		if err := pollProcess(ctx, e.etcd[i], time.Minute, func(ctx context.Context) bool { return httpGetOK(ctx, nil, url) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Env) startKubeAPIServer(ctx context.Context) error {
 	pkiDir := filepath.Join(e.cfg.Dir, "pki")
 	f := func(name string) string { return filepath.Join(pkiDir, name) }
 	args := []string{
-		"--etcd-servers=" + e.etcdURL(),
+		"--etcd-servers=" + e.etcdServers(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(e.ports.kubeAPIServer),
