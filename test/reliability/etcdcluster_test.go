@@ -38,17 +38,7 @@ import (
 func TestEtcdMemberLossKeepsServing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := devenv.Start(ctx, devenv.Config{Dir: t.TempDir(), BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, EtcdMembers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Stop()
-	cfg := restclient.CopyConfig(cl.Admin)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, c := ownEnv(ctx, t, devenv.Config{EtcdMembers: 3})
 	const ns = devenv.Namespace
 	vms := c.BanlieueV1alpha1().VirtualMachines(ns)
 	total := size(100, 1000)
@@ -81,4 +71,23 @@ func TestEtcdMemberLossKeepsServing(t *testing.T) {
 	t.Logf("%d creates with one of three etcd members killed after %d; %d attempts retried", total, total/3, retries)
 	record(t, row{Scenario: "3-member etcd, one member SIGKILLed under a stream of creates through kube-apiserver: writes keep being served",
 		Operations: total, Faults: "SIGKILL of one etcd member of three", Lost: lost})
+}
+
+// ownEnv starts an environment of its own for one scenario (stopped when
+// the test ends), with an unthrottled client.
+func ownEnv(ctx context.Context, t *testing.T, cfg devenv.Config) (*devenv.Env, clientset.Interface) {
+	t.Helper()
+	cfg.Dir, cfg.BinDir, cfg.Setup = t.TempDir(), filepath.Join(root, "bin"), dev.InstallRBAC
+	e, err := devenv.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	rc := restclient.CopyConfig(e.Admin)
+	rc.QPS, rc.Burst = -1, 0
+	c, err := clientset.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, c
 }

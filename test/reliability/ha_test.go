@@ -31,12 +31,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	restclient "k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 )
@@ -94,17 +92,7 @@ func schedulable(t *testing.T, ctx context.Context, c clientset.Interface) {
 func TestHAFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ha, err := devenv.Start(ctx, devenv.Config{Dir: t.TempDir(), BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, BanlieueReplicas: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ha.Stop()
-	cfg := restclient.CopyConfig(ha.Admin)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ha, c := ownEnv(ctx, t, devenv.Config{BanlieueReplicas: 2})
 	kube, err := kubernetes.NewForConfig(ha.Admin)
 	if err != nil {
 		t.Fatal(err)

@@ -105,6 +105,9 @@ func run(m *testing.M) int {
 		return code
 	}
 	os.RemoveAll(dir)
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		return 0 // a partial run does not rewrite the whole table
+	}
 	if err := results.write(filepath.Join(root, "docs", "reliability.md")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
