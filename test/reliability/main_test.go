@@ -30,9 +30,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +38,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 var (
@@ -105,10 +103,10 @@ func run(m *testing.M) int {
 		return code
 	}
 	os.RemoveAll(dir)
-	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
-		return 0 // a partial run does not rewrite the whole table
+	if table.Partial() {
+		return 0 // a partial run does not rewrite the table
 	}
-	if err := results.write(filepath.Join(root, "docs", "reliability.md")); err != nil {
+	if err := results.Write(filepath.Join(root, "docs", "reliability.md")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -146,58 +144,14 @@ func dumpLogs(dir string) {
 }
 
 // row is one scenario's outcome.
-type row struct {
-	Scenario, Test string
-	Operations     int
-	Faults         string
-	Lost, Dup      int
-}
+type row = table.Row
 
-type table struct {
-	mu   sync.Mutex
-	rows []row
-}
+var results = &table.Table{Owner: "reliability"}
 
-var results table
-
-// record adds a scenario's row; the test itself fails on any loss, so a
-// written table only ever shows what a passing run measured.
+// record adds a scenario's row to docs/reliability.md.
 func record(t *testing.T, r row) {
 	t.Helper()
-	r.Test = t.Name()
-	results.mu.Lock()
-	results.rows = append(results.rows, r)
-	results.mu.Unlock()
-	t.Logf("%s: %d operations, faults: %s, lost %d, duplicated %d", r.Scenario, r.Operations, r.Faults, r.Lost, r.Dup)
-}
-
-func (tb *table) write(path string) error {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	slices.SortStableFunc(tb.rows, func(a, b row) int { return strings.Compare(a.Test, b.Test) })
-	form := "short form, `make test`"
-	if *long {
-		form = "long form, `make test-long`"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Reliability\n\nWritten by `go test ./test/reliability` (%s) on a passing run: every scenario runs against the real processes "+
-		"(etcd, kube-apiserver with aggregation, the banlieue binary), injects its faults and counts what was lost or duplicated. "+
-		"A scenario that loses or duplicates anything fails its test, so this table is never written with a non-zero count.\n\n", form)
-	b.WriteString("| scenario | test | operations | faults injected | lost | duplicated |\n|---|---|---:|---|---:|---:|\n")
-	for _, r := range tb.rows {
-		fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %d | %d |\n", r.Scenario, r.Test, r.Operations, r.Faults, r.Lost, r.Dup)
-	}
-	b.WriteString("\n## Bounds\n\n" +
-		"- Request bodies: at most 3 MiB (k8s.io/apiserver's limit, in kube-apiserver and in banlieue); a larger body is answered 413 before it is decoded.\n" +
-		"- JSON nesting: the decoder stops at depth 10 000 with a 400.\n" +
-		"- Lists in objects: every list has a maximum enforced by validation (pkg/apis/banlieue/validation: 32 disks, 16 interfaces, 8 nameservers, " +
-		"64 features, 32 image sources, 16 cloud configs, 1 024 failure domains, 64 addresses, 256 capability items); a longer list is a 422 naming the list.\n" +
-		"- Metadata: names, labels and annotations (256 KiB in all) are bounded by Kubernetes' own object-meta validation.\n" +
-		"- Lists of objects: clients page with limit/continue as on any Kubernetes API; the watch cache serves unpaged lists from memory.\n")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	results.Record(t, r)
 }
 
 // eventually polls f until it returns nil or timeout passes.

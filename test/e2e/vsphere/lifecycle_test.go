@@ -38,6 +38,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 // vcVM reads a VM from vcsim by name (nil when absent).
@@ -309,6 +310,8 @@ func TestCrashMidClone(t *testing.T) {
 			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
 		}
 	}
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine",
+		Operations: n, Faults: "SIGKILL of the provider during clones"})
 	simulator.TaskDelay.MethodDelay = nil
 	for i := 0; i < n; i++ {
 		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crash-%d", i), Namespace: ns}}); err != nil {
@@ -429,6 +432,8 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 			t.Errorf("%s in vcsim: %v", name, m != nil)
 		}
 	}
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state",
+		Operations: len(names), Faults: "SIGKILL of the provider during a destroy and power-offs"})
 	simulator.TaskDelay.MethodDelay = nil
 	for _, name := range names[2:] {
 		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {

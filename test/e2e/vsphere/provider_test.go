@@ -46,6 +46,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 const (
@@ -103,9 +104,19 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "vsphere: logs in %s\n", filepath.Join(dir, "logs"))
+		return code
 	}
-	return code
+	if !table.Partial() {
+		if err := reliability.Write(filepath.Join(root, "docs", "reliability.md")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
 }
+
+// reliability holds this package's rows of docs/reliability.md.
+var reliability = &table.Table{Owner: "vsphere"}
 
 // lookupFault, while set, makes vcsim fail every read of a VM's
 // (summary.)config.template: what a template check does, and nothing else the

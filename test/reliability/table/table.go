@@ -1,0 +1,135 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package table keeps docs/reliability.md: every reliability scenario, in
+// whichever test package it runs, records a row; a passing package rewrites
+// its own rows and keeps the other packages'.
+package table
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Row is one scenario's outcome.
+type Row struct {
+	Scenario   string
+	Test       string // owner.TestName, filled by Record
+	Operations int
+	Faults     string
+	Lost, Dup  int
+}
+
+// Table collects one test package's rows.
+type Table struct {
+	// Owner names the package in the test column ("reliability", "vsphere").
+	Owner string
+	mu    sync.Mutex
+	rows  []Row
+}
+
+// Record adds a scenario's row. The test itself fails on any loss, so a
+// written table only ever shows what a passing run measured.
+func (tb *Table) Record(t *testing.T, r Row) {
+	t.Helper()
+	r.Test = tb.Owner + "." + t.Name()
+	tb.mu.Lock()
+	tb.rows = append(tb.rows, r)
+	tb.mu.Unlock()
+	t.Logf("%s: %d operations, faults: %s, lost %d, duplicated %d", r.Scenario, r.Operations, r.Faults, r.Lost, r.Dup)
+}
+
+// Partial reports whether this run was filtered with -run: a partial run
+// does not rewrite the table.
+func Partial() bool {
+	return testingFlag("test.run") != ""
+}
+
+// Write rewrites path with this package's rows in place of the ones it
+// wrote before, keeping every other package's rows.
+func (tb *Table) Write(path string) error {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	rows := slices.Clone(tb.rows)
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, r := range parse(string(old)) {
+		if !strings.HasPrefix(r.Test, tb.Owner+".") {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.Test, b.Test) })
+	var b strings.Builder
+	b.WriteString("# Reliability\n\nWritten by the reliability tests on passing runs (`make test`; `make test-long` runs `test/reliability` larger): " +
+		"every scenario runs against the real processes (etcd, kube-apiserver with aggregation, the banlieue binary, the vSphere provider on vcsim), " +
+		"injects its faults and counts what was lost or duplicated. A scenario that loses or duplicates anything fails its test, " +
+		"so this table is never written with a non-zero count.\n\n")
+	b.WriteString("| scenario | test | operations | faults injected | lost | duplicated |\n|---|---|---:|---|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %d | %d |\n", r.Scenario, r.Test, r.Operations, r.Faults, r.Lost, r.Dup)
+	}
+	b.WriteString(bounds)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+const bounds = "\n## Bounds\n\n" +
+	"- Request bodies: at most 3 MiB (k8s.io/apiserver's limit, in kube-apiserver and in banlieue); a larger body is answered 413 before it is decoded.\n" +
+	"- JSON nesting: the decoder stops at depth 10 000 with a 400.\n" +
+	"- Lists in objects: every list has a maximum enforced by validation (pkg/apis/banlieue/validation: 32 disks, 16 interfaces, 8 nameservers, " +
+	"64 features, 32 image sources, 16 cloud configs, 1 024 failure domains, 64 addresses, 256 capability items); a longer list is a 422 naming the list.\n" +
+	"- Metadata: names, labels and annotations (256 KiB in all) are bounded by Kubernetes' own object-meta validation.\n" +
+	"- Lists of objects: clients page with limit/continue as on any Kubernetes API; the watch cache serves unpaged lists from memory.\n"
+
+// parse reads the rows of a table Write wrote.
+func parse(doc string) []Row {
+	var out []Row
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "| ") || !strings.HasSuffix(line, " |") {
+			continue
+		}
+		f := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ")
+		if len(f) != 6 || !strings.HasPrefix(f[1], "`") {
+			continue // the header
+		}
+		ops, err1 := strconv.Atoi(f[2])
+		lost, err2 := strconv.Atoi(f[4])
+		dup, err3 := strconv.Atoi(f[5])
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, Row{Scenario: f[0], Test: strings.Trim(f[1], "`"), Operations: ops, Faults: f[3], Lost: lost, Dup: dup})
+	}
+	return out
+}
+
+func testingFlag(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
