@@ -70,7 +70,8 @@ func vmName(i int) string { return fmt.Sprintf("vm-%03d", i) }
 
 // patient retries a conflicting write until it goes through: contention
 // here is the point, not a failure.
-var patient = wait.Backoff{Steps: 200, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 200 * time.Millisecond}
+// (No Cap: reaching a Backoff's cap ends its steps.)
+var patient = wait.Backoff{Steps: 500, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 2}
 
 // TestConcurrentUpdatesLoseNothing: 32 clients increment counters on the
 // same 50 VMs through kube-apiserver, each a read-modify-write with the
