@@ -335,6 +335,16 @@ func (e *Env) startBanlieue(name string, port int) (*process, error) {
 	return e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 }
 
+// Direct is the administrator's REST config aimed at banlieue's own port
+// (the admin client certificate is accepted there too), bypassing
+// kube-apiserver's aggregation proxy.
+func (e *Env) Direct() *restclient.Config {
+	cfg := restclient.CopyConfig(e.Admin)
+	cfg.Host = e.BanlieueURL
+	cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = "", e.BanlieueCA
+	return cfg
+}
+
 // PIDs maps each running component (etcd, kube-apiserver, banlieue, ...)
 // to its process ID, for measuring its CPU time and memory.
 func (e *Env) PIDs() map[string]int {

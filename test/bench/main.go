@@ -189,9 +189,7 @@ func newHarness(ctx context.Context, env *devenv.Env, cfg config) (*harness, err
 	// The clients share the machine's cores with the servers: what they
 	// spend is what the servers could not.
 	h.pids[clientProcess] = os.Getpid()
-	h.direct = restclient.CopyConfig(env.Admin)
-	h.direct.Host = env.BanlieueURL
-	h.direct.TLSClientConfig.CAFile, h.direct.TLSClientConfig.CAData = "", env.BanlieueCA
+	h.direct = env.Direct()
 	var err error
 	if h.kube, err = kubernetes.NewForConfig(env.Admin); err != nil {
 		return nil, err

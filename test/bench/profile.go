@@ -18,12 +18,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	restclient "k8s.io/client-go/rest"
@@ -49,36 +47,24 @@ func startProfile(ctx context.Context, cfg *restclient.Config, dir, name string,
 }
 
 func fetchProfile(ctx context.Context, cfg *restclient.Config, file string, seconds int) error {
-	tr, err := restclient.TransportFor(cfg)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Duration(seconds)*time.Second)
+	defer cancel()
+	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds)
+	body, status, err := rawGet(ctx, cfg, path, "*/*")
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("GET %s: HTTP %d", path, status)
+	}
 	if err != nil {
 		return err
-	}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), seconds)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Duration(seconds) * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+	if err := os.WriteFile(file, body, 0o644); err != nil {
 		return err
 	}
 	logf("  profile written to %s", file)
-	return f.Close()
+	return nil
 }
 
 // pprofAddr is a free loopback address for a process's -pprof-bind-address.

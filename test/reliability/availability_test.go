@@ -162,9 +162,7 @@ func TestBanlieueDownClusterStaysUp(t *testing.T) {
 // banlieue alone (kube-apiserver shares that etcd).
 func direct(t *testing.T, timeout time.Duration) (*restclient.Config, clientset.Interface) {
 	t.Helper()
-	cfg := restclient.CopyConfig(env.Admin)
-	cfg.Host = env.BanlieueURL
-	cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = "", env.BanlieueCA
+	cfg := env.Direct()
 	cfg.Timeout = timeout
 	c, err := clientset.NewForConfig(cfg)
 	if err != nil {
