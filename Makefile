@@ -52,8 +52,14 @@ test-reliability: build tools ## Concurrency, crashes and outages against the re
 	$(GO) test $(TEST_FLAGS) ./test/reliability/...
 
 .PHONY: test-long
-test-long: build tools ## The reliability scenarios at their long sizes (not part of make test).
+# How long each fuzz target runs in make test-long (make test runs their corpora only).
+FUZZTIME ?= 5m
+
+test-long: build tools ## The reliability scenarios at their long sizes, then a fuzzing campaign per target; writes docs/reliability-long.md (not part of make test).
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/reliability/... -args -long
+	$(GO) test $(TEST_FLAGS) -timeout 30m ./test/e2e/vsphere/... -args -long
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime $(FUZZTIME) ./pkg/apis/banlieue/validation
+	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./pkg/apis/banlieue/validation
 
 .PHONY: test-capi
 test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separate module, test/capi).

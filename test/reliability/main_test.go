@@ -19,7 +19,7 @@ limitations under the License.
 // real processes (pkg/devenv: etcd, kube-apiserver with aggregation, the
 // banlieue binary). Every scenario records a row of docs/reliability.md,
 // which a passing run rewrites. -long (make test-long) runs each scenario
-// at a larger size.
+// at a larger size and keeps docs/reliability-long.md instead.
 package reliability
 
 import (
@@ -42,20 +42,13 @@ import (
 )
 
 var (
-	long = flag.Bool("long", false, "Run every scenario at its long size (make test-long).")
-
 	env    *devenv.Env
 	root   string
 	client clientset.Interface
 )
 
-// size is short in the short form, long in the long one.
-func size(short, longSize int) int {
-	if *long {
-		return longSize
-	}
-	return short
-}
+// size is short in make test, long in make test-long.
+var size = table.Size
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -106,7 +99,7 @@ func run(m *testing.M) int {
 	if table.Partial() {
 		return 0 // a partial run does not rewrite the table
 	}
-	if err := results.Write(filepath.Join(root, "docs", "reliability.md")); err != nil {
+	if err := results.Write(table.Path(root)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -66,6 +66,9 @@ func waitImage(t *testing.T, image, provider string, want func(v1alpha1.ImagePro
 	return last
 }
 
+// TestImageChecks runs first (go test runs files in name order, and
+// image_test.go sorts first): it watches the template appear, so no other
+// test may have marked it yet.
 func TestImageChecks(t *testing.T) {
 	ctx := context.Background()
 	secret(t, ns, "image-creds", map[string]string{"username": user, "password": password})

@@ -107,7 +107,7 @@ func run(m *testing.M) int {
 		return code
 	}
 	if !table.Partial() {
-		if err := reliability.Write(filepath.Join(root, "docs", "reliability.md")); err != nil {
+		if err := reliability.Write(table.Path(root)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -16,7 +16,9 @@ limitations under the License.
 
 // Package table keeps docs/reliability.md: every reliability scenario, in
 // whichever test package it runs, records a row; a passing package rewrites
-// its own rows and keeps the other packages'.
+// its own rows and keeps the other packages'. The long form of the
+// scenarios (-long, make test-long) keeps docs/reliability-long.md the same
+// way, so neither run overwrites the other's figures.
 package table
 
 import (
@@ -30,6 +32,30 @@ import (
 	"sync"
 	"testing"
 )
+
+// long is registered here, once, for every package with reliability
+// scenarios: they scale their sizes with it and write their rows to the
+// long document.
+var long = flag.Bool("long", false, "Run every reliability scenario at its long size and write docs/reliability-long.md (make test-long).")
+
+// Long reports whether this is the long run.
+func Long() bool { return *long }
+
+// Size is short in make test and long in make test-long.
+func Size(short, longSize int) int {
+	if *long {
+		return longSize
+	}
+	return short
+}
+
+// Path is the document this run keeps, under the repository root.
+func Path(root string) string {
+	if *long {
+		return filepath.Join(root, "docs", "reliability-long.md")
+	}
+	return filepath.Join(root, "docs", "reliability.md")
+}
 
 // Row is one scenario's outcome.
 type Row struct {
@@ -82,8 +108,8 @@ func (tb *Table) Write(path string) error {
 	}
 	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.Test, b.Test) })
 	var b strings.Builder
-	b.WriteString("# Reliability\n\nWritten by the reliability tests on passing runs (`make test`; `make test-long` runs `test/reliability` larger): " +
-		"every scenario runs against the real processes (etcd, kube-apiserver with aggregation, the banlieue binary, the vSphere provider on vcsim), " +
+	b.WriteString(intro())
+	b.WriteString(" Every scenario runs against the real processes (etcd, kube-apiserver with aggregation, the banlieue binary, the vSphere provider on vcsim), " +
 		"injects its faults and counts what was lost or duplicated. A scenario that loses or duplicates anything fails its test, " +
 		"so this table is never written with a non-zero count.\n\n")
 	b.WriteString("| scenario | test | operations | faults injected | lost | duplicated |\n|---|---|---:|---|---:|---:|\n")
@@ -95,6 +121,15 @@ func (tb *Table) Write(path string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func intro() string {
+	if *long {
+		return "# Reliability, long form\n\nWritten by `make test-long` on passing runs: the scenarios of docs/reliability.md (`make test`) at their long sizes, " +
+			"and each fuzz target for a longer campaign (its figures are in the run's output, not here)."
+	}
+	return "# Reliability\n\nWritten by the reliability tests on passing runs of `make test`; `make test-long` runs the same scenarios larger " +
+		"and writes docs/reliability-long.md."
 }
 
 const bounds = "\n## Bounds\n\n" +

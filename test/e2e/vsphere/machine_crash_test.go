@@ -1,0 +1,275 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/test/reliability/table"
+)
+
+// The provider crash scenarios (after lifecycle_test.go, before the tenant
+// machine test, in file order). make test runs them small (one kill);
+// make test-long (-long) runs them with tens of machines and several kills.
+
+// crashMachine is a powered-on VSphereMachine handled by provider.
+func crashMachine(name, provider string) *infrav1.VSphereMachine {
+	return &infrav1.VSphereMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/" + provider}},
+		Spec: infrav1.VSphereMachineSpec{Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C0",
+			CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn},
+	}
+}
+
+func getMachine(name string) (*infrav1.VSphereMachine, error) {
+	vsm := &infrav1.VSphereMachine{}
+	return vsm, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, vsm)
+}
+
+func isReady(vsm *infrav1.VSphereMachine) bool {
+	return meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition)
+}
+
+// killProviderWhen SIGKILLs the provider once inFlight finds a vCenter task
+// it has started and recorded, and starts it again under a new log name.
+func killProviderWhen(t *testing.T, logName string, inFlight func() error) {
+	t.Helper()
+	eventually(t, time.Minute, inFlight)
+	providerProc.Kill()
+	var err error
+	if providerProc, err = env.StartVSphereProvider(logName, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sigkills(n int) string {
+	if n == 1 {
+		return "SIGKILL"
+	}
+	return fmt.Sprintf("%d SIGKILLs", n)
+}
+
+// wantVCVMs checks that vcsim holds exactly the VMs of these machines
+// (named <namespace>-<machine>) among those whose names start with prefix.
+func wantVCVMs(t *testing.T, prefix string, machines []string) {
+	t.Helper()
+	want := make([]string, 0, len(machines))
+	for _, m := range machines {
+		want = append(want, ns+"-"+m)
+	}
+	slices.Sort(want)
+	if got := vcVMNames(t, "DC0", ns+"-"+prefix); !slices.Equal(got, want) {
+		t.Errorf("vcsim VMs after the crash: %v, want exactly %v", got, want)
+	}
+}
+
+// deleteAndWaitGone deletes the machines and waits until vcsim holds no VM
+// with the prefix.
+func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
+	t.Helper()
+	for _, name := range machines {
+		if err := c.Delete(context.Background(), &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if got := vcVMNames(t, "DC0", ns+"-"+prefix); len(got) > 0 {
+			return fmt.Errorf("vcsim still has %v", got)
+		}
+		return nil
+	})
+}
+
+// TestCrashMidClone: the provider is SIGKILLed while clones are in flight
+// (vcsim holds each clone for 2 s), restarted, and vcsim ends with exactly
+// one VM per VSphereMachine; deleting them leaves none.
+func TestCrashMidClone(t *testing.T) {
+	ctx := context.Background()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	secret(t, ns, "crash-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(ctx, provider("crash-vsphere", "crash-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "crash-vsphere", "InventoryWalked")
+
+	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2000, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	// 40 machines are five waves of the provider's 8 workers: three kills,
+	// each early in a wave, leave clones in flight for the next one.
+	n, kills := table.Size(3, 40), table.Size(1, 3)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("crash-%d", i)
+		if err := c.Create(ctx, crashMachine(names[i], "crash-vsphere")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range kills {
+		// A clone is in flight: its task is recorded in status.taskRef and
+		// the machine is not Ready yet.
+		killProviderWhen(t, fmt.Sprintf("provider-vsphere-clone-kill-%d", k), func() error {
+			for _, name := range names {
+				vsm, err := getMachine(name)
+				if err != nil {
+					return err
+				}
+				if vsm.Status.TaskRef != "" && !isReady(vsm) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no clone in flight")
+		})
+	}
+	eventually(t, time.Duration(table.Size(3, 6))*time.Minute, func() error {
+		for _, name := range names {
+			vsm, err := getMachine(name)
+			if err != nil {
+				return err
+			}
+			if !isReady(vsm) {
+				return fmt.Errorf("%s not Ready: %+v", vsm.Name, vsm.Status.Conditions)
+			}
+		}
+		return nil
+	})
+	wantVCVMs(t, "crash-", names)
+	for _, name := range names {
+		vsm, err := getMachine(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := vcVM(t, "DC0", ns+"-"+vsm.Name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || vsm.Status.TaskRef != "" {
+			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
+		}
+	}
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine",
+		Operations: n, Faults: sigkills(kills) + " of the provider during clones"})
+	simulator.TaskDelay.MethodDelay = nil
+	deleteAndWaitGone(t, "crash-", names)
+}
+
+// TestCrashMidDeleteAndPowerChange: the provider is SIGKILLed while it
+// destroys VMs and powers others off (vcsim holds both tasks for 2 s).
+// After a restart vcsim ends with exactly the VMs whose VSphereMachines
+// exist, in the power state they ask for.
+func TestCrashMidDeleteAndPowerChange(t *testing.T) {
+	ctx := context.Background()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	secret(t, ns, "crash2-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(ctx, provider("crash2-vsphere", "crash2-creds", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "crash2-vsphere", "InventoryWalked")
+	each, kills := table.Size(2, 20), table.Size(1, 3)
+	var deleted, poweredOff []string
+	for i := range each {
+		deleted = append(deleted, fmt.Sprintf("crash2-del-%d", i))
+		poweredOff = append(poweredOff, fmt.Sprintf("crash2-off-%d", i))
+	}
+	for _, name := range append(slices.Clone(deleted), poweredOff...) {
+		if err := c.Create(ctx, crashMachine(name, "crash2-vsphere")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Duration(table.Size(2, 5))*time.Minute, func() error {
+		for _, name := range append(slices.Clone(deleted), poweredOff...) {
+			vsm, err := getMachine(name)
+			if err != nil {
+				return err
+			}
+			if !isReady(vsm) {
+				return fmt.Errorf("%s not Ready", name)
+			}
+		}
+		return nil
+	})
+
+	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 2000, "PowerOff": 2000, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	for _, name := range deleted {
+		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range poweredOff {
+		vsm, err := getMachine(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(vsm.DeepCopy())
+		vsm.Spec.PowerState = infrav1.PowerStatePoweredOff
+		if err := c.Patch(ctx, vsm, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range kills {
+		// A destroy is in flight: a deleted machine still exists with its
+		// task recorded.
+		killProviderWhen(t, fmt.Sprintf("provider-vsphere-destroy-kill-%d", k), func() error {
+			for _, name := range deleted {
+				if vsm, err := getMachine(name); err == nil && vsm.Status.TaskRef != "" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no destroy in flight")
+		})
+	}
+	eventually(t, time.Duration(table.Size(3, 6))*time.Minute, func() error {
+		for _, name := range deleted {
+			if _, err := getMachine(name); err == nil {
+				return fmt.Errorf("%s still exists", name)
+			}
+		}
+		for _, name := range poweredOff {
+			vsm, err := getMachine(name)
+			if err != nil {
+				return err
+			}
+			if vsm.Status.PowerState != infrav1.PowerStatePoweredOff || !isReady(vsm) {
+				return fmt.Errorf("%s is %s, Ready: %v", name, vsm.Status.PowerState, isReady(vsm))
+			}
+		}
+		return nil
+	})
+	// vcsim holds exactly the VMs of the machines that still exist, powered
+	// off, with their instance UUIDs.
+	wantVCVMs(t, "crash2-", poweredOff)
+	for _, name := range poweredOff {
+		vsm, err := getMachine(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := vcVM(t, "DC0", ns+"-"+name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || m.Runtime.PowerState != "poweredOff" {
+			t.Errorf("%s in vcsim: %v", name, m != nil)
+		}
+	}
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state",
+		Operations: 2 * each, Faults: sigkills(kills) + " of the provider during destroys and power-offs"})
+	simulator.TaskDelay.MethodDelay = nil
+	deleteAndWaitGone(t, "crash2-", poweredOff)
+}
