@@ -51,6 +51,21 @@ func getMachine(name string) (*infrav1.VSphereMachine, error) {
 	return vsm, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, vsm)
 }
 
+// listMachines reads every VSphereMachine of the test namespace in one
+// request, by name: a scan of tens of machines must take less than the
+// seconds a task is in flight.
+func listMachines() (map[string]*infrav1.VSphereMachine, error) {
+	var list infrav1.VSphereMachineList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*infrav1.VSphereMachine, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
 func isReady(vsm *infrav1.VSphereMachine) bool {
 	return meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition)
 }
@@ -65,6 +80,15 @@ func killProviderWhen(t *testing.T, logName string, inFlight func() error) {
 	if providerProc, err = env.StartVSphereProvider(logName, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// batches splits names into n consecutive batches of (nearly) equal size.
+func batches(names []string, n int) [][]string {
+	out := make([][]string, n)
+	for i, name := range names {
+		out[i*n/len(names)] = append(out[i*n/len(names)], name)
+	}
+	return out
 }
 
 func sigkills(n int) string {
@@ -119,30 +143,32 @@ func TestCrashMidClone(t *testing.T) {
 
 	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
-	// 40 machines are five waves of the provider's 8 workers: three kills,
-	// each early in a wave, leave clones in flight for the next one.
-	n, kills := table.Size(3, 40), table.Size(1, 3)
+	// The provider starts every clone it is asked for at once (a clone is a
+	// vCenter task it records and polls), so each kill gets its own batch of
+	// machines, created after the previous restart: the kill lands while
+	// that batch's clones are in flight (task recorded, not Ready yet).
+	n, kills := table.Size(3, 42), table.Size(1, 3)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("crash-%d", i)
-		if err := c.Create(ctx, crashMachine(names[i], "crash-vsphere")); err != nil {
-			t.Fatal(err)
-		}
 	}
-	for k := range kills {
-		// A clone is in flight: its task is recorded in status.taskRef and
-		// the machine is not Ready yet.
+	for k, batch := range batches(names, kills) {
+		for _, name := range batch {
+			if err := c.Create(ctx, crashMachine(name, "crash-vsphere")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		killProviderWhen(t, fmt.Sprintf("provider-vsphere-clone-kill-%d", k), func() error {
-			for _, name := range names {
-				vsm, err := getMachine(name)
-				if err != nil {
-					return err
-				}
-				if vsm.Status.TaskRef != "" && !isReady(vsm) {
+			machines, err := listMachines()
+			if err != nil {
+				return err
+			}
+			for _, name := range batch {
+				if vsm := machines[name]; vsm != nil && vsm.Status.TaskRef != "" && !isReady(vsm) {
 					return nil
 				}
 			}
-			return fmt.Errorf("no clone in flight")
+			return fmt.Errorf("no clone of batch %d in flight", k)
 		})
 	}
 	eventually(t, time.Duration(table.Size(3, 6))*time.Minute, func() error {
@@ -185,7 +211,7 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, "crash2-vsphere", "InventoryWalked")
-	each, kills := table.Size(2, 20), table.Size(1, 3)
+	each, kills := table.Size(2, 21), table.Size(1, 3)
 	var deleted, poweredOff []string
 	for i := range each {
 		deleted = append(deleted, fmt.Sprintf("crash2-del-%d", i))
@@ -211,32 +237,44 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 
 	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 2000, "PowerOff": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
-	for _, name := range deleted {
-		if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range poweredOff {
-		vsm, err := getMachine(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(vsm.DeepCopy())
-		vsm.Spec.PowerState = infrav1.PowerStatePoweredOff
-		if err := c.Patch(ctx, vsm, patch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k := range kills {
-		// A destroy is in flight: a deleted machine still exists with its
-		// task recorded.
-		killProviderWhen(t, fmt.Sprintf("provider-vsphere-destroy-kill-%d", k), func() error {
-			for _, name := range deleted {
-				if vsm, err := getMachine(name); err == nil && vsm.Status.TaskRef != "" {
-					return nil
-				}
+	// As with clones, each kill gets its own batch of destroys and
+	// power-offs, asked for after the previous restart.
+	offBatches := batches(poweredOff, kills)
+	for k, batch := range batches(deleted, kills) {
+		for _, name := range batch {
+			if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+				t.Fatal(err)
 			}
-			return fmt.Errorf("no destroy in flight")
+		}
+		for _, name := range offBatches[k] {
+			vsm, err := getMachine(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch := client.MergeFrom(vsm.DeepCopy())
+			vsm.Spec.PowerState = infrav1.PowerStatePoweredOff
+			if err := c.Patch(ctx, vsm, patch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A destroy of this batch is in flight (a deleted machine still
+		// exists with its task recorded) and a power-off of it has not
+		// finished (the status still reads PoweredOn).
+		killProviderWhen(t, fmt.Sprintf("provider-vsphere-destroy-kill-%d", k), func() error {
+			machines, err := listMachines()
+			if err != nil {
+				return err
+			}
+			destroying := slices.ContainsFunc(batch, func(name string) bool {
+				return machines[name] != nil && machines[name].Status.TaskRef != ""
+			})
+			poweringOff := slices.ContainsFunc(offBatches[k], func(name string) bool {
+				return machines[name] != nil && machines[name].Status.PowerState == infrav1.PowerStatePoweredOn
+			})
+			if !destroying || !poweringOff {
+				return fmt.Errorf("batch %d: destroy in flight %v, power-off unfinished %v", k, destroying, poweringOff)
+			}
+			return nil
 		})
 	}
 	eventually(t, time.Duration(table.Size(3, 6))*time.Minute, func() error {

@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -98,7 +99,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	scheme, _ := controllers.Scheme()
-	if c, err = client.New(env.Admin, client.Options{Scheme: scheme}); err != nil {
+	// No client-side throttling: the crash scenarios watch tasks of a
+	// couple of seconds across tens of machines.
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.QPS = -1
+	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		panic(err)
 	}
 	code := m.Run()
