@@ -143,10 +143,10 @@ func TestCrashMidClone(t *testing.T) {
 
 	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
-	// The provider starts every clone it is asked for at once (a clone is a
-	// vCenter task it records and polls), so each kill gets its own batch of
-	// machines, created after the previous restart: the kill lands while
-	// that batch's clones are in flight (task recorded, not Ready yet).
+	// Eight workers clone a batch in a few seconds, so each kill gets its
+	// own batch of machines, created after the previous restart: the kill
+	// lands while that batch's clones are in flight (task recorded, not
+	// Ready yet).
 	n, kills := table.Size(3, 42), table.Size(1, 3)
 	names := make([]string, n)
 	for i := range names {
