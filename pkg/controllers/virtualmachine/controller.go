@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -236,7 +237,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, nil
 	}
 	vsm, err := r.ensureVSphereMachine(ctx, vm, resolved, provider)
-	if err != nil {
+	switch {
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is being deleted (its VSphereMachines first, maybe):
+		// the VM goes with it, there is nothing to create.
+		return ctrl.Result{}, nil
+	case apierrors.IsAlreadyExists(err):
+		// Created a moment ago and not in the cache yet; its add event
+		// requeues the VM (we own it). The requeue is for a VSphereMachine
+		// of that name that is not ours: the next pass then says so.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	mirror(vm, vsm)

@@ -422,6 +422,35 @@ func TestSpreadAndCleanup(t *testing.T) {
 		_ = c.List(ctx, &left, client.InNamespace(space))
 		return fmt.Errorf("namespace still there (%d VMs left): %v", len(left.Items), err)
 	})
+	// The namespace going away (its VSphereMachines deleted before their
+	// VMs, maybe) is no error of the controller's: it recreates nothing
+	// and logs no reconcile errors for it.
+	if lines := controllerErrors(t, "unable to create new content in namespace "+space); len(lines) > 0 {
+		t.Errorf("%d reconcile errors while the namespace was deleted, first: %s", len(lines), lines[0])
+	}
+}
+
+// controllerErrors returns the controllers' "Reconciler error" log lines
+// that contain substr.
+func controllerErrors(t *testing.T, substr string) []string {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(env.Logs(), "controller-*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no controller logs in %s: %v", env.Logs(), err)
+	}
+	var out []string
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "Reconciler error") && strings.Contains(line, substr) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
 }
 
 // TestVSphereClusterAggregation: a VSphereCluster's failure domains follow
