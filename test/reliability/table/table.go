@@ -38,9 +38,6 @@ import (
 // long document.
 var long = flag.Bool("long", false, "Run every reliability scenario at its long size and write docs/reliability-long.md (make test-long).")
 
-// Long reports whether this is the long run.
-func Long() bool { return *long }
-
 // Size is short in make test and long in make test-long.
 func Size(short, longSize int) int {
 	if *long {
