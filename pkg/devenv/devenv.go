@@ -227,6 +227,32 @@ func (e *Env) Dir() string { return e.cfg.Dir }
 // Logs is the folder with one log file per process.
 func (e *Env) Logs() string { return filepath.Join(e.cfg.Dir, "logs") }
 
+// ReconcileErrors returns the "Reconciler error" lines that contain substr
+// in the logs of the processes whose log names match glob (controller-*,
+// provider-*): what a user reading those logs would take for a fault.
+func (e *Env) ReconcileErrors(glob, substr string) ([]string, error) {
+	logs, err := filepath.Glob(filepath.Join(e.Logs(), glob+".log"))
+	if err != nil {
+		return nil, err
+	}
+	if len(logs) == 0 {
+		return nil, fmt.Errorf("no log matches %s in %s", glob, e.Logs())
+	}
+	var out []string
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"Reconciler error"`) && strings.Contains(line, substr) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out, nil
+}
+
 // KillBanlieue stops every banlieue replica cleanly.
 func (e *Env) KillBanlieue() {
 	for i, p := range e.banlieue {

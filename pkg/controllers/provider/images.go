@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/placement"
 )
 
@@ -55,7 +56,7 @@ func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("vmimage-"+r.Class).
 		For(&v1alpha1.VMImage{}).
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
-		Complete(r)
+		Complete(conflict.Requeue(r))
 }
 
 func (r *ImageReconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {

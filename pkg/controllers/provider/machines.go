@@ -39,6 +39,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
@@ -105,7 +106,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// polled.
 	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
 	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}, builder.WithPredicates(changed)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(conflict.Requeue(r))
 }
 
 // VMName is the VM's name in vCenter: readable, and unique per datacenter

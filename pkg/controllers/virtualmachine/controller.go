@@ -47,6 +47,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/resolve"
 )
@@ -110,7 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		Complete(conflict.Requeue(r))
 }
 
 // notOnlyTaskRef drops VSphereMachine updates that only record the
@@ -166,9 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	vm.Status.ObservedGeneration = vm.Generation
 	if !apiequality.Semantic.DeepEqual(before, &vm.Status) {
 		if uerr := r.Client.Status().Update(ctx, vm); uerr != nil {
-			if apierrors.IsConflict(uerr) {
-				return ctrl.Result{Requeue: true}, nil
-			}
+			// A conflict is requeued quietly (pkg/controllers/conflict).
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
 		}
 		if s := vm.Status.Scheduled; s != nil && before.Scheduled == nil {

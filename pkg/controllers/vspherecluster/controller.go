@@ -35,6 +35,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 )
 
 // Reconciler reconciles VSphereClusters.
@@ -49,7 +50,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("vspherecluster").
 		For(&infrav1.VSphereCluster{}).
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.clustersOf)).
-		Complete(r)
+		Complete(conflict.Requeue(r))
 }
 
 func (r *Reconciler) clustersOf(ctx context.Context, o client.Object) []reconcile.Request {

@@ -77,6 +77,12 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	code := m.Run()
+	// Lost optimistic-concurrency races are requeued quietly, never logged
+	// as reconcile errors (pkg/controllers/conflict).
+	if lines, err := env.ReconcileErrors("controller-*", "the object has been modified"); err != nil || len(lines) > 0 {
+		fmt.Fprintf(os.Stderr, "scheduling: conflicts logged as reconcile errors (%v): %d, first: %.300s\n", err, len(lines), append(lines, "")[0])
+		code = 1
+	}
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "scheduling: logs in %s\n", filepath.Join(dir, "logs"))
 	}
@@ -434,23 +440,11 @@ func TestSpreadAndCleanup(t *testing.T) {
 // that contain substr.
 func controllerErrors(t *testing.T, substr string) []string {
 	t.Helper()
-	logs, err := filepath.Glob(filepath.Join(env.Logs(), "controller-*.log"))
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("no controller logs in %s: %v", env.Logs(), err)
+	lines, err := env.ReconcileErrors("controller-*", substr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []string
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, "Reconciler error") && strings.Contains(line, substr) {
-				out = append(out, line)
-			}
-		}
-	}
-	return out
+	return lines
 }
 
 // TestVSphereClusterAggregation: a VSphereCluster's failure domains follow
