@@ -23,12 +23,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
@@ -80,6 +85,57 @@ func killProviderWhen(t *testing.T, logName string, inFlight func() error) {
 	if providerProc, err = env.StartVSphereProvider(logName, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// vcTasksRunning counts the tasks of kind (a vSphere description ID such
+// as VirtualMachine.powerOff) that vcsim has queued or running on the VMs
+// of these machines.
+func vcTasksRunning(ctx context.Context, kind string, machines []string) (int, error) {
+	gc, err := vcsim.Login(ctx, endpoint, user, password)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = gc.Logout(ctx) }()
+	f := find.NewFinder(gc.Client, false)
+	dc, err := f.Datacenter(ctx, "DC0")
+	if err != nil {
+		return 0, err
+	}
+	f.SetDatacenter(dc)
+	var refs []types.ManagedObjectReference
+	for _, m := range machines {
+		vm, err := f.VirtualMachine(ctx, ns+"-"+m)
+		if err != nil {
+			continue // destroyed already
+		}
+		refs = append(refs, vm.Reference())
+	}
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	pc := property.DefaultCollector(gc.Client)
+	var vms []mo.VirtualMachine
+	if err := pc.Retrieve(ctx, refs, []string{"recentTask"}, &vms); err != nil {
+		return 0, err
+	}
+	var taskRefs []types.ManagedObjectReference
+	for _, vm := range vms {
+		taskRefs = append(taskRefs, vm.RecentTask...)
+	}
+	if len(taskRefs) == 0 {
+		return 0, nil
+	}
+	var tasks []mo.Task
+	if err := pc.Retrieve(ctx, taskRefs, []string{"info"}, &tasks); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, task := range tasks {
+		if task.Info.DescriptionId == kind && (task.Info.State == types.TaskInfoStateQueued || task.Info.State == types.TaskInfoStateRunning) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // batches splits names into n consecutive batches of (nearly) equal size.
@@ -200,7 +256,8 @@ func TestCrashMidClone(t *testing.T) {
 }
 
 // TestCrashMidDeleteAndPowerChange: the provider is SIGKILLed while it
-// destroys VMs and powers others off (vcsim holds both tasks for 2 s).
+// destroys VMs and powers others off (vcsim holds a destroy 4 s, a power-off
+// 2 s: the power-offs, asked for once a destroy runs, fit inside it).
 // After a restart vcsim ends with exactly the VMs whose VSphereMachines
 // exist, in the power state they ask for.
 func TestCrashMidDeleteAndPowerChange(t *testing.T) {
@@ -235,17 +292,34 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		return nil
 	})
 
-	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 2000, "PowerOff": 2000, "LockHandoff": 0}
+	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 4000, "PowerOff": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
 	// As with clones, each kill gets its own batch of destroys and
-	// power-offs, asked for after the previous restart.
+	// power-offs, asked for after the previous restart. The power-offs are
+	// asked for once a destroy runs, so that the kill lands while vCenter
+	// runs both.
 	offBatches := batches(poweredOff, kills)
 	for k, batch := range batches(deleted, kills) {
+		destroying := func() (bool, error) {
+			machines, err := listMachines()
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(batch, func(name string) bool {
+				return machines[name] != nil && machines[name].Status.TaskRef != ""
+			}), nil
+		}
 		for _, name := range batch {
 			if err := c.Delete(ctx, &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
 				t.Fatal(err)
 			}
 		}
+		eventually(t, time.Minute, func() error {
+			if ok, err := destroying(); err != nil || !ok {
+				return fmt.Errorf("batch %d: no destroy in flight (%v)", k, err)
+			}
+			return nil
+		})
 		for _, name := range offBatches[k] {
 			vsm, err := getMachine(name)
 			if err != nil {
@@ -257,22 +331,20 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A destroy of this batch is in flight (a deleted machine still
-		// exists with its task recorded) and a power-off of it has not
-		// finished (the status still reads PoweredOn).
+		// A destroy (task recorded on a deleted machine that still exists)
+		// and a power-off (a PowerOff task vcsim runs on one of the batch's
+		// VMs) are both in flight.
 		killProviderWhen(t, fmt.Sprintf("provider-vsphere-destroy-kill-%d", k), func() error {
-			machines, err := listMachines()
+			d, err := destroying()
 			if err != nil {
 				return err
 			}
-			destroying := slices.ContainsFunc(batch, func(name string) bool {
-				return machines[name] != nil && machines[name].Status.TaskRef != ""
-			})
-			poweringOff := slices.ContainsFunc(offBatches[k], func(name string) bool {
-				return machines[name] != nil && machines[name].Status.PowerState == infrav1.PowerStatePoweredOn
-			})
-			if !destroying || !poweringOff {
-				return fmt.Errorf("batch %d: destroy in flight %v, power-off unfinished %v", k, destroying, poweringOff)
+			n, err := vcTasksRunning(ctx, "VirtualMachine.powerOff", offBatches[k])
+			if err != nil {
+				return err
+			}
+			if !d || n == 0 {
+				return fmt.Errorf("batch %d: destroy in flight %v, power-offs running %d", k, d, n)
 			}
 			return nil
 		})
