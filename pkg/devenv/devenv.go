@@ -253,6 +253,20 @@ func (e *Env) ReconcileErrors(glob, substr string) ([]string, error) {
 	return out, nil
 }
 
+// NoConflictErrors fails when a process whose log name matches glob logged
+// a lost optimistic-concurrency race as a reconcile error: the controllers
+// requeue those quietly (pkg/controllers/conflict).
+func (e *Env) NoConflictErrors(glob string) error {
+	lines, err := e.ReconcileErrors(glob, "the object has been modified")
+	if err != nil {
+		return err
+	}
+	if len(lines) > 0 {
+		return fmt.Errorf("%d conflicts logged as reconcile errors, first: %.300s", len(lines), lines[0])
+	}
+	return nil
+}
+
 // KillBanlieue stops every banlieue replica cleanly.
 func (e *Env) KillBanlieue() {
 	for i, p := range e.banlieue {

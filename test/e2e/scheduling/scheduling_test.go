@@ -77,10 +77,8 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	code := m.Run()
-	// Lost optimistic-concurrency races are requeued quietly, never logged
-	// as reconcile errors (pkg/controllers/conflict).
-	if lines, err := env.ReconcileErrors("controller-*", "the object has been modified"); err != nil || len(lines) > 0 {
-		fmt.Fprintf(os.Stderr, "scheduling: conflicts logged as reconcile errors (%v): %d, first: %.300s\n", err, len(lines), append(lines, "")[0])
+	if err := env.NoConflictErrors("controller-*"); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduling: %v\n", err)
 		code = 1
 	}
 	if code != 0 {
