@@ -44,6 +44,21 @@ func NewREST(main *genericregistry.Store, strategy interface {
 	return &REST{store: &s}
 }
 
+// ResetFields are what a /status write never changes, for server-side
+// apply: the spec, and the metadata Kubernetes' own status strategies keep
+// from the stored object (metav1.ResetObjectMetaForStatus), so a status
+// writer cannot relabel an object (labels drive providerSelector), drop a
+// finalizer or re-own it.
+func ResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"),
+		fieldpath.MakePathOrDie("metadata", "labels"),
+		fieldpath.MakePathOrDie("metadata", "annotations"),
+		fieldpath.MakePathOrDie("metadata", "finalizers"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+	)}
+}
+
 var (
 	_ rest.Patcher        = &REST{}
 	_ rest.TableConvertor = &REST{}

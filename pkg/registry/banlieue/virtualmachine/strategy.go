@@ -25,6 +25,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	statusrest "github.com/firestoned/banlieue/pkg/registry/status"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/validation"
 )
 
@@ -103,15 +105,14 @@ type StatusStrategy struct{ Strategy }
 
 // GetResetFields: spec is owned by the main endpoint.
 func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"banlieue.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
-	}
+	return statusrest.ResetFields()
 }
 
 // PrepareForUpdate keeps the stored spec, so a status writer can never
 // change what the user asked for.
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	obj.(*banlieue.VirtualMachine).Spec = old.(*banlieue.VirtualMachine).Spec
+	metav1.ResetObjectMetaForStatus(obj.(*banlieue.VirtualMachine), old.(*banlieue.VirtualMachine))
 }
 
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

@@ -23,6 +23,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -34,7 +35,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/validation"
-	"github.com/firestoned/banlieue/pkg/registry/status"
+	statusrest "github.com/firestoned/banlieue/pkg/registry/status"
 	"github.com/firestoned/banlieue/pkg/registry/table"
 )
 
@@ -93,11 +94,12 @@ func (Strategy) Canonicalize(runtime.Object) {}
 type StatusStrategy struct{ Strategy }
 
 func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
+	return statusrest.ResetFields()
 }
 
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	obj.(*banlieue.VMImage).Spec = old.(*banlieue.VMImage).Spec
+	metav1.ResetObjectMetaForStatus(obj.(*banlieue.VMImage), old.(*banlieue.VMImage))
 }
 
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
@@ -129,7 +131,7 @@ var _ rest.CategoriesProvider = &REST{}
 func (*REST) Categories() []string { return []string{"banlieue"} }
 
 // NewREST builds the etcd-backed storage of VMImages and its status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *status.REST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *statusrest.REST, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VMImage{} },
@@ -146,7 +148,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*RES
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
 		return nil, nil, err
 	}
-	return &REST{store}, status.NewREST(store, StatusStrategy{strategy}), nil
+	return &REST{store}, statusrest.NewREST(store, StatusStrategy{strategy}), nil
 }
 
 var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
