@@ -23,9 +23,9 @@ import (
 	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
-	statusrest "github.com/firestoned/banlieue/pkg/registry/status"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/validation"
+	statusrest "github.com/firestoned/banlieue/pkg/registry/status"
 )
 
 // NewStrategy returns the strategy of the main VirtualMachine endpoint.
