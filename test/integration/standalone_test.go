@@ -19,6 +19,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
 	"github.com/firestoned/banlieue/pkg/pki"
 )
 
@@ -129,5 +131,52 @@ resources:
 	}
 	if !bytes.Contains(providerValue, []byte("vcenter.example.com")) || !bytes.Contains(providerValue, []byte(`"apiVersion":"banlieue.io/v1alpha1"`)) {
 		t.Errorf("Provider not stored as plain v1alpha1 JSON: %.80q", providerValue)
+	}
+}
+
+// TestStandaloneSafeByDefault: a standalone server listens on loopback and
+// turns away requests without credentials unless told otherwise.
+func TestStandaloneSafeByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		flags     []string
+		bind      string
+		anonymous bool
+	}{
+		{nil, "127.0.0.1", false},
+		{[]string{"--bind-address=0.0.0.0"}, "0.0.0.0", false},
+		{[]string{"--standalone-anonymous"}, "127.0.0.1", true},
+	} {
+		o := apiserver.NewOptions()
+		o.Standalone = true
+		applyFlags(t, o, tc.flags)
+		o.Complete()
+		if got := o.RecommendedOptions.SecureServing.BindAddress.String(); got != tc.bind {
+			t.Errorf("flags %v: bind address %s, want %s", tc.flags, got, tc.bind)
+		}
+		if got := o.StandaloneAnonymous; got != tc.anonymous {
+			t.Errorf("flags %v: anonymous %t, want %t", tc.flags, got, tc.anonymous)
+		}
+	}
+	o := apiserver.NewOptions()
+	applyFlags(t, o, []string{"--standalone-anonymous"})
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--standalone-anonymous needs --standalone") {
+		t.Errorf("--standalone-anonymous without --standalone: %v", err)
+	}
+
+	// What an anonymous request meets: /healthz is always allowed to
+	// authenticated users, so a 401 there is authentication turning it away.
+	ctx := context.Background()
+	for _, tc := range []struct {
+		flags []string
+		code  int
+	}{{nil, http.StatusUnauthorized}, {[]string{"--standalone-anonymous"}, http.StatusOK}} {
+		s := startServer(t, t.TempDir(), tc.flags...)
+		anon := restclient.AnonymousClientConfig(s.Config)
+		var code int
+		clientset.NewForConfigOrDie(anon).Discovery().RESTClient().Get().AbsPath("/healthz").Do(ctx).StatusCode(&code)
+		if code != tc.code {
+			t.Errorf("flags %v: anonymous GET /healthz = %d, want %d", tc.flags, code, tc.code)
+		}
+		s.stop()
 	}
 }

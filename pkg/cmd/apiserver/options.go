@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -70,6 +71,13 @@ type Options struct {
 	// StandaloneKubeconfig, in standalone mode, is where to write an
 	// administrator's kubeconfig (certificates are issued at start-up).
 	StandaloneKubeconfig string
+	// StandaloneAnonymous lets requests without credentials into a
+	// standalone server; off by default, as its bind address is loopback
+	// unless --bind-address says otherwise.
+	StandaloneAnonymous bool
+	// generic holds the generic flags once added, to tell an explicit
+	// --bind-address from its default.
+	generic *pflag.FlagSet
 	// EmbeddedEtcdDataDir is where the embedded etcd keeps its data, used
 	// when no --etcd-servers are given.
 	EmbeddedEtcdDataDir string
@@ -101,12 +109,15 @@ func NewOptions() *Options {
 
 // AddFlags adds the flags, grouped into named sets for --help.
 func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
-	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	o.generic = fss.FlagSet("generic")
+	o.RecommendedOptions.AddFlags(o.generic)
 	fs := fss.FlagSet("banlieue")
 	fs.BoolVar(&o.Standalone, "standalone", o.Standalone,
 		"Serve without a Kubernetes control plane: no delegated authentication/authorization and only banlieue's own admission. Local tests and development only.")
 	fs.StringVar(&o.StandaloneKubeconfig, "standalone-kubeconfig", o.StandaloneKubeconfig,
 		"With --standalone: write an administrator kubeconfig here, with certificates issued at start-up.")
+	fs.BoolVar(&o.StandaloneAnonymous, "standalone-anonymous", o.StandaloneAnonymous,
+		"With --standalone: let requests without credentials in (as system:anonymous). Off by default; a standalone server also listens on loopback only unless --bind-address is given.")
 	fs.StringVar(&o.EmbeddedEtcdDataDir, "embedded-etcd-data-dir", o.EmbeddedEtcdDataDir,
 		"Data directory of the embedded etcd, started when --etcd-servers is empty.")
 	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
@@ -125,6 +136,11 @@ func (o *Options) Complete() {
 		ro.Authentication.RemoteKubeConfigFileOptional = true
 		ro.Authentication.SkipInClusterLookup = true
 		ro.Authorization.RemoteKubeConfigFileOptional = true
+		// Safe by default: nobody off this machine unless asked for (and
+		// nobody without credentials: see config).
+		if ss := ro.SecureServing; ss.Listener == nil && (o.generic == nil || !o.generic.Changed("bind-address")) {
+			ss.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
+		}
 	}
 }
 
@@ -134,6 +150,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if len(o.Controllers) > 0 && o.RecommendedOptions.CoreAPI == nil {
 		errs = append(errs, fmt.Errorf("--controllers needs --kubeconfig (a Kubernetes control plane), not --standalone"))
+	}
+	if o.StandaloneAnonymous && !o.Standalone {
+		errs = append(errs, fmt.Errorf("--standalone-anonymous needs --standalone"))
 	}
 	if o.StandaloneKubeconfig != "" && !o.Standalone {
 		errs = append(errs, fmt.Errorf("--standalone-kubeconfig needs --standalone"))
@@ -233,6 +252,11 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 
 	if err := ro.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if o.Standalone && !o.StandaloneAnonymous {
+		// The delegating authentication options always add the anonymous
+		// authenticator, whatever their Anonymous field says.
+		cfg.Authentication.Authenticator = apiserver.WithoutAnonymous(cfg.Authentication.Authenticator)
 	}
 	if cfg.Authorization.Authorizer != nil {
 		cfg.Authorization.Authorizer = authz.AnyNameFirst(cfg.Authorization.Authorizer)
