@@ -32,8 +32,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/pki"
 )
 
