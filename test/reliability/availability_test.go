@@ -31,11 +31,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/test/reliability/count"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -155,7 +158,7 @@ func TestBanlieueDownClusterStaysUp(t *testing.T) {
 		t.Errorf("APIService Available=%s after banlieue returned", st)
 	}
 	record(t, row{Scenario: "banlieue down: kube-apiserver ready, kubectl get pods works, APIService not Available with a reason, namespace deletion resumes",
-		Operations: 1, Faults: "SIGKILL of banlieue until restarted", Lost: 0})
+		Operations: 1, Faults: "SIGKILL of banlieue until restarted"})
 }
 
 // direct is a client of banlieue's own port, so an etcd outage is seen by
@@ -198,11 +201,12 @@ func TestEtcdOutageRecovers(t *testing.T) {
 		return resp.StatusCode, b.String()
 	}
 
-	acked := map[string]bool{}
+	acked, attempts := map[string]types.UID{}, 0
 	create := func(i int) error {
-		_, err := vms.Create(ctx, testVM(ns, vmName(i)), metav1.CreateOptions{})
+		attempts++
+		vm, err := vms.Create(ctx, testVM(ns, vmName(i)), metav1.CreateOptions{})
 		if err == nil {
-			acked[vmName(i)] = true
+			acked[vm.Name] = vm.UID
 		}
 		return err
 	}
@@ -253,19 +257,16 @@ func TestEtcdOutageRecovers(t *testing.T) {
 		}
 		return create(i)
 	})
-	lost := 0
-	for name := range acked {
-		if _, err := vms.Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("acknowledged %s: %v", name, err)
-			lost++
-		}
+	lost := count.Lost(acked, storedUIDs(ctx, t, vms))
+	if len(lost) > 0 {
+		t.Errorf("%d acknowledged writes are not stored with their UID: %v", len(lost), lost)
 	}
-	t.Logf("%d writes failed during the outage (%d with a 5xx or timeout); %d acknowledged in all", failed, clear, len(acked))
+	t.Logf("%d writes attempted, %d failed during the outage (%d with a 5xx or timeout); %d acknowledged in all", attempts, failed, clear, len(acked))
 	if failed == 0 {
 		t.Error("no write failed: etcd was not down")
 	}
 	record(t, row{Scenario: "etcd killed for 10 s under writes to banlieue: 5xx/timeouts, /readyz not ready, recovery without restarting banlieue",
-		Operations: 21, Faults: "SIGKILL of etcd for 10 s", Lost: lost})
+		Operations: attempts, Faults: "SIGKILL of etcd for 10 s", Lost: table.Counted(len(lost))})
 }
 
 func isTimeout(err error) bool {

@@ -32,6 +32,8 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	typedv1alpha1 "github.com/firestoned/banlieue/pkg/generated/clientset/versioned/typed/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/test/reliability/count"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 type vmInterface = typedv1alpha1.VirtualMachineInterface
@@ -54,18 +56,25 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 
 	// The watch resumes from the last resourceVersion it saw after every
 	// disconnect; a 410 Gone (the restarted server's watch cache starts at
-	// the present) is answered by a relist, as informers do.
+	// the present) is answered by a relist, as informers do. Every ADDED
+	// event is kept as it arrives, before any de-duplication, so a resume
+	// that delivers an object twice is counted.
 	var (
 		mu       sync.Mutex
-		added    = map[string][]types.UID{}
+		events   []types.UID            // every ADDED event's UID, in order
+		relist   = map[types.UID]bool{} // objects a relist delivered that no event had
 		relisted atomic.Int64
 	)
 	watched := make(chan error, 1)
 	go func() {
-		watched <- watchResuming(ctx, vms, list.ResourceVersion, &relisted, func(vm *v1alpha1.VirtualMachine) {
+		watched <- watchResuming(ctx, vms, list.ResourceVersion, &relisted, func(vm *v1alpha1.VirtualMachine, fromList bool) {
 			mu.Lock()
-			added[vm.Name] = append(added[vm.Name], vm.UID)
-			mu.Unlock()
+			defer mu.Unlock()
+			if fromList {
+				relist[vm.UID] = true
+			} else {
+				events = append(events, vm.UID)
+			}
 		})
 	}()
 
@@ -119,16 +128,23 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 	wg.Wait()
 
 	// Every acknowledged create is stored, with the UID its reply carried.
-	lost := 0
-	for name, uid := range acked {
-		vm, err := vms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil || vm.UID != uid {
-			t.Errorf("acknowledged %s (uid %s): %v", name, uid, err)
-			lost++
-		}
+	stored := map[string]types.UID{}
+	all, err := vms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The watch saw each of them added, once.
-	dup := 0
+	for _, vm := range all.Items {
+		stored[vm.Name] = vm.UID
+	}
+	lost := count.Lost(acked, stored)
+	if len(lost) > 0 {
+		t.Errorf("%d acknowledged creates are not stored with their UID: %v", len(lost), lost)
+	}
+	// The watch delivered each of them, and no event twice.
+	var ackedUIDs []types.UID
+	for _, uid := range acked {
+		ackedUIDs = append(ackedUIDs, uid)
+	}
 	eventually(t, time.Minute, func() error {
 		select {
 		case err := <-watched:
@@ -137,44 +153,38 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		missing := 0
-		for name := range acked {
-			if len(added[name]) == 0 {
-				missing++
-			}
+		seen := count.Sightings(events)
+		for uid := range relist {
+			seen[uid]++
 		}
-		if missing > 0 {
-			return fmt.Errorf("%d acknowledged VMs not delivered by the watch", missing)
+		if missing := count.Missing(ackedUIDs, seen); len(missing) > 0 {
+			return fmt.Errorf("%d acknowledged VMs not delivered by the watch", len(missing))
 		}
 		return nil
 	})
 	mu.Lock()
-	for name, uids := range added {
-		if len(uids) > 1 {
-			t.Errorf("%s delivered as ADDED %d times: %v", name, len(uids), uids)
-			dup++
-		}
-	}
+	dup, dupUIDs := count.Duplicated(count.Sightings(events))
+	nEvents, nRelist := len(events), len(relist)
 	mu.Unlock()
-	t.Logf("%d creates, %d acknowledged, %d failed attempts during the outage; the watch relisted %d times", total, len(acked), failures.Load(), relisted.Load())
+	if dup > 0 {
+		t.Errorf("%d ADDED events repeat an object already delivered: %v", dup, dupUIDs)
+	}
+	t.Logf("%d creates, %d acknowledged, %d failed attempts during the outage; %d ADDED events, the watch relisted %d times (%d objects only in a relist)",
+		total, len(acked), failures.Load(), nEvents, relisted.Load(), nRelist)
 	if failures.Load() == 0 {
 		t.Error("no create failed: the crash did not happen during the stream")
 	}
 	record(t, row{Scenario: "VM creates through kube-apiserver while banlieue is SIGKILLed and restarted; a watch resumes from its last resourceVersion",
-		Operations: total, Faults: "SIGKILL of banlieue mid-stream, 2 s down", Lost: lost, Dup: dup})
+		Operations: len(acked), Faults: "SIGKILL of banlieue mid-stream, 2 s down", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
 }
 
-// watchResuming delivers every VM added in vms after resourceVersion rv,
-// once: it resumes from the last resourceVersion seen after a disconnect,
-// and after a 410 Gone relists, delivering what it has not seen yet.
-func watchResuming(ctx context.Context, vms vmInterface, rv string, relisted *atomic.Int64, onAdd func(*v1alpha1.VirtualMachine)) error {
+// watchResuming reports every VM added in vms after resourceVersion rv:
+// each ADDED event as it comes (fromList false), resuming from the last
+// resourceVersion seen after a disconnect; after a 410 Gone it relists and
+// reports the listed VMs no event has reported yet (fromList true), as an
+// informer's relist does.
+func watchResuming(ctx context.Context, vms vmInterface, rv string, relisted *atomic.Int64, onAdd func(vm *v1alpha1.VirtualMachine, fromList bool)) error {
 	seen := map[types.UID]bool{}
-	deliver := func(vm *v1alpha1.VirtualMachine) {
-		if !seen[vm.UID] {
-			seen[vm.UID] = true
-			onAdd(vm)
-		}
-	}
 	for ctx.Err() == nil {
 		w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return vms.Watch(ctx, o) },
@@ -186,7 +196,8 @@ func watchResuming(ctx context.Context, vms vmInterface, rv string, relisted *at
 			switch ev.Type {
 			case watch.Added:
 				vm := ev.Object.(*v1alpha1.VirtualMachine)
-				deliver(vm)
+				seen[vm.UID] = true
+				onAdd(vm, false)
 				rv = vm.ResourceVersion
 			case watch.Modified, watch.Deleted:
 				rv = ev.Object.(*v1alpha1.VirtualMachine).ResourceVersion
@@ -203,7 +214,10 @@ func watchResuming(ctx context.Context, vms vmInterface, rv string, relisted *at
 					return err
 				}
 				for i := range list.Items {
-					deliver(&list.Items[i])
+					if vm := &list.Items[i]; !seen[vm.UID] {
+						seen[vm.UID] = true
+						onAdd(vm, true)
+					}
 				}
 				rv = list.ResourceVersion
 				w.Stop()

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -37,6 +38,8 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/test/reliability/count"
+	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
 func readExample(t *testing.T, name string, obj any) {
@@ -206,23 +209,32 @@ func TestHAFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	per := map[string]int{}
-	for _, m := range machines.Items {
-		per[m.GetLabels()["banlieue.io/virtualmachine"]]++
+	// Count every VSphereMachine by the VM that controls it (its owner
+	// reference's UID), whatever its name: two machines for one VM show
+	// as a duplicate, a VM with none as lost.
+	all, err := vms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	dup, lost := 0, 0
-	for i := range total {
-		switch n := per[fmt.Sprintf("ha-%03d", i)]; {
-		case n == 0:
-			lost++
-		case n > 1:
-			dup += n - 1
+	var want []types.UID
+	for _, vm := range all.Items {
+		if strings.HasPrefix(vm.Name, "ha-") {
+			want = append(want, vm.UID)
 		}
 	}
-	if dup > 0 || lost > 0 {
-		t.Errorf("VSphereMachines per VM: %d VMs without one, %d extra: %v", lost, dup, per)
+	var owners []types.UID
+	for _, m := range machines.Items {
+		if ref := metav1.GetControllerOf(&m); ref != nil {
+			owners = append(owners, ref.UID)
+		}
+	}
+	per := count.Sightings(owners)
+	lost := count.Missing(want, per)
+	dup, dupOwners := count.Duplicated(per)
+	if dup > 0 || len(lost) > 0 {
+		t.Errorf("VSphereMachines per VM: %d VMs without one (%v), %d extra (VMs %v)", len(lost), lost, dup, dupOwners)
 	}
 	t.Logf("%d VMs created with %d failed attempts across the failover; the lease moved in %s", total, failures.Load(), moved.Round(time.Second))
 	record(t, row{Scenario: "HA: 2 banlieue replicas behind one APIService, 2 controllers with leader election; one replica and the leader SIGKILLed mid-stream",
-		Operations: total, Faults: "SIGKILL of a banlieue replica and of the leading controller", Lost: lost, Dup: dup})
+		Operations: len(want), Faults: "SIGKILL of a banlieue replica and of the leading controller", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
 }

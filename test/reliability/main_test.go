@@ -33,6 +33,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
@@ -161,4 +163,18 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// storedUIDs is every VM of vms by name, with its UID, from one list.
+func storedUIDs(ctx context.Context, t *testing.T, vms vmInterface) map[string]types.UID {
+	t.Helper()
+	list, err := vms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]types.UID{}
+	for _, vm := range list.Items {
+		out[vm.Name] = vm.UID
+	}
+	return out
 }
