@@ -62,8 +62,10 @@ var ErrConnect = errors.New("connect failed")
 
 // MachineSpec is what a backend needs to build and run one VM.
 type MachineSpec struct {
-	// Name of the VM in the backend, unique per datacenter.
+	// Name of the VM in the backend (BackendName): unique across namespaces.
 	Name string
+	// HostName is the guest's host name (HostName of the object's name).
+	HostName string
 	// InstanceUUID is the VM's identity, derived from the Kubernetes
 	// object's UID: a create repeated after a crash finds the VM by it
 	// instead of making a second one, and a VM of an earlier object that

@@ -109,10 +109,10 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(conflict.Requeue(r))
 }
 
-// VMName is the VM's name in vCenter: readable, and unique per datacenter
-// for a given namespace and name. The VM's identity is its instance UUID,
-// the object's UID.
-func VMName(vsm *infrav1.VSphereMachine) string { return vsm.Namespace + "-" + vsm.Name }
+// VMName is the VM's name in vCenter: readable, and unique across
+// namespaces (providers.BackendName). The VM's identity is its instance
+// UUID, the object's UID.
+func VMName(vsm *infrav1.VSphereMachine) string { return providers.BackendName(vsm.Namespace, vsm.Name) }
 
 // Reconcile drives one VSphereMachine.
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -200,7 +200,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	vsm.Status.PowerState = infrav1.PowerState(st.PowerState)
 	vsm.Status.FailureDomain = vsm.Spec.FailureDomain
 	vsm.Status.ObservedGeneration = vsm.Generation
-	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: VMName(vsm)}}
+	vsm.Status.VMName = spec.Name
+	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
 	if st.IPAddress != "" {
 		vsm.Status.Addresses = append(vsm.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
 	}
@@ -229,7 +230,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // machineSpec is what the backend builds for vsm (user data aside).
 func machineSpec(vsm *infrav1.VSphereMachine) providers.MachineSpec {
 	spec := providers.MachineSpec{
-		Name: VMName(vsm), InstanceUUID: string(vsm.UID),
+		Name: VMName(vsm), HostName: providers.HostName(vsm.Name), InstanceUUID: string(vsm.UID),
 		Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, ResourcePool: vsm.Spec.ResourcePool, Folder: vsm.Spec.Folder,
 		Template: vsm.Spec.Template, CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB,
 		Firmware: string(vsm.Spec.Firmware), TPM: vsm.Spec.TPMEnabled,

@@ -114,7 +114,7 @@ func metadata(devices object.VirtualDeviceList, spec providers.MachineSpec) ([]b
 	if instanceID == "" {
 		instanceID = spec.Name
 	}
-	md := map[string]any{"instance-id": instanceID, "local-hostname": hostName(spec.Name)}
+	md := map[string]any{"instance-id": instanceID, "local-hostname": guestHostName(spec)}
 	if len(ethernets) > 0 {
 		md["network"] = map[string]any{"version": 2, "ethernets": ethernets}
 	}

@@ -561,7 +561,7 @@ func customization(spec providers.MachineSpec) *types.CustomizationSpec {
 	}
 	cs := &types.CustomizationSpec{
 		Identity: &types.CustomizationLinuxPrep{
-			HostName: &types.CustomizationFixedName{Name: hostName(spec.Name)},
+			HostName: &types.CustomizationFixedName{Name: guestHostName(spec)},
 			Domain:   "local",
 		},
 	}
@@ -580,12 +580,12 @@ func customization(spec providers.MachineSpec) *types.CustomizationSpec {
 	return cs
 }
 
-// hostName is a valid host name (at most 63 characters) for a VM name.
-func hostName(name string) string {
-	if len(name) > 63 {
-		name = name[:63]
+// guestHostName is the spec's host name, or one made from the VM name.
+func guestHostName(spec providers.MachineSpec) string {
+	if spec.HostName != "" {
+		return spec.HostName
 	}
-	return strings.TrimRight(name, "-")
+	return providers.HostName(spec.Name)
 }
 
 func netmask(prefix int32) string {

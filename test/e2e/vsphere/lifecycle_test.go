@@ -36,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -112,7 +113,7 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	if err := c.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	vmName := ns + "-db-prod-01"
+	vmName := providers.BackendName(ns, "db-prod-01")
 	vsm := &infrav1.VSphereMachine{}
 	eventually(t, 2*time.Minute, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {

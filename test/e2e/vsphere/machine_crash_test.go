@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
@@ -104,7 +105,7 @@ func vcTasksRunning(ctx context.Context, kind string, machines []string) (int, e
 	f.SetDatacenter(dc)
 	var refs []types.ManagedObjectReference
 	for _, m := range machines {
-		vm, err := f.VirtualMachine(ctx, ns+"-"+m)
+		vm, err := f.VirtualMachine(ctx, providers.BackendName(ns, m))
 		if err != nil {
 			continue // destroyed already
 		}
@@ -160,10 +161,10 @@ func wantVCVMs(t *testing.T, prefix string, machines []string) {
 	t.Helper()
 	want := make([]string, 0, len(machines))
 	for _, m := range machines {
-		want = append(want, ns+"-"+m)
+		want = append(want, providers.BackendName(ns, m))
 	}
 	slices.Sort(want)
-	if got := vcVMNames(t, "DC0", ns+"-"+prefix); !slices.Equal(got, want) {
+	if got := vcVMNames(t, "DC0", providers.BackendName(ns, prefix)); !slices.Equal(got, want) {
 		t.Errorf("vcsim VMs after the crash: %v, want exactly %v", got, want)
 	}
 }
@@ -178,7 +179,7 @@ func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
 		}
 	}
 	eventually(t, 2*time.Minute, func() error {
-		if got := vcVMNames(t, "DC0", ns+"-"+prefix); len(got) > 0 {
+		if got := vcVMNames(t, "DC0", providers.BackendName(ns, prefix)); len(got) > 0 {
 			return fmt.Errorf("vcsim still has %v", got)
 		}
 		return nil
@@ -245,7 +246,7 @@ func TestCrashMidClone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := vcVM(t, "DC0", ns+"-"+vsm.Name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || vsm.Status.TaskRef != "" {
+		if m := vcVM(t, "DC0", providers.BackendName(ns, vsm.Name)); m == nil || m.Config.InstanceUuid != string(vsm.UID) || vsm.Status.TaskRef != "" {
 			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
 		}
 	}
@@ -374,7 +375,7 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := vcVM(t, "DC0", ns+"-"+name); m == nil || m.Config.InstanceUuid != string(vsm.UID) || m.Runtime.PowerState != "poweredOff" {
+		if m := vcVM(t, "DC0", providers.BackendName(ns, name)); m == nil || m.Config.InstanceUuid != string(vsm.UID) || m.Runtime.PowerState != "poweredOff" {
 			t.Errorf("%s in vcsim: %v", name, m != nil)
 		}
 	}

@@ -289,6 +289,11 @@ type VSphereMachineStatus struct {
 	// +optional
 	InstanceUUID string `json:"instanceUUID,omitempty"`
 
+	// vmName is the VM's name in vCenter, "<namespace>.<name>" (ending in
+	// a hash when longer than 80 characters): unique across namespaces.
+	// +optional
+	VMName string `json:"vmName,omitempty"`
+
 	// taskRef is the vCenter task in flight for this VM (clone, power,
 	// reconfigure), so a restarted provider resumes instead of repeating it.
 	// +optional
@@ -330,6 +335,7 @@ type MachineAddress struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
 // +kubebuilder:printcolumn:name="Failure-Domain",type=string,JSONPath=`.spec.failureDomain`
+// +kubebuilder:printcolumn:name="VM",type=string,JSONPath=`.status.vmName`,priority=1,description="The VM's name in vCenter"
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`,priority=1
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.template`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
