@@ -72,7 +72,7 @@ func (e *Env) writeCertificates() error {
 	e.BanlieueCA = banlieueCA.CertPEM
 	files["banlieue-ca.crt"] = banlieueCA.CertPEM
 	bServing, err := banlieueCA.IssueServing("banlieue-apiserver",
-		[]string{"localhost", loopbackService + "." + Namespace + ".svc", "banlieue-apiserver." + Namespace + ".svc"}, loopback)
+		[]string{"localhost", loopbackService + "." + APIServerNamespace + ".svc", "banlieue-apiserver." + APIServerNamespace + ".svc"}, loopback)
 	if err != nil {
 		return err
 	}

@@ -54,9 +54,12 @@ import (
 // identity its Deployment's ServiceAccount has in a real cluster, so the
 // RBAC in artifacts/deploy is exercised as shipped.
 const (
-	Namespace          = "banlieue-system"
+	Namespace = "banlieue-system"
+	// APIServerNamespace holds the API server, its etcd and their Secrets,
+	// out of reach of every other identity.
+	APIServerNamespace = "banlieue-apiserver"
 	ServiceAccount     = "banlieue-apiserver"
-	BanlieueUser       = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
+	BanlieueUser       = "system:serviceaccount:" + APIServerNamespace + ":" + ServiceAccount
 	ControllerUser     = "system:serviceaccount:" + Namespace + ":banlieue-controller"
 	ProviderUser       = "system:serviceaccount:" + Namespace + ":banlieue-provider-vsphere"
 	APIServiceName     = "v1alpha1.banlieue.io"
@@ -592,7 +595,9 @@ func (e *Env) serviceAccountKubeconfig(name, user string) (string, error) {
 	if e.issued == nil {
 		e.issued = map[string]bool{}
 	}
-	ident, err := e.ca.IssueClient(user, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+	// system:serviceaccount:NAMESPACE:NAME is in system:serviceaccounts:NAMESPACE.
+	saNamespace := strings.Split(user, ":")[2]
+	ident, err := e.ca.IssueClient(user, "system:serviceaccounts", "system:serviceaccounts:"+saNamespace)
 	if err != nil {
 		return "", err
 	}
@@ -626,13 +631,13 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: APIServerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	// Named apart from the install's Service (artifacts/deploy), so that the
 	// shipped manifests can be applied over this environment.
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: loopbackService, Namespace: Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: loopbackService, Namespace: APIServerNamespace},
 		Spec: corev1.ServiceSpec{
 			Type:         corev1.ServiceTypeExternalName,
 			ExternalName: "localhost",
@@ -640,15 +645,15 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 		},
 	}
 	if err := upsert(ctx, func() error {
-		_, err := client.CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{})
+		_, err := client.CoreV1().Services(APIServerNamespace).Create(ctx, svc, metav1.CreateOptions{})
 		return err
 	}, func() error {
-		cur, err := client.CoreV1().Services(Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		cur, err := client.CoreV1().Services(APIServerNamespace).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		cur.Spec = svc.Spec
-		_, err = client.CoreV1().Services(Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = client.CoreV1().Services(APIServerNamespace).Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("service: %w", err)
@@ -664,7 +669,7 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 		Spec: apiregistrationv1.APIServiceSpec{
 			Group: "banlieue.io", Version: "v1alpha1",
 			GroupPriorityMinimum: 1000, VersionPriority: 15,
-			Service:  &apiregistrationv1.ServiceReference{Namespace: Namespace, Name: loopbackService, Port: &port},
+			Service:  &apiregistrationv1.ServiceReference{Namespace: APIServerNamespace, Name: loopbackService, Port: &port},
 			CABundle: e.BanlieueCA,
 		},
 	}

@@ -238,9 +238,12 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 		return stop(StageSelector, "labels %v do not match providerSelector %s", p.Labels, sel)
 	}
 	if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
+		// The reason only: the Provider's message is for whoever manages
+		// it (a login error names the backend account); this one reaches
+		// every tenant's VM and /placement.
 		msg := "Provider is not Ready"
 		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ProviderReady); c != nil {
-			msg = fmt.Sprintf("Provider is not Ready (%s: %s)", c.Reason, c.Message)
+			msg = fmt.Sprintf("Provider is not Ready (%s)", c.Reason)
 		}
 		return stop(StageReady, "%s", msg)
 	}

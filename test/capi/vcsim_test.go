@@ -24,6 +24,7 @@ import (
 
 	"github.com/vmware/govmomi/vim25/mo"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -78,9 +80,19 @@ func TestMachineOnVCSim(t *testing.T) {
 			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint,
 				CredentialsRef: v1alpha1.LocalObjectReference{Name: "capi-vcsim-creds"},
 				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+			// The provider builds only what the Provider publishes.
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
+			},
 		},
 	}
 	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	proc, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second)
@@ -99,6 +111,13 @@ func TestMachineOnVCSim(t *testing.T) {
 	})
 
 	ns := newNamespace(t, "capi-vcsim")
+	// The namespace consents to the provider reading its Machines'
+	// bootstrap data (the RoleBinding README documents).
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}); err != nil {
+		t.Fatal(err)
+	}
 	createCluster(t, ctx, ns, "c3")
 	bootstrap := "#cloud-config\nhostname: m3\nruncmd: [kubeadm join]\n"
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m3-bootstrap", Namespace: ns},
@@ -125,7 +144,7 @@ func TestMachineOnVCSim(t *testing.T) {
 	if err := c.Create(ctx, machine); err != nil {
 		t.Fatal(err)
 	}
-	vmName := ns + "-m3"
+	vmName := providers.BackendName(ns, "m3")
 	eventually(t, 3*time.Minute, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
 			return err

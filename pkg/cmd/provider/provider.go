@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -51,6 +52,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 		leaderElect                bool
 		resync                     time.Duration
 		workers                    int
+		serviceAccount             string
 	)
 	cmd := &cobra.Command{
 		Use:          "vsphere",
@@ -68,8 +70,11 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme: scheme,
-				// Watches and credential reads stay in the install namespace.
-				// VSphereMachines live in the VMs' namespaces.
+				// Watches stay in the install namespace; VSphereMachines live
+				// in the VMs' namespaces. Secrets and ConfigMaps are never
+				// cached (that would list and watch them): each is read by
+				// name when needed, which is all this identity may do.
+				Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 				Cache: cache.Options{
 					DefaultNamespaces: map[string]cache.Config{namespace: {}},
 					ByObject:          map[client.Object]cache.ByObject{&infrav1.VSphereMachine{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
@@ -101,6 +106,7 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			machines := &providerctrl.MachineReconciler{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: "vsphere", Namespace: namespace,
 				Providers: r, Poll: 5 * time.Second, Workers: workers, Events: mgr.GetEventRecorder("banlieue-provider-vsphere"),
+				Identity: serviceAccount,
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
@@ -114,6 +120,8 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	clientOpts.AddFlags(f)
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
+	f.StringVar(&serviceAccount, "service-account", "banlieue-system:banlieue-provider-vsphere",
+		"NAMESPACE:NAME of the ServiceAccount this process runs as: the subject a namespace binds to banlieue-provider-userdata to let it read user data there (named in UserDataForbidden messages).")
 	f.IntVar(&workers, "machine-workers", 8, "How many VSphereMachines are reconciled at once (vCenter runs their tasks in parallel).")
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
 	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")

@@ -26,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,11 +38,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
@@ -64,44 +69,121 @@ type Reconciler struct {
 	Connect Connector
 	// Resync re-walks the inventory of a Ready Provider this often.
 	Resync time.Duration
+	// NotReadyRetry tries a Provider that is not Ready again this often
+	// (its Secret may have been fixed); min(Resync, 10 s) when zero.
+	NotReadyRetry time.Duration
 }
 
-// SetupWithManager registers the controller. Secrets and ConfigMaps the
-// Providers reference requeue them.
+// ProtectionFinalizer keeps a deleted Provider, as PersistentVolume
+// protection keeps a volume, until no machine uses it: its machines can
+// still reach the backend to destroy their VMs.
+const ProtectionFinalizer = "banlieue.io/provider-protection"
+
+// ReasonDeleting is the Ready reason of a deleted Provider that machines
+// still use.
+const ReasonDeleting = "Deleting"
+
+// reconcileDelete releases a deleted Provider once no machine uses it;
+// until then Ready is False (so nothing new is placed on it), naming them.
+func (r *Reconciler) reconcileDelete(ctx context.Context, p *v1alpha1.Provider) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(p, ProtectionFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	users, err := r.machinesUsing(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(users) > 0 {
+		shown := users
+		if len(shown) > 10 {
+			shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(users)-10))
+		}
+		before := p.Status.DeepCopy()
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ProviderReady, Status: metav1.ConditionFalse,
+			Reason: ReasonDeleting, ObservedGeneration: p.Generation,
+			Message: fmt.Sprintf("deleted; waiting for %d machine(s) using it to be deleted: %s", len(users), strings.Join(shown, ", "))})
+		if !apiequality.Semantic.DeepEqual(before, &p.Status) {
+			if err := r.Client.Status().Update(ctx, p); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{}, nil // a machine's deletion requeues it
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	controllerutil.RemoveFinalizer(p, ProtectionFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
+}
+
+// machinesUsing lists, as namespace/name, the machines p serves.
+func (r *Reconciler) machinesUsing(ctx context.Context, p *v1alpha1.Provider) ([]string, error) {
+	var list infrav1.VSphereMachineList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		if servedBy(&list.Items[i], p) {
+			out = append(out, list.Items[i].Namespace+"/"+list.Items[i].Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// servedBy tells whether p is the Provider of vsm (see MachineReconciler.provider).
+func servedBy(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider) bool {
+	if want := vsm.Annotations[infrav1.ProviderAnnotation]; want != "" {
+		return want == p.Namespace+"/"+p.Name || (want == p.Name && vsm.Namespace == p.Namespace)
+	}
+	for _, fd := range p.Status.FailureDomains {
+		if fd.Name == vsm.Spec.FailureDomain {
+			return true
+		}
+	}
+	return false
+}
+
+// providerOfMachine requeues the deleted Provider a deleted machine used.
+func (r *Reconciler) providerOfMachine(ctx context.Context, o client.Object) []reconcile.Request {
+	vsm, ok := o.(*infrav1.VSphereMachine)
+	if !ok {
+		return nil
+	}
+	var list v1alpha1.ProviderList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if p := &list.Items[i]; !p.DeletionTimestamp.IsZero() && servedBy(vsm, p) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
+}
+
+// SetupWithManager registers the controller. Secrets and ConfigMaps are
+// not watched: this identity may only get them by name (a watch would need
+// list and watch on every Secret of the namespace), so a Provider that is
+// not Ready is looked at again every NotReadyRetry and a Ready one every
+// Resync, reading its Secret afresh each time.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provider-"+r.Class).
 		For(&v1alpha1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(&infrav1.VSphereMachine{}, handler.EnqueueRequestsFromMapFunc(r.providerOfMachine),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		Complete(conflict.Requeue(r))
 }
 
-func (r *Reconciler) referencing(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.ProviderList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
+// notReadyRetry is how soon a Provider that is not Ready is tried again.
+func (r *Reconciler) notReadyRetry() time.Duration {
+	if r.NotReadyRetry > 0 {
+		return r.NotReadyRetry
 	}
-	var out []reconcile.Request
-	for _, p := range list.Items {
-		c := p.Spec.Connection
-		refs := []string{c.CredentialsRef.Name}
-		if ca := c.CABundle; ca != nil {
-			if ca.SecretRef != nil {
-				refs = append(refs, ca.SecretRef.Name)
-			}
-			if ca.ConfigMapRef != nil {
-				refs = append(refs, ca.ConfigMapRef.Name)
-			}
-		}
-		for _, n := range refs {
-			if n == o.GetName() {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-				break
-			}
-		}
-	}
-	return out
+	return min(r.Resync, 10*time.Second)
 }
 
 // notReady is a failure with a Ready reason.
@@ -117,8 +199,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p.Spec.ProviderClassRef.Name != r.Class || !p.DeletionTimestamp.IsZero() {
+	if p.Spec.ProviderClassRef.Name != r.Class {
 		return ctrl.Result{}, nil
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, p)
+	}
+	if !controllerutil.ContainsFinalizer(p, ProtectionFinalizer) {
+		patch := client.MergeFrom(p.DeepCopy())
+		controllerutil.AddFinalizer(p, ProtectionFinalizer)
+		if err := r.Client.Patch(ctx, p, patch); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	before := p.Status.DeepCopy()
 	fds, err := r.walk(ctx, p)
@@ -140,6 +232,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Status().Update(ctx, p); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if cond.Status != metav1.ConditionTrue {
+		return ctrl.Result{RequeueAfter: r.notReadyRetry()}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }

@@ -28,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -126,7 +127,11 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 	}
 	backend, err := r.Providers.backend(ctx, p)
 	if err != nil {
-		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed, Message: err.Error()}
+		// VMImages are readable by every user: the details (endpoint,
+		// account) stay on the Provider and in this process's log.
+		log.FromContext(ctx).Info("Cannot check an image: the Provider's backend is unreachable", "provider", placement.ImageStatusKey(p), "err", err)
+		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed,
+			Message: "cannot reach the Provider's backend; the Provider's Ready condition has the details"}
 	}
 	datacenters := map[string]bool{}
 	for _, fd := range p.Status.FailureDomains {

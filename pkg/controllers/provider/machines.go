@@ -52,6 +52,9 @@ const (
 	ReasonPowerStatePending       = "PowerStatePending"
 	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
 	ReasonUserDataMissing         = "UserDataMissing"
+	// ReasonUserDataForbidden: the machine's namespace has not granted this
+	// provider's identity the reading of its user data.
+	ReasonUserDataForbidden = "UserDataForbidden"
 	// PausedCondition follows Cluster API's v1beta2 contract: True while the
 	// object or its Cluster is paused and nothing is reconciled.
 	PausedCondition = "Paused"
@@ -91,7 +94,14 @@ type MachineReconciler struct {
 	Workers int
 	// Events records what happened to each VM (may be nil).
 	Events events.EventRecorder
+	// Identity is this process's ServiceAccount, NAMESPACE:NAME: the
+	// subject a namespace binds to UserDataClusterRole to consent.
+	Identity string
 }
+
+// UserDataClusterRole is the shipped ClusterRole a namespace binds to a
+// provider's ServiceAccount to let it read its VMs' user data.
+const UserDataClusterRole = "banlieue-provider-userdata"
 
 func (r *MachineReconciler) event(vsm *infrav1.VSphereMachine, eventType, reason, action, msg string) {
 	if r.Events != nil {
@@ -112,18 +122,25 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // VMName is the VM's name in vCenter: readable, and unique across
 // namespaces (providers.BackendName). The VM's identity is its instance
 // UUID, the object's UID.
-func VMName(vsm *infrav1.VSphereMachine) string { return providers.BackendName(vsm.Namespace, vsm.Name) }
+func VMName(vsm *infrav1.VSphereMachine) string {
+	return providers.BackendName(vsm.Namespace, vsm.Name)
+}
 
-// Reconcile drives one VSphereMachine.
+// Reconcile drives one VSphereMachine, in phases: find its Provider;
+// honour a pause; destroy and release it if deleted; admit its spec
+// against the Provider (before any backend call); hold it with a
+// finalizer; read its user data; build it; report.
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vsm := &infrav1.VSphereMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, vsm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	provider, err := r.provider(ctx, vsm)
-	if err != nil || provider == nil {
-		return ctrl.Result{}, err // not ours, or not yet known
+	provider, ours, err := r.provider(ctx, vsm)
+	if err != nil || !ours {
+		return ctrl.Result{}, err // another process's, or not yet known
 	}
+	// Paused (Cluster API, e.g. clusterctl move) means hands off, deletion
+	// included: the VM must survive its object leaving this cluster.
 	paused, why, err := r.paused(ctx, vsm)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -132,26 +149,22 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// A Cluster's spec.paused is not watched: look again later.
 		return ctrl.Result{RequeueAfter: r.Poll}, r.setPaused(ctx, vsm, why)
 	}
+	if !vsm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, vsm, provider)
+	}
+	if provider == nil {
+		// The Provider it names does not exist (yet): look again later.
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+	if refused, err := r.admit(ctx, vsm, provider); refused || err != nil {
+		return ctrl.Result{}, err
+	}
 	backend, err := r.Providers.backend(ctx, provider)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	spec := machineSpec(vsm)
 	record := r.recorder(vsm)
-	if !vsm.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
-			return ctrl.Result{}, nil
-		}
-		if err := backend.DeleteMachine(ctx, spec, record); err != nil {
-			r.event(vsm, corev1.EventTypeWarning, "DeleteFailed", "Destroy", err.Error())
-			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", spec.Name, err)
-		}
-		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "datacenter", spec.Datacenter)
-		r.event(vsm, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
-		patch := client.MergeFrom(vsm.DeepCopy())
-		controllerutil.RemoveFinalizer(vsm, MachineFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, vsm, patch))
-	}
 	if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
 		patch := client.MergeFrom(vsm.DeepCopy())
 		controllerutil.AddFinalizer(vsm, MachineFinalizer)
@@ -160,6 +173,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	userData, reason, err := r.userData(ctx, vsm)
+	if apierrors.IsForbidden(err) {
+		reason, err = ReasonUserDataForbidden, r.forbidden(vsm.Namespace, err)
+	}
 	if reason != "" {
 		msg := "waiting for the Cluster API Machine's bootstrap data secret"
 		if err != nil {
@@ -225,6 +241,57 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// reconcileDelete destroys the VM and releases the machine. A machine
+// without the finalizer never reached the backend (refused, or its
+// Provider never known) and has nothing to destroy; one whose Provider is
+// gone cannot reach the backend any more: it is released with a warning
+// (the Provider's finalizer holds it while machines use it, so this
+// happens only when that finalizer was removed by hand).
+func (r *MachineReconciler) reconcileDelete(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	spec := machineSpec(vsm)
+	if provider == nil {
+		log.FromContext(ctx).Info("Releasing a VSphereMachine whose Provider is gone; its VM, if any, stays in vCenter", "vm", spec.Name)
+		r.event(vsm, corev1.EventTypeWarning, "ProviderGone", "Destroy",
+			fmt.Sprintf("the Provider is gone: VM %s, if it exists, was not destroyed", spec.Name))
+	} else {
+		backend, err := r.Providers.backend(ctx, provider)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := backend.DeleteMachine(ctx, spec, r.recorder(vsm)); err != nil {
+			r.event(vsm, corev1.EventTypeWarning, "DeleteFailed", "Destroy", err.Error())
+			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", spec.Name, err)
+		}
+		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "datacenter", spec.Datacenter)
+		r.event(vsm, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
+	}
+	patch := client.MergeFrom(vsm.DeepCopy())
+	controllerutil.RemoveFinalizer(vsm, MachineFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, vsm, patch))
+}
+
+// admit refuses, before any backend call, a machine its Provider does not
+// publish (see admit in admit.go): Ready=False with the field's reason and
+// an Event. A refusal is final until the machine or the Provider changes.
+func (r *MachineReconciler) admit(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (bool, error) {
+	var images v1alpha1.VMImageList
+	if err := r.Client.List(ctx, &images); err != nil {
+		return false, err
+	}
+	refused := admit(vsm, provider, r.Class, images.Items)
+	if refused == nil {
+		return false, nil
+	}
+	if c := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition); c == nil || c.Reason != refused.reason || c.Message != refused.Error() {
+		log.FromContext(ctx).Info("Refused a VSphereMachine its Provider does not publish", "reason", refused.reason, "field", refused.field)
+		r.event(vsm, corev1.EventTypeWarning, refused.reason, "Admit", refused.Error())
+	}
+	return true, r.setReady(ctx, vsm, metav1.ConditionFalse, refused.reason, refused.Error())
 }
 
 // machineSpec is what the backend builds for vsm (user data aside).
@@ -375,6 +442,13 @@ func (r *MachineReconciler) secretKey(ctx context.Context, namespace, name, key 
 	return v, "", nil
 }
 
+// forbidden explains a refused user-data read and how to consent to it.
+func (r *MachineReconciler) forbidden(namespace string, err error) error {
+	return fmt.Errorf("namespace %s has not granted the provider the reading of this VM's user data (%v); to grant it: "+
+		"kubectl create rolebinding %s -n %s --clusterrole=%s --serviceaccount=%s",
+		namespace, err, UserDataClusterRole, namespace, UserDataClusterRole, r.Identity)
+}
+
 // capiMachine is the Cluster API Machine owning vsm, or nil.
 func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
 	for i, o := range vsm.OwnerReferences {
@@ -385,30 +459,45 @@ func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
 	return nil
 }
 
-// provider finds the Provider of Namespace and Class whose failure domains
-// include the machine's, or nil.
-func (r *MachineReconciler) provider(ctx context.Context, vsm *infrav1.VSphereMachine) (*v1alpha1.Provider, error) {
+// provider finds the Provider that serves vsm: the one its
+// banlieue.io/provider annotation names ("namespace/name", or a name in
+// the machine's namespace), else the Provider of Namespace and Class whose
+// failure domains include the machine's. ours is false when the machine
+// belongs to another process (a Provider of another namespace); a nil
+// Provider with ours true means the named Provider of this namespace does
+// not exist (any more).
+func (r *MachineReconciler) provider(ctx context.Context, vsm *infrav1.VSphereMachine) (*v1alpha1.Provider, bool, error) {
+	if want := vsm.Annotations[infrav1.ProviderAnnotation]; want != "" {
+		key := client.ObjectKey{Namespace: vsm.Namespace, Name: want}
+		if ns, name, ok := strings.Cut(want, "/"); ok {
+			key = client.ObjectKey{Namespace: ns, Name: name}
+		}
+		if key.Namespace != r.Namespace {
+			return nil, false, nil
+		}
+		p := &v1alpha1.Provider{}
+		if err := r.Client.Get(ctx, key, p); err != nil {
+			return nil, apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}
+		if p.Spec.ProviderClassRef.Name != r.Class {
+			return nil, false, nil
+		}
+		return p, true, nil
+	}
 	var list v1alpha1.ProviderList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	want := vsm.Annotations[infrav1.ProviderAnnotation]
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.Spec.ProviderClassRef.Name != r.Class {
 			continue
 		}
-		if want != "" {
-			if want == p.Namespace+"/"+p.Name || (!strings.Contains(want, "/") && want == p.Name) {
-				return p, nil
-			}
-			continue
-		}
 		for _, fd := range p.Status.FailureDomains {
 			if fd.Name == vsm.Spec.FailureDomain {
-				return p, nil
+				return p, true, nil
 			}
 		}
 	}
-	return nil, nil
+	return nil, false, nil
 }

@@ -136,10 +136,13 @@ func mirror(vm *v1alpha1.VirtualMachine, vsm *infrav1.VSphereMachine) {
 
 	status, reason, message := metav1.ConditionFalse, reasonWaitingForInfrastructure, fmt.Sprintf("VSphereMachine %s has not reported Ready yet", vsm.Name)
 	if c := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition); c != nil {
-		status, message = c.Status, fmt.Sprintf("VSphereMachine %s: %s", vsm.Name, c.Message)
-		reason = reasonInfrastructureNotReady
+		// The infrastructure's own reason (UserDataForbidden,
+		// ProvisioningFailed, ...) is the VM's: it says what to do.
+		status, reason, message = c.Status, c.Reason, fmt.Sprintf("VSphereMachine %s: %s", vsm.Name, c.Message)
 		if c.Status == metav1.ConditionTrue {
 			reason = reasonInfrastructureReady
+		} else if reason == "" {
+			reason = reasonInfrastructureNotReady
 		}
 	}
 	set := func(t string) {

@@ -524,6 +524,13 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 // fine.
 func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
 	f, dc, err := c.finder(ctx, spec.Datacenter)
+	var nf *find.NotFoundError
+	if errors.As(err, &nf) && spec.InstanceUUID != "" {
+		// No such datacenter (a VM that was never created, or one whose
+		// datacenter went): the instance UUID is searched across vCenter,
+		// so a delete never retries a lookup that cannot succeed.
+		f, dc, err = find.NewFinder(c.gc.Client, false), nil, nil
+	}
 	if err != nil {
 		return err
 	}

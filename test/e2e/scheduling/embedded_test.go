@@ -44,7 +44,7 @@ func TestEmbeddedControllers(t *testing.T) {
 		if err := dev.InstallRBAC(ctx, kubeconfig); err != nil {
 			return err
 		}
-		sa := "--serviceaccount=" + devenv.Namespace + ":" + devenv.ServiceAccount
+		sa := "--serviceaccount=" + devenv.APIServerNamespace + ":" + devenv.ServiceAccount
 		for _, args := range [][]string{
 			{"create", "clusterrolebinding", "embedded-controllers", "--clusterrole=banlieue-controller", sa},
 			{"create", "rolebinding", "embedded-leader-election", "-n", devenv.Namespace, "--role=banlieue-controller-leader-election", sa},

@@ -26,6 +26,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +36,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+	"github.com/firestoned/banlieue/test/reliability/count"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
@@ -169,6 +171,58 @@ func wantVCVMs(t *testing.T, prefix string, machines []string) {
 	}
 }
 
+// vcInstances counts every VM in vcsim, in all datacenters, by instance
+// UUID, before any de-duplication: a machine cloned twice shows as 2,
+// whatever the two VMs are called.
+func vcInstances(t *testing.T) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	gc, err := vcsim.Login(ctx, endpoint, user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Logout(ctx)
+	v, err := view.NewManager(gc.Client).CreateContainerView(ctx, gc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Destroy(ctx)
+	var vms []mo.VirtualMachine
+	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"config.instanceUuid"}, &vms); err != nil {
+		t.Fatal(err)
+	}
+	var uuids []string
+	for _, vm := range vms {
+		if vm.Config != nil {
+			uuids = append(uuids, vm.Config.InstanceUuid)
+		}
+	}
+	return count.Sightings(uuids)
+}
+
+// vcLostAndDuplicated measures, for machines that must each have one VM,
+// how many have none in vcsim and how many VMs are extra copies.
+func vcLostAndDuplicated(t *testing.T, names []string) (lost, dup int) {
+	t.Helper()
+	var uids []string
+	for _, name := range names {
+		vsm, err := getMachine(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, string(vsm.UID))
+	}
+	seen := vcInstances(t)
+	for _, uid := range uids {
+		dup += max(seen[uid]-1, 0)
+	}
+	lost = len(count.Missing(uids, seen))
+	if lost > 0 || dup > 0 {
+		t.Errorf("vcsim by instance UUID: %d machines without a VM, %d extra VMs", lost, dup)
+	}
+	return lost, dup
+}
+
 // deleteAndWaitGone deletes the machines and waits until vcsim holds no VM
 // with the prefix.
 func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
@@ -192,6 +246,7 @@ func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
 func TestCrashMidClone(t *testing.T) {
 	ctx := context.Background()
 	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	ensureImage(t, "ubuntu-22.04-cloudinit")
 	secret(t, ns, "crash-creds", map[string]string{"username": user, "password": password})
 	if err := c.Create(ctx, provider("crash-vsphere", "crash-creds", nil)); err != nil {
 		t.Fatal(err)
@@ -250,8 +305,9 @@ func TestCrashMidClone(t *testing.T) {
 			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
 		}
 	}
-	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine",
-		Operations: n, Faults: sigkills(kills) + " of the provider during clones"})
+	lost, dup := vcLostAndDuplicated(t, names)
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine (counted by instance UUID)",
+		Operations: n, Faults: sigkills(kills) + " of the provider during clones", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash-", names)
 }
@@ -264,6 +320,7 @@ func TestCrashMidClone(t *testing.T) {
 func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 	ctx := context.Background()
 	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	ensureImage(t, "ubuntu-22.04-cloudinit")
 	secret(t, ns, "crash2-creds", map[string]string{"username": user, "password": password})
 	if err := c.Create(ctx, provider("crash2-vsphere", "crash2-creds", nil)); err != nil {
 		t.Fatal(err)
@@ -379,8 +436,9 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 			t.Errorf("%s in vcsim: %v", name, m != nil)
 		}
 	}
-	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state",
-		Operations: 2 * each, Faults: sigkills(kills) + " of the provider during destroys and power-offs"})
+	lost, dup := vcLostAndDuplicated(t, poweredOff)
+	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state (counted by instance UUID)",
+		Operations: 2 * each, Faults: sigkills(kills) + " of the provider during destroys and power-offs", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash2-", poweredOff)
 }

@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 const tenant = "tenant-vsm"
@@ -73,7 +75,9 @@ func waitMachine(t *testing.T, name, cond, reason string) *infrav1.VSphereMachin
 }
 
 // TestMachineInTenantNamespace: VSphereMachines in a namespace other than
-// the provider's get their user data from a Secret or a ConfigMap there
+// the provider's wait with UserDataForbidden (and no VM) until the
+// namespace consents with the one-line RoleBinding their condition names,
+// then get their user data from a Secret or a ConfigMap there
 // (guestinfo.userdata for cloud-init), their NICs on the named port groups,
 // EFI secure boot and a vTPM, and the object's UID as instance UUID; a
 // missing user-data Secret holds the VM back with UserDataMissing; the
@@ -85,7 +89,8 @@ func TestMachineInTenantNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret(t, ns, "tenant-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("tenant-vsphere", "tenant-creds", nil)); err != nil {
+	ensureImage(t, "ubuntu-22.04-cloudinit")
+	if err := c.Create(ctx, provider("tenant-vsphere", "tenant-creds", publishing([]string{"VM Network", "DC0_DVPG0"}, nil))); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, "tenant-vsphere", "InventoryWalked")
@@ -125,8 +130,25 @@ func TestMachineInTenantNamespace(t *testing.T) {
 		m.Spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: "not-yet", Key: "user-data"}
 	})
 
+	// No consent yet: nothing is read, nothing is built, and the condition
+	// says how to consent. The command it names is run as it is.
+	denied := waitMachine(t, "web-0", infrav1.ReadyCondition, "UserDataForbidden")
+	waitMachine(t, "web-2", infrav1.ReadyCondition, "UserDataForbidden")
+	if vcVM(t, "DC0", providers.BackendName(tenant, "web-0")) != nil {
+		t.Error("web-0 got a VM before its namespace let the provider read its user data")
+	}
+	msg := meta.FindStatusCondition(denied.Status.Conditions, infrav1.ReadyCondition).Message
+	_, grant, ok := strings.Cut(msg, "to grant it: ")
+	if !ok || !strings.HasPrefix(grant, "kubectl create rolebinding banlieue-provider-userdata -n "+tenant+" --clusterrole=banlieue-provider-userdata --serviceaccount=banlieue-system:banlieue-provider-vsphere") {
+		t.Fatalf("UserDataForbidden message %q does not name the grant", msg)
+	}
+	out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig=" + env.AdminKubeconfig}, strings.Fields(grant)[1:]...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", grant, err, out)
+	}
+
 	vsm := waitMachine(t, "web-0", infrav1.ReadyCondition, "PoweredOn")
-	m := vcVM(t, "DC0", tenant+"-web-0")
+	m := vcVM(t, "DC0", providers.BackendName(tenant, "web-0"))
 	if m == nil {
 		t.Fatal("web-0 is not in vcsim")
 	}
@@ -184,7 +206,7 @@ func TestMachineInTenantNamespace(t *testing.T) {
 
 	// Paused: nothing is created until the annotation goes.
 	waitMachine(t, "web-1", "Paused", "Paused")
-	if vcVM(t, "DC0", tenant+"-web-1") != nil {
+	if vcVM(t, "DC0", providers.BackendName(tenant, "web-1")) != nil {
 		t.Error("a paused VSphereMachine got a VM")
 	}
 	web1 := &infrav1.VSphereMachine{}
@@ -198,7 +220,7 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	}
 	waitMachine(t, "web-1", infrav1.ReadyCondition, "PoweredOn")
 	waitMachine(t, "web-1", "Paused", "NotPaused")
-	if got := decoded(t, guestInfo(vcVM(t, "DC0", tenant+"-web-1"), "guestinfo.userdata")); got != "#cloud-config\nhostname: web-1\n" {
+	if got := decoded(t, guestInfo(vcVM(t, "DC0", providers.BackendName(tenant, "web-1")), "guestinfo.userdata")); got != "#cloud-config\nhostname: web-1\n" {
 		t.Errorf("web-1 guestinfo.userdata from the ConfigMap: %q", got)
 	}
 
@@ -207,7 +229,7 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	if cond := meta.FindStatusCondition(v.Status.Conditions, infrav1.ReadyCondition); !containsAll(cond.Message, "not-yet") {
 		t.Errorf("message %q does not name the Secret", cond.Message)
 	}
-	if vcVM(t, "DC0", tenant+"-web-2") != nil {
+	if vcVM(t, "DC0", providers.BackendName(tenant, "web-2")) != nil {
 		t.Error("a VM was created without its user data")
 	}
 	secret(t, tenant, "not-yet", map[string]string{"user-data": "#cloud-config\n"})
@@ -217,7 +239,7 @@ func TestMachineInTenantNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, func() error {
-		if got := vcVMNames(t, "DC0", tenant+"-"); len(got) > 0 {
+		if got := vcVMNames(t, "DC0", providers.BackendName(tenant, "")); len(got) > 0 {
 			return fmt.Errorf("vcsim still has %v", got)
 		}
 		return nil

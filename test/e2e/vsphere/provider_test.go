@@ -37,6 +37,7 @@ import (
 
 	"github.com/vmware/govmomi/simulator"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -63,6 +64,7 @@ var (
 	c            client.Client
 	endpoint     string
 	caPEM        []byte
+	kubectlBin   string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -84,6 +86,7 @@ func run(m *testing.M) int {
 	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: vc.Certificate().Raw})
 
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	kubectlBin = filepath.Join(root, "bin", "kubectl")
 	dir, err := os.MkdirTemp("", "banlieue-vsphere-")
 	if err != nil {
 		panic(err)
@@ -168,6 +171,32 @@ func provider(name, secret string, mutate func(*v1alpha1.ProviderSpec)) *v1alpha
 		mutate(&p.Spec)
 	}
 	return p
+}
+
+// ensureImage makes sure a VMImage has the template as its vSphere
+// source: a Provider builds only templates some image publishes.
+func ensureImage(t *testing.T, template string) {
+	t.Helper()
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: template},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: template}}}}
+	if err := c.Create(context.Background(), img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// publishing is a Provider mutation publishing these port groups and
+// datastores as network and storage targets.
+func publishing(portGroups, datastores []string) func(*v1alpha1.ProviderSpec) {
+	return func(s *v1alpha1.ProviderSpec) {
+		for i, pg := range portGroups {
+			s.Capabilities.NetworkClasses = append(s.Capabilities.NetworkClasses,
+				v1alpha1.NetworkClassCapability{Name: fmt.Sprintf("net-%d", i), Target: v1alpha1.NetworkTarget{PortGroup: pg}})
+		}
+		for i, ds := range datastores {
+			s.Capabilities.StorageClasses = append(s.Capabilities.StorageClasses,
+				v1alpha1.StorageClassCapability{Name: fmt.Sprintf("storage-%d", i), Target: v1alpha1.StorageTarget{Datastore: ds}})
+		}
+	}
 }
 
 func secret(t *testing.T, namespace, name string, data map[string]string) {

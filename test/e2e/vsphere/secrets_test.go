@@ -19,13 +19,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
@@ -34,9 +40,13 @@ import (
 // sorts last), when the provider has logged in to vcsim with the vCenter
 // password many times: the password appears in no banlieue.io response
 // (objects, /resolved, /placement), no infrastructure object, no Event and
-// no process log, in clear or base64.
+// no process log, in clear or base64. The vCenter username appears in
+// nothing a tenant reads (VMs and their subresources, VMImages,
+// infrastructure objects, Events): only on the Provider and in the
+// provider's log, where a failed login is explained.
 func TestCredentialsNeverLeak(t *testing.T) {
 	ctx := context.Background()
+	leakyLogin(t)
 	needles := [][]byte{[]byte(password), []byte(base64.StdEncoding.EncodeToString([]byte(password)))}
 	check := func(where string, data []byte) {
 		t.Helper()
@@ -103,7 +113,67 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	if !found {
 		t.Errorf("no Secret in %s holds the password: the search above proves nothing", ns)
 	}
+	// The username: nowhere a tenant reads.
+	for _, path := range []string{
+		"/apis/banlieue.io/v1alpha1/virtualmachines", "/apis/banlieue.io/v1alpha1/vmimages", "/apis/banlieue.io/v1alpha1/vmclasses",
+		"/apis/infrastructure.banlieue.io/v1alpha1/vspheremachines", "/apis/infrastructure.banlieue.io/v1alpha1/vsphereclusters",
+		"/api/v1/events", "/apis/events.k8s.io/v1/events",
+	} {
+		if bytes.Contains(raw(path), []byte(user)) {
+			t.Errorf("the vCenter username %q appears in %s", user, path)
+		}
+	}
+	for _, vm := range vms.Items {
+		base := "/apis/banlieue.io/v1alpha1/namespaces/" + vm.Namespace + "/virtualmachines/" + vm.Name
+		for _, sub := range []string{"/resolved", "/placement"} {
+			if bytes.Contains(raw(base+sub), []byte(user)) {
+				t.Errorf("the vCenter username %q appears in %s", user, base+sub)
+			}
+		}
+	}
+	// ... and it is where the details belong, so the search can fail.
+	if !bytes.Contains(raw("/apis/banlieue.io/v1alpha1/namespaces/"+ns+"/providers/leak-vsphere"), []byte(user)) {
+		t.Errorf("the failed login's details (the username) are not on the Provider: the search above proves nothing")
+	}
 	t.Logf("searched %d logs, banlieue.io and infrastructure objects, Events and the subresources of %d VMs", len(logs), len(vms.Items))
-	reliability.Record(t, table.Row{Scenario: "the vCenter password (clear or base64) in no process log, banlieue.io or infrastructure object, Event, /resolved or /placement",
+	reliability.Record(t, table.Row{Scenario: "the vCenter password (clear or base64) in no process log, banlieue.io or infrastructure object, Event, /resolved or /placement; the username in nothing a tenant reads (after a failed login a VM waits on)",
 		Operations: 1, Faults: "search after every other vSphere test"})
+}
+
+// leakyLogin makes the login error that used to travel: a Provider whose
+// password is wrong (ConnectFailed: the message names host and username)
+// is the only candidate of a VM, which waits for it, and of an image.
+func leakyLogin(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ensureImage(t, "ubuntu-22.04-cloudinit")
+	secret(t, ns, "leak-creds", map[string]string{"username": user, "password": "not-" + password})
+	p := provider("leak-vsphere", "leak-creds", nil)
+	p.Labels = map[string]string{"leak": "yes"}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "leak-vsphere", "ConnectFailed")
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "leak-class"},
+		Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512}}}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "leak-vm", Namespace: ns},
+		Spec: v1alpha1.VirtualMachineSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "leak-class"},
+			ImageRef:  v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"leak": "yes"}}}}}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled)
+		if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "ConnectFailed") {
+			return fmt.Errorf("leak-vm Scheduled: %+v, want False naming ConnectFailed", cond)
+		}
+		return nil
+	})
 }

@@ -1,0 +1,83 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package provider
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+)
+
+func TestAdmit(t *testing.T) {
+	shared := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "banlieue-system"},
+		Spec: v1alpha1.ProviderSpec{Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "ds-gold"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "pg-prod"}}},
+		}},
+		Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{
+			{Name: "prod-dc0-c0", Datacenter: "DC0", Cluster: "C0"}, {Name: "prod-dc0-c1", Datacenter: "DC0", Cluster: "C1"},
+		}},
+	}
+	tenantOwn := shared.DeepCopy()
+	tenantOwn.Namespace = "team-a"
+	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
+		{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu"}, {ProviderClass: "proxmox", Kind: "Template", Ref: "9000"},
+	}}}}
+	good := func() *infrav1.VSphereMachine {
+		return &infrav1.VSphereMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.VSphereMachineSpec{Datacenter: "DC0", Cluster: "C1", Template: "ubuntu",
+				Disks:   []infrav1.VSphereDisk{{Name: "root", Datastore: "ds-gold"}, {Name: "data"}},
+				Network: []infrav1.VSphereNetworkDevice{{Name: "eth0", PortGroup: "pg-prod"}, {Name: "eth1"}}},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		provider *v1alpha1.Provider
+		mutate   func(*infrav1.VSphereMachine)
+		reason   string
+		field    string
+	}{
+		{"published everything, shared Provider", shared, func(*infrav1.VSphereMachine) {}, "", ""},
+		{"the namespace's own Provider", tenantOwn, func(*infrav1.VSphereMachine) {}, "", ""},
+		{"failure domain named and matching", shared, func(m *infrav1.VSphereMachine) { m.Spec.FailureDomain = "prod-dc0-c1" }, "", ""},
+		{"another tenant's Provider", tenantOwn, func(m *infrav1.VSphereMachine) { m.Namespace = "team-b" }, ReasonProviderNotAllowed, "metadata.annotations[banlieue.io/provider]"},
+		{"unknown datacenter", shared, func(m *infrav1.VSphereMachine) { m.Spec.Datacenter = "DC9" }, ReasonFailureDomainNotPublished, "spec.datacenter, spec.cluster"},
+		{"cluster of no failure domain", shared, func(m *infrav1.VSphereMachine) { m.Spec.Cluster = "C7" }, ReasonFailureDomainNotPublished, "spec.datacenter, spec.cluster"},
+		{"failure domain of another cluster", shared, func(m *infrav1.VSphereMachine) { m.Spec.FailureDomain = "prod-dc0-c0" }, ReasonFailureDomainNotPublished, "spec.failureDomain, spec.datacenter, spec.cluster"},
+		{"datastore outside the capabilities", shared, func(m *infrav1.VSphereMachine) { m.Spec.Disks[1].Datastore = "ds-other" }, ReasonDatastoreNotPublished, "spec.disks[1].datastore"},
+		{"port group outside the capabilities", shared, func(m *infrav1.VSphereMachine) { m.Spec.Network[1].PortGroup = "VM Network" }, ReasonPortGroupNotPublished, "spec.network[1].portGroup"},
+		{"template of no image (another VM)", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "someone-elses-vm" }, ReasonTemplateNotPublished, "spec.template"},
+		{"template of another class's source", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "9000" }, ReasonTemplateNotPublished, "spec.template"},
+	} {
+		m := good()
+		tc.mutate(m)
+		got := admit(m, tc.provider, "vsphere", images)
+		switch {
+		case tc.reason == "" && got != nil:
+			t.Errorf("%s: refused: %v", tc.name, got)
+		case tc.reason != "" && got == nil:
+			t.Errorf("%s: admitted, want %s", tc.name, tc.reason)
+		case got != nil && (got.reason != tc.reason || got.field != tc.field):
+			t.Errorf("%s: %s on %q (%v), want %s on %q", tc.name, got.reason, got.field, got, tc.reason, tc.field)
+		}
+	}
+}

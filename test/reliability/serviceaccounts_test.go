@@ -1,0 +1,142 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/firestoned/banlieue/pkg/devenv"
+)
+
+// canI is one question put to kubectl auth can-i.
+type canI struct{ verb, resource, namespace string }
+
+func (c canI) String() string {
+	if c.namespace == "" {
+		return c.verb + " " + c.resource + " (cluster-wide)"
+	}
+	return c.verb + " " + c.resource + " -n " + c.namespace
+}
+
+// TestServiceAccountMatrix asks kubectl auth can-i, as every ServiceAccount
+// banlieue ships (API server, controller, vSphere provider), the same
+// questions about Secrets, ConfigMaps and the writes that matter, and
+// fails on any yes not granted on purpose (and on any no where the
+// component needs a yes). No identity that talks to a backend may list or
+// watch Secrets anywhere or get one outside the Provider's namespace; none
+// may read the API server's serving key, the etcd keys or the CA
+// (banlieue-apiserver), nor a tenant namespace's Secrets before it
+// consents.
+func TestServiceAccountMatrix(t *testing.T) {
+	const tenant = "sa-matrix-tenant"
+	namespace(t, tenant)
+	questions := []canI{
+		{"get", "secrets", "kube-system"},
+		{"get", "secrets", "default"},
+		{"get", "secrets", tenant},
+		{"get", "configmaps", tenant},
+		{"list", "secrets", devenv.Namespace},
+		{"watch", "secrets", devenv.Namespace},
+		{"list", "secrets", ""},
+		{"watch", "secrets", ""},
+		{"list", "configmaps", devenv.Namespace},
+		{"get", "secrets/vsphere-creds", devenv.Namespace},
+		{"get", "configmaps/vcenter-ca", devenv.Namespace},
+		{"get", "secrets/banlieue-apiserver-tls", devenv.APIServerNamespace},
+		{"get", "secrets/banlieue-etcd-client-tls", devenv.APIServerNamespace},
+		{"get", "secrets/banlieue-etcd-server-tls", devenv.APIServerNamespace},
+		{"get", "secrets/banlieue-ca", devenv.APIServerNamespace},
+		{"get", "secrets", devenv.APIServerNamespace},
+		{"get", "configmaps/extension-apiserver-authentication", "kube-system"},
+		{"create", "pods", devenv.Namespace},
+		{"create", "rolebindings", tenant},
+		{"bind", "clusterroles", ""},
+		{"escalate", "clusterroles", ""},
+		{"impersonate", "serviceaccounts", ""},
+		{"create", "tokenreviews.authentication.k8s.io", ""},
+		{"create", "subjectaccessreviews.authorization.k8s.io", ""},
+		{"patch", "virtualmachines.banlieue.io/status", tenant},
+		{"patch", "providers.banlieue.io", devenv.Namespace},
+		{"patch", "providers.banlieue.io/status", devenv.Namespace},
+		{"patch", "providers.banlieue.io", tenant},
+		{"patch", "providers.banlieue.io/status", tenant},
+		{"patch", "vmimages.banlieue.io/status", ""},
+		{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
+		{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
+		{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
+	}
+	// The yeses granted on purpose, per identity; every other answer is no.
+	granted := map[string][]canI{
+		devenv.BanlieueUser: {
+			{"get", "configmaps/extension-apiserver-authentication", "kube-system"},
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
+		},
+		devenv.ControllerUser: {
+			{"patch", "virtualmachines.banlieue.io/status", tenant},
+			{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
+			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
+		},
+		devenv.ProviderUser: {
+			// Credentials and CA bundles of the Providers it serves, by name.
+			{"get", "secrets/vsphere-creds", devenv.Namespace},
+			{"get", "configmaps/vcenter-ca", devenv.Namespace},
+			{"patch", "providers.banlieue.io", devenv.Namespace}, // its finalizer
+			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "vmimages.banlieue.io/status", ""},
+			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
+		},
+	}
+	checked, wrong := 0, 0
+	var grid strings.Builder
+	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.ProviderUser} {
+		saNamespace := strings.Split(user, ":")[2]
+		yes := map[canI]bool{}
+		for _, q := range granted[user] {
+			yes[q] = true
+		}
+		for _, q := range questions {
+			args := []string{"auth", "can-i", q.verb, q.resource, "--as=" + user,
+				"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + saNamespace, "--as-group=system:authenticated"}
+			if q.namespace == "" {
+				args = append(args, "--all-namespaces")
+			} else {
+				args = append(args, "-n", q.namespace)
+			}
+			out, _, _ := kubectl(t, args...)
+			got := strings.TrimSpace(out)
+			want := "no"
+			if yes[q] {
+				want = "yes"
+			}
+			checked++
+			if got != want {
+				wrong++
+				t.Errorf("%s: can-i %s = %q, want %q", user, q, got, want)
+			}
+			fmt.Fprintf(&grid, "%s\t%s\t%s\n", user, q, got)
+		}
+	}
+	t.Logf("kubectl auth can-i matrix:\n%s", grid.String())
+	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, vSphere provider) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
+		Operations: checked, Faults: "requests beyond each identity's grants"})
+	if wrong > 0 {
+		t.Errorf("%d of %d answers differ from the grants", wrong, checked)
+	}
+}
