@@ -24,7 +24,8 @@ import (
 	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
-// canI is one question put to kubectl auth can-i.
+// canI is one question put to kubectl auth can-i. resource is
+// RESOURCE[/NAME]; a "/status" suffix names the status subresource.
 type canI struct{ verb, resource, namespace string }
 
 func (c canI) String() string {
@@ -32,6 +33,15 @@ func (c canI) String() string {
 		return c.verb + " " + c.resource + " (cluster-wide)"
 	}
 	return c.verb + " " + c.resource + " -n " + c.namespace
+}
+
+// args are kubectl's: "x/status" is --subresource=status (kubectl reads
+// RESOURCE/NAME otherwise).
+func (c canI) args() []string {
+	if r, ok := strings.CutSuffix(c.resource, "/status"); ok {
+		return []string{c.verb, r, "--subresource=status"}
+	}
+	return []string{c.verb, c.resource}
 }
 
 // TestServiceAccountMatrix asks kubectl auth can-i, as every ServiceAccount
@@ -112,8 +122,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			yes[q] = true
 		}
 		for _, q := range questions {
-			args := []string{"auth", "can-i", q.verb, q.resource, "--as=" + user,
-				"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + saNamespace, "--as-group=system:authenticated"}
+			args := append(append([]string{"auth", "can-i"}, q.args()...), "--as="+user,
+				"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+saNamespace, "--as-group=system:authenticated")
 			if q.namespace == "" {
 				args = append(args, "--all-namespaces")
 			} else {
