@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -142,6 +143,12 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	// The benchmark VMs' user data (cloud-init, handed to the guest).
 	if _, err := h.kube.CoreV1().Secrets(provNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-cloudinit"},
 		StringData: map[string]string{"user-data": "#cloud-config\npackage_update: true\n"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// The namespace consents to the provider reading it (README).
+	if _, err := h.kube.RbacV1().RoleBindings(provNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,52 @@ type Reconciler struct {
 	// NotReadyRetry tries a Provider that is not Ready again this often
 	// (its Secret may have been fixed); min(Resync, 10 s) when zero.
 	NotReadyRetry time.Duration
+	// CredentialsTTL is how long machines and image checks reuse a
+	// Provider's credentials before reading its Secret again (30 s when
+	// zero). The Secret may only be read by name, uncached: without this,
+	// every machine reconcile cost kube-apiserver a Secret GET. The
+	// Provider's own reconcile always reads it afresh.
+	CredentialsTTL time.Duration
+
+	connMu sync.Mutex
+	conns  map[string]cachedConnection
+}
+
+// cachedConnection is a Provider's connection as read at a time, for one
+// generation of the Provider.
+type cachedConnection struct {
+	conn       providers.Connection
+	generation int64
+	at         time.Time
+}
+
+// cachedConnectionOf returns p's connection, read afresh when fresh, when
+// older than CredentialsTTL or when p changed since.
+func (r *Reconciler) cachedConnectionOf(ctx context.Context, p *v1alpha1.Provider, fresh bool) (*providers.Connection, error) {
+	key := placement.ImageStatusKey(p)
+	ttl := r.CredentialsTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	r.connMu.Lock()
+	c, ok := r.conns[key]
+	r.connMu.Unlock()
+	if ok && !fresh && c.generation == p.Generation && time.Since(c.at) < ttl {
+		conn := c.conn
+		return &conn, nil
+	}
+	conn, err := r.connection(ctx, p)
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if r.conns == nil {
+		r.conns = map[string]cachedConnection{}
+	}
+	if err != nil {
+		delete(r.conns, key)
+		return nil, err
+	}
+	r.conns[key] = cachedConnection{conn: *conn, generation: p.Generation, at: time.Now()}
+	return conn, nil
 }
 
 // ProtectionFinalizer keeps a deleted Provider, as PersistentVolume
@@ -243,7 +290,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // are *notReady with the Provider's reason (SecretMissing, SecretInvalid,
 // ConnectFailed).
 func (r *Reconciler) backend(ctx context.Context, p *v1alpha1.Provider) (providers.Backend, error) {
-	conn, err := r.connection(ctx, p)
+	return r.backendOf(ctx, p, false)
+}
+
+// backendOf is backend, reading the credentials afresh when fresh.
+func (r *Reconciler) backendOf(ctx context.Context, p *v1alpha1.Provider, fresh bool) (providers.Backend, error) {
+	conn, err := r.cachedConnectionOf(ctx, p, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +307,7 @@ func (r *Reconciler) backend(ctx context.Context, p *v1alpha1.Provider) (provide
 }
 
 func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1.FailureDomain, error) {
-	backend, err := r.backend(ctx, p)
+	backend, err := r.backendOf(ctx, p, true)
 	if err != nil {
 		return nil, err
 	}

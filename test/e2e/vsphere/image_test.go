@@ -26,19 +26,43 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vmware/govmomi"
+
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // markTemplate turns the first VM of datacenter dc into a template named name.
-func markTemplate(t *testing.T, dc, name string) {
+// vcLogin is a session of the test's own on vcsim, logged out when the
+// test ends.
+func vcLogin(t *testing.T) *govmomi.Client {
 	t.Helper()
-	ctx := context.Background()
-	gc, err := vcsim.Login(ctx, endpoint, user, password)
+	gc, err := vcsim.Login(context.Background(), endpoint, user, password)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gc.Logout(ctx)
+	t.Cleanup(func() { _ = gc.Logout(context.Background()) })
+	return gc
+}
+
+// servingProvider makes a Ready Provider of the shared namespace named
+// name, with its own credentials Secret, serving the seed template (marked
+// a template in DC0 and published by a VMImage).
+func servingProvider(t *testing.T, name string, mutate func(*v1alpha1.ProviderSpec)) {
+	t.Helper()
+	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+	ensureImage(t, "ubuntu-22.04-cloudinit")
+	secret(t, ns, name+"-creds", map[string]string{"username": user, "password": password})
+	if err := c.Create(context.Background(), provider(name, name+"-creds", mutate)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, name, "InventoryWalked")
+}
+
+func markTemplate(t *testing.T, dc, name string) {
+	t.Helper()
+	ctx := context.Background()
+	gc := vcLogin(t)
 	if _, err := vcsim.MarkTemplate(ctx, gc.Client, dc, name); err != nil {
 		t.Fatal(err)
 	}

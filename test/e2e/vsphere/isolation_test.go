@@ -40,7 +40,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
-	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 func createNamespace(t *testing.T, name string) {
@@ -68,17 +67,7 @@ func tenantMachine(namespace, name, provider string, mutate func(*infrav1.VSpher
 // waitMachineIn waits for the machine's Ready condition to have reason.
 func waitMachineIn(t *testing.T, namespace, name, reason string) *infrav1.VSphereMachine {
 	t.Helper()
-	vsm := &infrav1.VSphereMachine{}
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, vsm); err != nil {
-			return err
-		}
-		if got := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition); got == nil || got.Reason != reason {
-			return fmt.Errorf("%s/%s Ready: %+v, want reason %s", namespace, name, got, reason)
-		}
-		return nil
-	})
-	return vsm
+	return waitCondition(t, namespace, name, infrav1.ReadyCondition, reason)
 }
 
 // vcHasInstance tells whether vcsim holds a VM with this instance UUID,
@@ -86,12 +75,7 @@ func waitMachineIn(t *testing.T, namespace, name, reason string) *infrav1.VSpher
 func vcHasInstance(t *testing.T, uuid string) bool {
 	t.Helper()
 	ctx := context.Background()
-	gc, err := vcsim.Login(ctx, endpoint, user, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Logout(ctx)
-	ref, err := object.NewSearchIndex(gc.Client).FindByUuid(ctx, nil, uuid, true, ptr.To(true))
+	ref, err := object.NewSearchIndex(vcLogin(t).Client).FindByUuid(ctx, nil, uuid, true, ptr.To(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +93,8 @@ func vcHasInstance(t *testing.T, uuid string) bool {
 func TestRogueMachinesRefused(t *testing.T) {
 	ctx := context.Background()
 	const rogue, home = "rogue", "rogue-home"
-	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
-	ensureImage(t, "ubuntu-22.04-cloudinit")
 	createNamespace(t, rogue)
-	secret(t, ns, "rogue-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("rogue-vsphere", "rogue-creds", publishing([]string{"VM Network"}, []string{"LocalDS_0"}))); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, "rogue-vsphere", "InventoryWalked")
+	servingProvider(t, "rogue-vsphere", publishing([]string{"VM Network"}, []string{"LocalDS_0"}))
 
 	// A second provider process serves the Providers of namespace
 	// rogue-home, as a team running its own would (the shipped namespace
@@ -220,13 +198,7 @@ func TestRogueMachinesRefused(t *testing.T) {
 // with its own readable VM name, shown in status.vmName.
 func TestNamesNeverCollide(t *testing.T) {
 	ctx := context.Background()
-	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
-	ensureImage(t, "ubuntu-22.04-cloudinit")
-	secret(t, ns, "names-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("names-vsphere", "names-creds", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, "names-vsphere", "InventoryWalked")
+	servingProvider(t, "names-vsphere", nil)
 	pairs := [][2]string{{"team", "a-db"}, {"team-a", "db"}}
 	for _, p := range pairs {
 		createNamespace(t, p[0])
@@ -267,14 +239,9 @@ func TestNamesNeverCollide(t *testing.T) {
 func TestProviderDeletionWaitsForMachines(t *testing.T) {
 	ctx := context.Background()
 	const team = "team-del"
-	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
-	ensureImage(t, "ubuntu-22.04-cloudinit")
 	createNamespace(t, team)
-	secret(t, ns, "del-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("del-vsphere", "del-creds", nil)); err != nil {
-		t.Fatal(err)
-	}
-	p := waitReady(t, "del-vsphere", "InventoryWalked")
+	servingProvider(t, "del-vsphere", nil)
+	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "del-vsphere", Namespace: ns}}
 	eventually(t, time.Minute, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err

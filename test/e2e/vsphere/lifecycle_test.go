@@ -217,12 +217,7 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 func vcVMNames(t *testing.T, dc, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
-	gc, err := vcsim.Login(ctx, endpoint, user, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Logout(ctx)
-	f := find.NewFinder(gc.Client, false)
+	f := find.NewFinder(vcLogin(t).Client, false)
 	d, err := f.Datacenter(ctx, dc)
 	if err != nil {
 		t.Fatal(err)

@@ -177,11 +177,7 @@ func wantVCVMs(t *testing.T, prefix string, machines []string) {
 func vcInstances(t *testing.T) map[string]int {
 	t.Helper()
 	ctx := context.Background()
-	gc, err := vcsim.Login(ctx, endpoint, user, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Logout(ctx)
+	gc := vcLogin(t)
 	v, err := view.NewManager(gc.Client).CreateContainerView(ctx, gc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -245,13 +241,7 @@ func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
 // one VM per VSphereMachine; deleting them leaves none.
 func TestCrashMidClone(t *testing.T) {
 	ctx := context.Background()
-	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
-	ensureImage(t, "ubuntu-22.04-cloudinit")
-	secret(t, ns, "crash-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("crash-vsphere", "crash-creds", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, "crash-vsphere", "InventoryWalked")
+	servingProvider(t, "crash-vsphere", nil)
 
 	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
@@ -319,13 +309,7 @@ func TestCrashMidClone(t *testing.T) {
 // exist, in the power state they ask for.
 func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 	ctx := context.Background()
-	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
-	ensureImage(t, "ubuntu-22.04-cloudinit")
-	secret(t, ns, "crash2-creds", map[string]string{"username": user, "password": password})
-	if err := c.Create(ctx, provider("crash2-vsphere", "crash2-creds", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, "crash2-vsphere", "InventoryWalked")
+	servingProvider(t, "crash2-vsphere", nil)
 	each, kills := table.Size(2, 21), table.Size(1, 3)
 	var deleted, poweredOff []string
 	for i := range each {

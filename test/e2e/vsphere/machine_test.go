@@ -58,16 +58,22 @@ func decoded(t *testing.T, s string) string {
 	return string(b)
 }
 
-// waitMachine waits for the VSphereMachine's condition cond to have reason.
+// waitMachine waits for the tenant VSphereMachine's condition cond to have reason.
 func waitMachine(t *testing.T, name, cond, reason string) *infrav1.VSphereMachine {
+	t.Helper()
+	return waitCondition(t, tenant, name, cond, reason)
+}
+
+// waitCondition waits for a VSphereMachine's condition cond to have reason.
+func waitCondition(t *testing.T, namespace, name, cond, reason string) *infrav1.VSphereMachine {
 	t.Helper()
 	vsm := &infrav1.VSphereMachine{}
 	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: name}, vsm); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, vsm); err != nil {
 			return err
 		}
 		if got := meta.FindStatusCondition(vsm.Status.Conditions, cond); got == nil || got.Reason != reason {
-			return fmt.Errorf("%s %s: %+v, want reason %s", name, cond, got, reason)
+			return fmt.Errorf("%s/%s %s: %+v, want reason %s", namespace, name, cond, got, reason)
 		}
 		return nil
 	})
