@@ -137,6 +137,12 @@ func TestRogueMachinesRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// One more names a Provider that does not exist: nothing is done for
+	// it (no finalizer, no VM), and it too must delete at once.
+	orphan := tenantMachine(rogue, "no-provider", ns+"/no-such-provider", nil)
+	if err := c.Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
 	for _, x := range machines {
 		vsm := waitMachineIn(t, rogue, x.m.Name, x.reason)
 		cond := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition)
@@ -149,6 +155,9 @@ func TestRogueMachinesRefused(t *testing.T) {
 		if vcHasInstance(t, string(vsm.UID)) {
 			t.Errorf("%s: vcsim holds a VM with its instance UUID", vsm.Name)
 		}
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(orphan), orphan); err != nil || len(orphan.Finalizers) > 0 || vcHasInstance(t, string(orphan.UID)) {
+		t.Errorf("the machine of a missing Provider: %v, finalizers %v", err, orphan.Finalizers)
 	}
 	for _, dc := range []string{"DC0", "DC1"} {
 		if got := vcVMNames(t, dc, providers.BackendName(rogue, "")); len(got) > 0 {
