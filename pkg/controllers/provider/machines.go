@@ -157,7 +157,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
 	if refused, err := r.admit(ctx, vsm, provider); refused || err != nil {
-		return ctrl.Result{}, err
+		// Neither VMImages nor Providers requeue machines: a refusal is
+		// looked at again slowly, so publishing the missing part admits it.
+		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, err
 	}
 	backend, err := r.Providers.backend(ctx, provider)
 	if err != nil {
@@ -277,7 +279,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, vsm *infrav1.VS
 
 // admit refuses, before any backend call, a machine its Provider does not
 // publish (see admit in admit.go): Ready=False with the field's reason and
-// an Event. A refusal is final until the machine or the Provider changes.
+// an Event (once per distinct refusal).
 func (r *MachineReconciler) admit(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (bool, error) {
 	var images v1alpha1.VMImageList
 	if err := r.Client.List(ctx, &images); err != nil {
