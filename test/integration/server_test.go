@@ -94,10 +94,21 @@ func startServer(t testing.TB, dataDir string, extraFlags ...string) *testServer
 		}
 		stopped = true
 		cancel()
+		// The server's graceful shutdown is bounded by its request timeout
+		// (60 s). It reaches that bound when a connection is accepted while
+		// shutdown begins: net/http's HTTP/2 server tells only the
+		// connections it already tracks to go away, so one that its own
+		// loopback informers open while reconnecting keeps the server
+		// waiting. The server still stops at the bound; stopping later than
+		// that is the failure.
+		start := time.Now()
 		select {
 		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Errorf("server did not stop within 60s")
+			if d := time.Since(start); d > 10*time.Second {
+				t.Logf("the server took %s to stop (its graceful shutdown waited for a connection accepted during shutdown)", d.Round(time.Second))
+			}
+		case <-time.After(90 * time.Second):
+			t.Errorf("server did not stop within 90s (its shutdown is bounded by its 60-s request timeout)")
 		}
 	}
 	t.Cleanup(ts.stop)
