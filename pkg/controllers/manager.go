@@ -31,8 +31,10 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/backends"
 	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/controllers/vspherecluster"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
 
 // Names of the controllers, for --controllers.
@@ -97,7 +99,10 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 	for _, name := range o.Controllers {
 		switch name {
 		case VirtualMachine:
-			err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler")}).SetupWithManager(mgr)
+			var kinds *infrastructure.Registry
+			if kinds, err = backends.Infrastructure(); err == nil {
+				err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler"), Infrastructure: kinds}).SetupWithManager(mgr)
+			}
 		case VSphereCluster:
 			err = (&vspherecluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 		default:

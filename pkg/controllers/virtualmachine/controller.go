@@ -16,9 +16,11 @@ limitations under the License.
 
 // Package virtualmachine is the core VirtualMachine controller: it validates
 // that a VM's class and image resolve, schedules it on a Provider and
-// failure domain (pkg/placement), creates its VSphereMachine from the
-// resolved spec (pkg/resolve), and mirrors the VSphereMachine's status back.
-// It never sets provisioned by itself.
+// failure domain (pkg/placement), creates its infrastructure machine (of
+// the kind the Provider's class registered in pkg/infrastructure) from the
+// resolved spec (pkg/resolve), and mirrors the machine's status back
+// through the Cluster API contract fields. It knows no backend, and never
+// sets provisioned by itself.
 package virtualmachine
 
 import (
@@ -33,6 +35,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,14 +49,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/resolve"
 )
 
 const (
-	// Finalizer holds a VM until its VSphereMachine is gone.
+	// Finalizer holds a VM until its infrastructure machine is gone.
 	Finalizer = "banlieue.io/virtualmachine"
 	// NameLabel marks objects banlieue created.
 	NameLabel = "app.kubernetes.io/name"
@@ -70,6 +73,8 @@ const (
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Infrastructure maps a Provider's class to its machine kind.
+	Infrastructure *infrastructure.Registry
 
 	// Workers reconcile VMs in parallel; placement decisions themselves are
 	// taken one at a time (see placing). 0 means DefaultWorkers.
@@ -102,10 +107,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("virtualmachine").
-		For(&v1alpha1.VirtualMachine{}).
-		Owns(&infrav1.VSphereMachine{}, builder.WithPredicates(notOnlyTaskRef)).
+		For(&v1alpha1.VirtualMachine{})
+	for _, kind := range r.Infrastructure.Kinds() {
+		owned := &unstructured.Unstructured{}
+		owned.SetGroupVersionKind(kind.GroupVersionKind)
+		b = b.Owns(owned, builder.WithPredicates(notOnly(kind.QuietStatusFields)))
+	}
+	return b.
 		// Unscheduled VMs wait on Providers, classes and images.
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
@@ -114,20 +124,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(conflict.Requeue(r))
 }
 
-// notOnlyTaskRef drops VSphereMachine updates that only record the
-// provider's task in flight: nothing a VirtualMachine mirrors changed.
-var notOnlyTaskRef = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	old, ok1 := e.ObjectOld.(*infrav1.VSphereMachine)
-	cur, ok2 := e.ObjectNew.(*infrav1.VSphereMachine)
-	if !ok1 || !ok2 {
-		return true
-	}
-	o, c := old.DeepCopy(), cur.DeepCopy()
-	for _, x := range []*infrav1.VSphereMachine{o, c} {
-		x.Status.TaskRef, x.ResourceVersion, x.ManagedFields = "", "", nil
-	}
-	return !apiequality.Semantic.DeepEqual(o, c)
-}}
+// notOnly drops machine updates that change only these status fields (the
+// provider's task in flight): nothing a VirtualMachine mirrors changed.
+func notOnly(quietStatusFields []string) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok1 := e.ObjectOld.(*unstructured.Unstructured)
+		cur, ok2 := e.ObjectNew.(*unstructured.Unstructured)
+		if !ok1 || !ok2 {
+			return true
+		}
+		o, c := old.DeepCopy(), cur.DeepCopy()
+		for _, x := range []*unstructured.Unstructured{o, c} {
+			x.SetResourceVersion("")
+			x.SetManagedFields(nil)
+			for _, f := range quietStatusFields {
+				unstructured.RemoveNestedField(x.Object, "status", f)
+			}
+		}
+		return !apiequality.Semantic.DeepEqual(o.Object, c.Object)
+	}}
+}
 
 func (r *Reconciler) unscheduledVMs(ctx context.Context, _ client.Object) []reconcile.Request {
 	var vms v1alpha1.VirtualMachineList
@@ -235,21 +251,27 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 			fmt.Sprintf("Provider %s no longer exists", vm.Status.Scheduled.Provider))
 		return ctrl.Result{}, nil
 	}
-	vsm, err := r.ensureVSphereMachine(ctx, vm, resolved, provider)
+	kind, ok := r.Infrastructure.For(provider.Spec.ProviderClassRef.Name)
+	if !ok {
+		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
+			fmt.Sprintf("no backend serves provider class %q", provider.Spec.ProviderClassRef.Name))
+		return ctrl.Result{}, nil
+	}
+	m, err := r.ensureMachine(ctx, kind, vm, resolved, provider)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		// The namespace is being deleted (its VSphereMachines first, maybe):
+		// The namespace is being deleted (its machines first, maybe):
 		// the VM goes with it, there is nothing to create.
 		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		// Created a moment ago and not in the cache yet; its add event
-		// requeues the VM (we own it). The requeue is for a VSphereMachine
+		// requeues the VM (we own it). The requeue is for a machine
 		// of that name that is not ours: the next pass then says so.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	mirror(vm, vsm)
+	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), infrastructure.Read(m))
 	return ctrl.Result{}, nil
 }
 
@@ -363,25 +385,28 @@ func (r *Reconciler) assume(uid types.UID, namespace string, s *v1alpha1.Schedul
 	r.assumed[uid] = assumption{key: placement.Key(placement.QualifiedProvider(namespace, s.Provider), s.FailureDomain)}
 }
 
-// reconcileDelete deletes the VSphereMachine and releases the VM once it is gone.
+// reconcileDelete deletes the VM's infrastructure machine (the kind its
+// infrastructureRef names) and releases the VM once it is gone.
 func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMachine) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	vsm := &infrav1.VSphereMachine{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name}, vsm)
-	switch {
-	case err == nil && metav1.IsControlledBy(vsm, vm):
-		if vsm.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, vsm); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("deleting VSphereMachine: %w", err)
+	for _, kind := range r.kindsOf(vm) {
+		m := newMachine(kind, vm)
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
+		switch {
+		case err == nil && metav1.IsControlledBy(m, vm):
+			if m.GetDeletionTimestamp().IsZero() {
+				if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+					return ctrl.Result{}, fmt.Errorf("deleting %s: %w", kind.GroupVersionKind.Kind, err)
+				}
+				r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", fmt.Sprintf("deleting %s %s", kind.GroupVersionKind.Kind, m.GetName()))
 			}
-			r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", "deleting VSphereMachine "+vsm.Name)
+			// Its deletion event requeues us; nothing to poll.
+			return ctrl.Result{}, nil
+		case err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			return ctrl.Result{}, err
 		}
-		// Its deletion event requeues us; nothing to poll.
-		return ctrl.Result{}, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, err
 	}
 	patch := client.MergeFrom(vm.DeepCopy())
 	controllerutil.RemoveFinalizer(vm, Finalizer)
@@ -392,4 +417,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 	delete(r.assumed, vm.UID)
 	r.mu.Unlock()
 	return ctrl.Result{}, nil
+}
+
+// kindsOf are the machine kinds vm may have: the one its infrastructureRef
+// names, or every registered kind when it has none (a VM deleted right
+// after its machine was created, before status said so).
+func (r *Reconciler) kindsOf(vm *v1alpha1.VirtualMachine) []infrastructure.Kind {
+	if ref := vm.Status.InfrastructureRef; ref != nil {
+		for _, k := range r.Infrastructure.Kinds() {
+			if k.GroupVersionKind.Group == ref.APIGroup && k.GroupVersionKind.Kind == ref.Kind {
+				return []infrastructure.Kind{k}
+			}
+		}
+	}
+	return r.Infrastructure.Kinds()
 }

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package virtualmachine
 
 import (
@@ -21,124 +22,81 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
 
-// BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on
-// provider. Pure, so that what a VM becomes can be tested without a cluster.
-func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.VSphereMachineSpec, error) {
-	s := vm.Status.Scheduled
-	spec := infrav1.VSphereMachineSpec{
-		FailureDomain: s.FailureDomain,
-		CPUs:          r.Spec.CPUs.Value,
-		MemoryMiB:     r.Spec.MemoryMiB.Value,
-		Firmware:      infrav1.Firmware(r.Spec.Firmware),
-		TPMEnabled:    r.Spec.TPMEnabled,
-		PowerState:    infrav1.PowerState(r.Spec.PowerState),
-	}
-	for _, src := range r.Spec.Image.Sources {
-		if src.ProviderClass == provider.Spec.ProviderClassRef.Name {
-			spec.Template = src.Ref
-		}
-	}
-	if spec.Template == "" {
-		return spec, fmt.Errorf("VMImage %s has no source for provider class %q", r.Spec.Image.Name, provider.Spec.ProviderClassRef.Name)
-	}
-	for _, fd := range provider.Status.FailureDomains {
-		if fd.Name == s.FailureDomain {
-			spec.Datacenter, spec.Cluster = fd.Datacenter, fd.Cluster
-		}
-	}
-	datastores := map[string]string{}
-	for _, st := range s.Storage {
-		datastores[st.Name] = st.Datastore
-	}
-	for _, d := range r.Spec.Disks {
-		spec.Disks = append(spec.Disks, infrav1.VSphereDisk{
-			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Datastore: datastores[d.Name],
-		})
-	}
-	portGroups := map[string]string{}
-	for _, n := range s.Network {
-		portGroups[n.Name] = n.PortGroup
-	}
-	for _, n := range r.Spec.Interfaces {
-		dev := infrav1.VSphereNetworkDevice{Name: n.Name, PortGroup: portGroups[n.Name]}
-		switch n.Mode {
-		case v1alpha1.IPAMStatic:
-			dev.Static = &infrav1.StaticIP{Address: n.Static.Address, Prefix: ptr.Deref(n.Static.Prefix, 0), Gateway: n.Static.Gateway, Nameservers: n.Static.Nameservers}
-		default:
-			// DHCP; pool allocation is not implemented yet and falls back to DHCP.
-			dev.DHCP4 = true
-		}
-		spec.Network = append(spec.Network, dev)
-	}
-	if u := r.Spec.UserData; u != nil {
-		if u.SecretRef != nil {
-			spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}
-		}
-		if u.ConfigMapRef != nil {
-			spec.UserDataConfigMapRef = &infrav1.ConfigMapKeyReference{Name: u.ConfigMapRef.Name, Key: u.ConfigMapRef.Key}
-		}
-	}
-	return spec, nil
+// newMachine is an empty infrastructure object of kind, named after vm.
+func newMachine(kind infrastructure.Kind, vm *v1alpha1.VirtualMachine) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind.GroupVersionKind)
+	u.SetNamespace(vm.Namespace)
+	u.SetName(vm.Name)
+	return u
 }
 
-// ensureVSphereMachine creates or updates the VM's VSphereMachine (same
-// name, same namespace, controlled by the VM). The provider owns
-// spec.providerID; everything else follows the VM.
-func (r *Reconciler) ensureVSphereMachine(ctx context.Context, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (*infrav1.VSphereMachine, error) {
-	desired, err := BuildSpec(vm, resolved, provider)
+// ensureMachine creates or updates the VM's infrastructure object, of the
+// kind the Provider's class registered (same name, same namespace,
+// controlled by the VM). Its spec follows the VM, except the fields the
+// backend's provider owns (providerID).
+func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (*unstructured.Unstructured, error) {
+	desired, err := kind.BuildSpec(vm, resolved, provider)
 	if err != nil {
 		return nil, err
 	}
-	vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: vm.Namespace}}
-	op, err := controllerutil.CreateOrPatch(ctx, r.Client, vsm, func() error {
-		if vsm.Labels == nil {
-			vsm.Labels = map[string]string{}
+	m := newMachine(kind, vm)
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
+		labels := m.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
 		}
-		vsm.Labels[NameLabel] = "banlieue"
-		vsm.Labels[VMLabel] = vm.Name
-		if vsm.Annotations == nil {
-			vsm.Annotations = map[string]string{}
+		labels[NameLabel] = "banlieue"
+		labels[VMLabel] = vm.Name
+		m.SetLabels(labels)
+		annotations := m.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
 		}
-		vsm.Annotations[infrav1.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
-		providerID := vsm.Spec.ProviderID
-		vsm.Spec = desired
-		vsm.Spec.ProviderID = providerID
-		return controllerutil.SetControllerReference(vm, vsm, r.Client.Scheme())
+		annotations[infrastructure.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
+		m.SetAnnotations(annotations)
+		spec, _, _ := unstructured.NestedMap(m.Object, "spec")
+		for _, f := range kind.OwnedFields {
+			if v, ok := spec[f]; ok {
+				desired[f] = v
+			}
+		}
+		m.Object["spec"] = desired
+		return controllerutil.SetControllerReference(vm, m, r.Client.Scheme())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating or updating VSphereMachine %s: %w", vm.Name, err)
+		return nil, fmt.Errorf("creating or updating %s %s: %w", kind.GroupVersionKind.Kind, vm.Name, err)
 	}
 	if op == controllerutil.OperationResultCreated {
-		r.event(vm, "Normal", "InfrastructureCreated", "Provisioning", "created VSphereMachine "+vsm.Name)
+		r.event(vm, "Normal", "InfrastructureCreated", "Provisioning", fmt.Sprintf("created %s %s", kind.GroupVersionKind.Kind, m.GetName()))
 	}
-	vm.Status.InfrastructureRef = &v1alpha1.InfrastructureReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachine", Name: vsm.Name}
-	return vsm, nil
+	vm.Status.InfrastructureRef = &v1alpha1.InfrastructureReference{APIGroup: kind.GroupVersionKind.Group, Kind: kind.GroupVersionKind.Kind, Name: m.GetName()}
+	return m, nil
 }
 
-// mirror copies the VSphereMachine's status onto the VM. provisioned comes
-// only from the infrastructure; the VM is Ready when it is.
-func mirror(vm *v1alpha1.VirtualMachine, vsm *infrav1.VSphereMachine) {
-	if p := vsm.Status.Initialization; p != nil && p.Provisioned != nil {
-		vm.Status.Initialization = &v1alpha1.VirtualMachineInitialization{Provisioned: ptr.To(*p.Provisioned)}
+// mirror copies what the infrastructure object reports through the
+// contract onto the VM. provisioned comes only from the infrastructure;
+// the VM is Ready when it is, and the infrastructure's reason is the VM's.
+func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastructure.Observed) {
+	if o.Provisioned != nil {
+		p := *o.Provisioned
+		vm.Status.Initialization = &v1alpha1.VirtualMachineInitialization{Provisioned: &p}
 	}
-	vm.Status.Addresses = nil
-	for _, a := range vsm.Status.Addresses {
-		vm.Status.Addresses = append(vm.Status.Addresses, v1alpha1.MachineAddress{Type: v1alpha1.MachineAddressType(a.Type), Address: a.Address})
-	}
-	vm.Status.PowerState = v1alpha1.PowerState(vsm.Status.PowerState)
+	vm.Status.Addresses = o.Addresses
+	vm.Status.PowerState = v1alpha1.PowerState(o.PowerState)
 
-	status, reason, message := metav1.ConditionFalse, reasonWaitingForInfrastructure, fmt.Sprintf("VSphereMachine %s has not reported Ready yet", vsm.Name)
-	if c := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition); c != nil {
+	status, reason, message := metav1.ConditionFalse, reasonWaitingForInfrastructure, fmt.Sprintf("%s %s has not reported Ready yet", kind, name)
+	if c := o.Ready; c != nil {
 		// The infrastructure's own reason (UserDataForbidden,
 		// ProvisioningFailed, ...) is the VM's: it says what to do.
-		status, reason, message = c.Status, c.Reason, fmt.Sprintf("VSphereMachine %s: %s", vsm.Name, c.Message)
+		status, reason, message = c.Status, c.Reason, fmt.Sprintf("%s %s: %s", kind, name, c.Message)
 		if c.Status == metav1.ConditionTrue {
 			reason = reasonInfrastructureReady
 		} else if reason == "" {

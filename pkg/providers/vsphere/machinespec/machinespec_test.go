@@ -13,7 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-package virtualmachine
+package machinespec
 
 import (
 	"testing"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/resolve"
 )
 
@@ -96,5 +97,12 @@ func TestBuildSpec(t *testing.T) {
 	provider.Spec.ProviderClassRef.Name = "libvirt"
 	if _, err := BuildSpec(vm, r, provider); err == nil {
 		t.Error("an image without a source for the provider class built a spec")
+	}
+}
+
+// The core's annotation and the API's are one.
+func TestProviderAnnotation(t *testing.T) {
+	if infrastructure.ProviderAnnotation != infrav1.ProviderAnnotation {
+		t.Errorf("%q != %q", infrastructure.ProviderAnnotation, infrav1.ProviderAnnotation)
 	}
 }

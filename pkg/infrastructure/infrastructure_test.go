@@ -1,0 +1,92 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package infrastructure
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+func noSpec(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (map[string]interface{}, error) {
+	return map[string]interface{}{}, nil
+}
+
+func TestRegistry(t *testing.T) {
+	a := Kind{ProviderClass: "a", GroupVersionKind: schema.GroupVersionKind{Group: "g", Version: "v", Kind: "AMachine"}, BuildSpec: noSpec}
+	b := Kind{ProviderClass: "b", GroupVersionKind: schema.GroupVersionKind{Group: "g", Version: "v", Kind: "BMachine"}, BuildSpec: noSpec}
+	r, err := NewRegistry(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := r.For("b"); !ok || k.GroupVersionKind.Kind != "BMachine" {
+		t.Errorf("For(b) = %v %v", k.GroupVersionKind, ok)
+	}
+	if _, ok := r.For("c"); ok {
+		t.Error("For(c) found a kind")
+	}
+	if ks := r.Kinds(); len(ks) != 2 || ks[0].ProviderClass != "a" || ks[1].ProviderClass != "b" {
+		t.Errorf("Kinds() = %v, want a then b", ks)
+	}
+	if _, err := NewRegistry(a, a); err == nil {
+		t.Error("a class registered twice was accepted")
+	}
+	if _, err := NewRegistry(Kind{ProviderClass: "x", GroupVersionKind: a.GroupVersionKind}); err == nil {
+		t.Error("a kind without a spec builder was accepted")
+	}
+}
+
+func TestRead(t *testing.T) {
+	yes := true
+	for _, tc := range []struct {
+		name string
+		obj  map[string]interface{}
+		want Observed
+	}{
+		{"nothing reported", map[string]interface{}{}, Observed{}},
+		{"the whole contract", map[string]interface{}{
+			"spec": map[string]interface{}{"providerID": "x://1"},
+			"status": map[string]interface{}{
+				"initialization": map[string]interface{}{"provisioned": true},
+				"powerState":     "PoweredOn",
+				"addresses": []interface{}{
+					map[string]interface{}{"type": "Hostname", "address": "db"},
+					map[string]interface{}{"type": "InternalIP", "address": "192.0.2.1"},
+					map[string]interface{}{"type": "InternalIP"}, // no address: skipped
+				},
+				"conditions": []interface{}{
+					map[string]interface{}{"type": "Paused", "status": "False", "reason": "NotPaused"},
+					map[string]interface{}{"type": "Ready", "status": "False", "reason": "UserDataForbidden", "message": "grant it"},
+				},
+			},
+		}, Observed{ProviderID: "x://1", Provisioned: &yes, PowerState: "PoweredOn",
+			Addresses: []v1alpha1.MachineAddress{{Type: "Hostname", Address: "db"}, {Type: "InternalIP", Address: "192.0.2.1"}},
+			Ready:     &metav1.Condition{Type: "Ready", Status: "False", Reason: "UserDataForbidden", Message: "grant it"}}},
+		{"wrong shapes read as absent", map[string]interface{}{
+			"status": map[string]interface{}{"initialization": map[string]interface{}{"provisioned": "yes"}, "addresses": "none", "conditions": 3},
+		}, Observed{}},
+	} {
+		if got := Read(&unstructured.Unstructured{Object: tc.obj}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Read = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package infrastructure is the core's view of the backends' machine
+// kinds: a registry from a Provider's class to the kind of infrastructure
+// object a VM becomes there and the function that builds its spec, and a
+// reader of such objects through the Cluster API v1beta2 InfraMachine
+// contract only (spec.providerID, status.initialization.provisioned,
+// status.addresses, status.conditions, status.powerState), as Cluster
+// API's Machine controller reads any infrastructure. The VirtualMachine
+// controller knows no backend: each one registers itself (pkg/backends).
+package infrastructure
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// SpecBuilder makes the spec of a VM's infrastructure object (as JSON-like
+// data) from the VM, its resolved class and the Provider it was placed on.
+// It is pure: what a VM becomes can be tested without a cluster.
+type SpecBuilder func(vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (map[string]interface{}, error)
+
+// Kind is one backend's infrastructure machine.
+type Kind struct {
+	// ProviderClass is the Provider's providerClassRef.name ("vsphere").
+	ProviderClass string
+	// GroupVersionKind of the infrastructure machine.
+	GroupVersionKind schema.GroupVersionKind
+	// BuildSpec builds its spec.
+	BuildSpec SpecBuilder
+	// OwnedFields are spec fields the backend's provider writes (e.g.
+	// providerID): the core keeps them when it updates the spec.
+	OwnedFields []string
+	// QuietStatusFields are status fields whose changes alone tell the core
+	// nothing (a task in flight): such updates do not requeue the VM.
+	QuietStatusFields []string
+}
+
+// Registry maps provider classes to their machine kinds.
+type Registry struct {
+	kinds map[string]Kind
+}
+
+// NewRegistry returns a registry of kinds; a class registered twice, or a
+// kind without a builder, is an error.
+func NewRegistry(kinds ...Kind) (*Registry, error) {
+	r := &Registry{kinds: map[string]Kind{}}
+	for _, k := range kinds {
+		if k.ProviderClass == "" || k.GroupVersionKind.Kind == "" || k.BuildSpec == nil {
+			return nil, fmt.Errorf("infrastructure kind %+v needs a provider class, a kind and a spec builder", k.GroupVersionKind)
+		}
+		if _, dup := r.kinds[k.ProviderClass]; dup {
+			return nil, fmt.Errorf("provider class %q registered twice", k.ProviderClass)
+		}
+		r.kinds[k.ProviderClass] = k
+	}
+	return r, nil
+}
+
+// For returns the kind of providerClass.
+func (r *Registry) For(providerClass string) (Kind, bool) {
+	k, ok := r.kinds[providerClass]
+	return k, ok
+}
+
+// Kinds are every registered kind, by provider class.
+func (r *Registry) Kinds() []Kind {
+	out := make([]Kind, 0, len(r.kinds))
+	for _, k := range r.kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProviderClass < out[j].ProviderClass })
+	return out
+}
+
+// ProviderAnnotation on an infrastructure machine names the Provider
+// (namespace/name) that serves it (infrastructure.banlieue.io's
+// ProviderAnnotation; a test keeps the two equal).
+const ProviderAnnotation = "banlieue.io/provider"
