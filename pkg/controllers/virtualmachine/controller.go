@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,8 +112,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("virtualmachine").
 		For(&v1alpha1.VirtualMachine{})
 	for _, kind := range r.Infrastructure.Kinds() {
-		owned := &unstructured.Unstructured{}
-		owned.SetGroupVersionKind(kind.GroupVersionKind)
+		// The scheme's type for the kind: watched through the shared cache
+		// like any object, without the core naming it.
+		owned, err := newObject(mgr.GetScheme(), kind, "", "")
+		if err != nil {
+			return err
+		}
 		b = b.Owns(owned, builder.WithPredicates(notOnly(kind.QuietStatusFields)))
 	}
 	return b.
@@ -128,20 +133,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // provider's task in flight): nothing a VirtualMachine mirrors changed.
 func notOnly(quietStatusFields []string) predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, ok1 := e.ObjectOld.(*unstructured.Unstructured)
-		cur, ok2 := e.ObjectNew.(*unstructured.Unstructured)
-		if !ok1 || !ok2 {
+		o, err1 := runtime.DefaultUnstructuredConverter.ToUnstructured(e.ObjectOld)
+		c, err2 := runtime.DefaultUnstructuredConverter.ToUnstructured(e.ObjectNew)
+		if err1 != nil || err2 != nil {
 			return true
 		}
-		o, c := old.DeepCopy(), cur.DeepCopy()
-		for _, x := range []*unstructured.Unstructured{o, c} {
-			x.SetResourceVersion("")
-			x.SetManagedFields(nil)
+		for _, x := range []map[string]interface{}{o, c} {
+			unstructured.RemoveNestedField(x, "metadata", "resourceVersion")
+			unstructured.RemoveNestedField(x, "metadata", "managedFields")
 			for _, f := range quietStatusFields {
-				unstructured.RemoveNestedField(x.Object, "status", f)
+				unstructured.RemoveNestedField(x, "status", f)
 			}
 		}
-		return !apiequality.Semantic.DeepEqual(o.Object, c.Object)
+		return !apiequality.Semantic.DeepEqual(o, c)
 	}}
 }
 
@@ -271,7 +275,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), infrastructure.Read(m))
+	observed, err := r.read(m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed)
 	return ctrl.Result{}, nil
 }
 
@@ -392,8 +400,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, nil
 	}
 	for _, kind := range r.kindsOf(vm) {
-		m := newMachine(kind, vm)
-		err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
+		m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, vm.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		err = r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
 		switch {
 		case err == nil && metav1.IsControlledBy(m, vm):
 			if m.GetDeletionTimestamp().IsZero() {

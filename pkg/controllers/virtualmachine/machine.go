@@ -23,31 +23,55 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
 
-// newMachine is an empty infrastructure object of kind, named after vm.
-func newMachine(kind infrastructure.Kind, vm *v1alpha1.VirtualMachine) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kind.GroupVersionKind)
-	u.SetNamespace(vm.Namespace)
-	u.SetName(vm.Name)
-	return u
+// newObject is an empty object of kind (the scheme's type for it), named
+// namespace/name.
+func newObject(scheme *runtime.Scheme, kind infrastructure.Kind, namespace, name string) (client.Object, error) {
+	o, err := scheme.New(kind.GroupVersionKind)
+	if err != nil {
+		return nil, fmt.Errorf("infrastructure kind %s: %w", kind.GroupVersionKind, err)
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("infrastructure kind %s is not an object", kind.GroupVersionKind)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(kind.GroupVersionKind)
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj, nil
+}
+
+// read is what m reports through the contract.
+func (r *Reconciler) read(m client.Object) (infrastructure.Observed, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return infrastructure.Observed{}, err
+	}
+	return infrastructure.Read(&unstructured.Unstructured{Object: u}), nil
 }
 
 // ensureMachine creates or updates the VM's infrastructure object, of the
 // kind the Provider's class registered (same name, same namespace,
 // controlled by the VM). Its spec follows the VM, except the fields the
-// backend's provider owns (providerID).
-func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (*unstructured.Unstructured, error) {
+// backend's provider owns (providerID). The object is the scheme's type
+// for the kind, so it is read from the shared cache; the core edits it as
+// JSON-like data and never names its type.
+func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (client.Object, error) {
 	desired, err := kind.BuildSpec(vm, resolved, provider)
 	if err != nil {
 		return nil, err
 	}
-	m := newMachine(kind, vm)
+	m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, vm.Name)
+	if err != nil {
+		return nil, err
+	}
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
 		labels := m.GetLabels()
 		if labels == nil {
@@ -62,13 +86,9 @@ func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind
 		}
 		annotations[infrastructure.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
 		m.SetAnnotations(annotations)
-		spec, _, _ := unstructured.NestedMap(m.Object, "spec")
-		for _, f := range kind.OwnedFields {
-			if v, ok := spec[f]; ok {
-				desired[f] = v
-			}
+		if err := setSpec(m, desired, kind.OwnedFields); err != nil {
+			return err
 		}
-		m.Object["spec"] = desired
 		return controllerutil.SetControllerReference(vm, m, r.Client.Scheme())
 	})
 	if err != nil {
@@ -79,6 +99,22 @@ func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind
 	}
 	vm.Status.InfrastructureRef = &v1alpha1.InfrastructureReference{APIGroup: kind.GroupVersionKind.Group, Kind: kind.GroupVersionKind.Kind, Name: m.GetName()}
 	return m, nil
+}
+
+// setSpec replaces m's spec with desired, keeping the owned fields' values.
+func setSpec(m client.Object, desired map[string]interface{}, owned []string) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return err
+	}
+	current, _, _ := unstructured.NestedMap(u, "spec")
+	for _, f := range owned {
+		if v, ok := current[f]; ok {
+			desired[f] = v
+		}
+	}
+	u["spec"] = desired
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u, m)
 }
 
 // mirror copies what the infrastructure object reports through the
