@@ -183,11 +183,25 @@ func TestRogueMachinesRefused(t *testing.T) {
 		return nil
 	})
 
-	// Deleting them completes without a backend call.
+	// Publishing what one asked for admits it, without touching it: the
+	// refusal is looked at again.
+	p := &v1alpha1.Provider{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rogue-vsphere"}, p); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	publishing([]string{"DC0_DVPG0"}, nil)(&p.Spec)
+	p.Spec.Capabilities.NetworkClasses[len(p.Spec.Capabilities.NetworkClasses)-1].Name = "dvpg"
+	if err := c.Patch(ctx, p, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitMachineIn(t, rogue, "foreign-portgroup", "PoweredOn")
+
+	// Deleting them completes, without a backend call for those never built.
 	if err := c.DeleteAllOf(ctx, &infrav1.VSphereMachine{}, client.InNamespace(rogue)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 2*time.Minute, func() error {
 		var list infrav1.VSphereMachineList
 		if err := c.List(ctx, &list, client.InNamespace(rogue)); err != nil {
 			return err
