@@ -81,3 +81,30 @@ func TestAdmit(t *testing.T) {
 		}
 	}
 }
+
+// One reading of the banlieue.io/provider annotation serves both the
+// machine reconciler and the Provider's protection.
+func TestAnnotatedProvider(t *testing.T) {
+	for _, tc := range []struct {
+		annotation string
+		want       string
+		named      bool
+	}{
+		{"", "", false},
+		{"banlieue-system/prod", "banlieue-system/prod", true},
+		{"prod", "team-a/prod", true},
+	} {
+		vsm := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}}
+		if tc.annotation != "" {
+			vsm.Annotations = map[string]string{infrav1.ProviderAnnotation: tc.annotation}
+		}
+		key, named := annotatedProvider(vsm)
+		if named != tc.named || (named && key.String() != tc.want) {
+			t.Errorf("%q: %v %v, want %q %v", tc.annotation, key, named, tc.want, tc.named)
+		}
+		p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod"}}
+		if got, want := servedBy(vsm, p), tc.want == "team-a/prod"; named && got != want {
+			t.Errorf("%q: servedBy(team-a/prod) = %v, want %v", tc.annotation, got, want)
+		}
+	}
+}

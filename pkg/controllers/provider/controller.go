@@ -179,8 +179,8 @@ func (r *Reconciler) machinesUsing(ctx context.Context, p *v1alpha1.Provider) ([
 
 // servedBy tells whether p is the Provider of vsm (see MachineReconciler.provider).
 func servedBy(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider) bool {
-	if want := vsm.Annotations[infrav1.ProviderAnnotation]; want != "" {
-		return want == p.Namespace+"/"+p.Name || (want == p.Name && vsm.Namespace == p.Namespace)
+	if key, named := annotatedProvider(vsm); named {
+		return key == client.ObjectKeyFromObject(p)
 	}
 	for _, fd := range p.Status.FailureDomains {
 		if fd.Name == vsm.Spec.FailureDomain {

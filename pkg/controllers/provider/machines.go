@@ -282,7 +282,8 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, vsm *infrav1.VS
 // an Event (once per distinct refusal).
 func (r *MachineReconciler) admit(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (bool, error) {
 	var images v1alpha1.VMImageList
-	if err := r.Client.List(ctx, &images); err != nil {
+	// Read only: no deep copy of every image on every reconcile.
+	if err := r.Client.List(ctx, &images, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
 	refused := admit(vsm, provider, r.Class, images.Items)
@@ -451,6 +452,20 @@ func (r *MachineReconciler) forbidden(namespace string, err error) error {
 		namespace, err, UserDataClusterRole, namespace, UserDataClusterRole, r.Identity)
 }
 
+// annotatedProvider is the Provider vsm's banlieue.io/provider annotation
+// names: "namespace/name", or a name in the machine's namespace. named is
+// false without the annotation.
+func annotatedProvider(vsm *infrav1.VSphereMachine) (key client.ObjectKey, named bool) {
+	want := vsm.Annotations[infrav1.ProviderAnnotation]
+	if want == "" {
+		return client.ObjectKey{}, false
+	}
+	if ns, name, ok := strings.Cut(want, "/"); ok {
+		return client.ObjectKey{Namespace: ns, Name: name}, true
+	}
+	return client.ObjectKey{Namespace: vsm.Namespace, Name: want}, true
+}
+
 // capiMachine is the Cluster API Machine owning vsm, or nil.
 func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
 	for i, o := range vsm.OwnerReferences {
@@ -469,11 +484,7 @@ func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
 // Provider with ours true means the named Provider of this namespace does
 // not exist (any more).
 func (r *MachineReconciler) provider(ctx context.Context, vsm *infrav1.VSphereMachine) (*v1alpha1.Provider, bool, error) {
-	if want := vsm.Annotations[infrav1.ProviderAnnotation]; want != "" {
-		key := client.ObjectKey{Namespace: vsm.Namespace, Name: want}
-		if ns, name, ok := strings.Cut(want, "/"); ok {
-			key = client.ObjectKey{Namespace: ns, Name: name}
-		}
+	if key, named := annotatedProvider(vsm); named {
 		if key.Namespace != r.Namespace {
 			return nil, false, nil
 		}
