@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what the libvirt backend's tests and `make run` use, from Debian
+# packages only: libvirtd and QEMU (software emulation; /dev/kvm is not
+# relied on), qemu-img, and the tools hack/build-guest-image.sh builds the
+# test guest with. Idempotent and quiet when everything is there. Needs root
+# (apt-get); otherwise it prints the one command to run and fails.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+packages=(
+    libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+    qemu-system-x86 qemu-utils
+    # The guest image (hack/build-guest-image.sh; it downloads the kernel .deb
+    # itself, unpacked, not installed): busybox,
+    # a syslinux-booted FAT disk, and the NoCloud seed ISO.
+    busybox-static cpio kmod fdisk
+    syslinux syslinux-common mtools dosfstools genisoimage
+    # Guest networks inside the test's network namespace.
+    iproute2 dnsmasq-base
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("${p}")
+    fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+    exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "install-libvirt: missing Debian packages; as root run:" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+echo "install-libvirt: installing ${missing[*]} ..."
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-libvirt: done"
