@@ -14,7 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 // Package failuredomain names a Provider's failure domains: one per
-// (datacenter, compute cluster), "<provider>-<datacenter>-<cluster>"
+// (datacenter, compute cluster) or host, "<provider>-<datacenter>-<cluster>"
+// or "<provider>-<host>",
 // lower-cased into a DNS-1123 label and shortened with a hash when too
 // long, unless the Provider overrides the name. The vSphere provider
 // publishes these names, VSphereClusters and placement select by them.
@@ -36,22 +37,43 @@ const MaxLength = 63
 // hashLength is how many hex digits of the hash a shortened name keeps.
 const hashLength = 8
 
-// Pair is one (datacenter, compute cluster) found in the backend.
-type Pair struct {
+// Location is one place a backend runs VMs: a (datacenter, compute
+// cluster) pair on vSphere, a host on libvirt.
+type Location struct {
 	Datacenter string
 	Cluster    string
+	Host       string
+}
+
+// parts are the location's set coordinates, in order.
+func (l Location) parts() []string {
+	var out []string
+	for _, s := range []string{l.Datacenter, l.Cluster, l.Host} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// String is the location as a user reads it: (datacenter, cluster) or host.
+func (l Location) String() string {
+	if l.Host != "" && l.Datacenter == "" && l.Cluster == "" {
+		return l.Host
+	}
+	return "(" + strings.Join(l.parts(), ", ") + ")"
 }
 
 // AutoName is the computed name of a pair for provider: lower-cased, every
 // run of characters outside [a-z0-9] turned into one '-', trimmed, and, when
 // longer than 63, cut and suffixed with 8 hex digits of a hash of the full
 // (unmangled) identity, so distinct pairs stay distinct.
-func AutoName(provider string, p Pair) string {
-	name := sanitize(provider + "-" + p.Datacenter + "-" + p.Cluster)
+func AutoName(provider string, p Location) string {
+	name := sanitize(provider + "-" + strings.Join(p.parts(), "-"))
 	if len(name) <= MaxLength && name != "" {
 		return name
 	}
-	sum := sha256.Sum256([]byte(provider + "\x00" + p.Datacenter + "\x00" + p.Cluster))
+	sum := sha256.Sum256([]byte(provider + "\x00" + strings.Join(p.parts(), "\x00")))
 	suffix := hex.EncodeToString(sum[:])[:hashLength]
 	keep := MaxLength - hashLength - 1
 	if len(name) > keep {
@@ -82,13 +104,13 @@ func sanitize(s string) string {
 // Provider is then not Ready.
 type CollisionError struct {
 	Name  string
-	Pairs []Pair
+	Locations []Location
 }
 
 func (e *CollisionError) Error() string {
 	var parts []string
-	for _, p := range e.Pairs {
-		parts = append(parts, fmt.Sprintf("(%s, %s)", p.Datacenter, p.Cluster))
+	for _, p := range e.Locations {
+		parts = append(parts, p.String())
 	}
 	return fmt.Sprintf("failure domains %s all resolve to the name %q", strings.Join(parts, " and "), e.Name)
 }
@@ -96,12 +118,12 @@ func (e *CollisionError) Error() string {
 // Resolve names every pair of provider: overrides first, the computed name
 // otherwise. The result is sorted by name; "name" is in every domain's
 // labels. Two pairs with one name is a *CollisionError.
-func Resolve(provider string, pairs []Pair, overrides []v1alpha1.FailureDomainNameOverride) ([]v1alpha1.FailureDomain, error) {
-	byPair := map[Pair]string{}
+func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDomainNameOverride) ([]v1alpha1.FailureDomain, error) {
+	byPair := map[Location]string{}
 	for _, o := range overrides {
-		byPair[Pair{o.Datacenter, o.Cluster}] = o.Name
+		byPair[Location{o.Datacenter, o.Cluster, o.Host}] = o.Name
 	}
-	owners := map[string][]Pair{}
+	owners := map[string][]Location{}
 	var out []v1alpha1.FailureDomain
 	for _, p := range pairs {
 		name, ok := byPair[p]
@@ -110,7 +132,7 @@ func Resolve(provider string, pairs []Pair, overrides []v1alpha1.FailureDomainNa
 		}
 		owners[name] = append(owners[name], p)
 		out = append(out, v1alpha1.FailureDomain{
-			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster,
+			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster, Host: p.Host,
 			Labels: map[string]string{"name": name},
 		})
 	}
@@ -121,7 +143,7 @@ func Resolve(provider string, pairs []Pair, overrides []v1alpha1.FailureDomainNa
 	sort.Strings(names)
 	for _, n := range names {
 		if len(owners[n]) > 1 {
-			return nil, &CollisionError{Name: n, Pairs: owners[n]}
+			return nil, &CollisionError{Name: n, Locations: owners[n]}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

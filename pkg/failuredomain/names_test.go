@@ -37,12 +37,12 @@ func TestAutoName(t *testing.T) {
 		{"p", "ÉTÉ", "--x--", "p-t-x"},
 	}
 	for _, tc := range cases {
-		if got := AutoName(tc.provider, Pair{tc.dc, tc.cluster}); got != tc.want {
+		if got := AutoName(tc.provider, Location{Datacenter: tc.dc, Cluster: tc.cluster}); got != tc.want {
 			t.Errorf("AutoName(%s, %s, %s) = %q, want %q", tc.provider, tc.dc, tc.cluster, got, tc.want)
 		}
 	}
-	a := AutoName("prod-vsphere", Pair{"DC-East", long + "A"})
-	b := AutoName("prod-vsphere", Pair{"DC-East", long + "B"})
+	a := AutoName("prod-vsphere", Location{Datacenter: "DC-East", Cluster: long + "A"})
+	b := AutoName("prod-vsphere", Location{Datacenter: "DC-East", Cluster: long + "B"})
 	for _, n := range []string{a, b} {
 		if len(n) > MaxLength || len(validation.IsDNS1123Label(n)) > 0 {
 			t.Errorf("%q is not a DNS-1123 label: %v", n, validation.IsDNS1123Label(n))
@@ -54,16 +54,16 @@ func TestAutoName(t *testing.T) {
 	if a == b {
 		t.Errorf("long names collide: %q", a)
 	}
-	if AutoName("prod-vsphere", Pair{"DC-East", long + "A"}) != a {
+	if AutoName("prod-vsphere", Location{Datacenter: "DC-East", Cluster: long + "A"}) != a {
 		t.Error("not deterministic")
 	}
-	if n := AutoName("", Pair{"!!!", "***"}); len(validation.IsDNS1123Label(n)) > 0 {
+	if n := AutoName("", Location{Datacenter: "!!!", Cluster: "***"}); len(validation.IsDNS1123Label(n)) > 0 {
 		t.Errorf("empty sanitised name gave %q", n)
 	}
 }
 
 func TestResolve(t *testing.T) {
-	pairs := []Pair{{"DC-East", "Compute-Cluster-A"}, {"DC-East", "Compute-Cluster-B"}, {"DC-West", "C1"}}
+	pairs := []Location{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A"}, {Datacenter: "DC-East", Cluster: "Compute-Cluster-B"}, {Datacenter: "DC-West", Cluster: "C1"}}
 	fds, err := Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A", Name: "cluster-01"}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +85,29 @@ func TestResolve(t *testing.T) {
 	// An override that equals another pair's computed name collides.
 	_, err = Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-West", Cluster: "C1", Name: "prod-vsphere-dc-east-compute-cluster-b"}})
 	var collision *CollisionError
-	if !errors.As(err, &collision) || collision.Name != "prod-vsphere-dc-east-compute-cluster-b" || len(collision.Pairs) != 2 {
+	if !errors.As(err, &collision) || collision.Name != "prod-vsphere-dc-east-compute-cluster-b" || len(collision.Locations) != 2 {
 		t.Errorf("err = %v, want a collision on prod-vsphere-dc-east-compute-cluster-b", err)
 	}
 	// Two pairs that sanitise alike collide too.
-	_, err = Resolve("p", []Pair{{"dc", "a_b"}, {"dc", "a.b"}}, nil)
+	_, err = Resolve("p", []Location{{Datacenter: "dc", Cluster: "a_b"}, {Datacenter: "dc", Cluster: "a.b"}}, nil)
 	if !errors.As(err, &collision) {
 		t.Errorf("err = %v, want a collision", err)
+	}
+}
+
+// A libvirt Provider's failure domains are its hosts.
+func TestResolveHosts(t *testing.T) {
+	hosts := []Location{{Host: "kvm-01.lab"}, {Host: "localhost"}}
+	fds, err := Resolve("lab", hosts, []v1alpha1.FailureDomainNameOverride{{Host: "localhost", Name: "desk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fds) != 2 || fds[0].Name != "desk" || fds[0].Host != "localhost" || fds[1].Name != "lab-kvm-01-lab" || fds[1].Host != "kvm-01.lab" {
+		t.Errorf("failure domains %+v", fds)
+	}
+	_, err = Resolve("lab", []Location{{Host: "a.b"}, {Host: "a-b"}}, nil)
+	var collision *CollisionError
+	if !errors.As(err, &collision) || !strings.Contains(err.Error(), "a.b and a-b") {
+		t.Errorf("err = %v, want a collision naming both hosts", err)
 	}
 }

@@ -374,11 +374,11 @@ func summarise(fits []ProviderFit) (string, string) {
 func storage(r *v1alpha1.ResolvedVirtualMachine, p *v1alpha1.Provider) []v1alpha1.StorageResolution {
 	targets := map[string]string{}
 	for _, s := range p.Spec.Capabilities.StorageClasses {
-		targets[s.Name] = s.Target.Datastore
+		targets[s.Name] = s.Target.Name()
 	}
 	var out []v1alpha1.StorageResolution
 	for _, d := range r.Spec.Disks {
-		out = append(out, v1alpha1.StorageResolution{Name: d.Name, StorageClass: d.StorageClass, Datastore: targets[d.StorageClass]})
+		out = append(out, v1alpha1.StorageResolution{Name: d.Name, StorageClass: d.StorageClass, Target: targets[d.StorageClass]})
 	}
 	return out
 }
@@ -386,11 +386,11 @@ func storage(r *v1alpha1.ResolvedVirtualMachine, p *v1alpha1.Provider) []v1alpha
 func network(r *v1alpha1.ResolvedVirtualMachine, p *v1alpha1.Provider) []v1alpha1.NetworkResolution {
 	targets := map[string]string{}
 	for _, n := range p.Spec.Capabilities.NetworkClasses {
-		targets[n.Name] = n.Target.PortGroup
+		targets[n.Name] = n.Target.Name()
 	}
 	var out []v1alpha1.NetworkResolution
 	for _, n := range r.Spec.Interfaces {
-		out = append(out, v1alpha1.NetworkResolution{Name: n.Name, NetworkClass: n.NetworkClass, PortGroup: targets[n.NetworkClass]})
+		out = append(out, v1alpha1.NetworkResolution{Name: n.Name, NetworkClass: n.NetworkClass, Target: targets[n.NetworkClass]})
 	}
 	return out
 }

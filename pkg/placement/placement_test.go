@@ -235,7 +235,7 @@ func TestDecide(t *testing.T) {
 				if s.Provider != "prod-vsphere" || s.FailureDomain != tc.wantFD {
 					t.Errorf("scheduled %s/%s, want prod-vsphere/%s", s.Provider, s.FailureDomain, tc.wantFD)
 				}
-				if len(s.Storage) != 2 || s.Storage[1].Datastore != "ds-fast-01" || s.Network[0].PortGroup != "vmnet-prod" {
+				if len(s.Storage) != 2 || s.Storage[1].Target != "ds-fast-01" || s.Network[0].Target != "vmnet-prod" {
 					t.Errorf("resolutions: %+v %+v", s.Storage, s.Network)
 				}
 			}

@@ -49,7 +49,7 @@ type Connection struct {
 // Backend is one logged-in backend endpoint.
 type Backend interface {
 	// Inventory lists the (datacenter, compute cluster) pairs VMs can run in.
-	Inventory(ctx context.Context) ([]failuredomain.Pair, error)
+	Inventory(ctx context.Context) ([]failuredomain.Location, error)
 	// TemplateExists tells whether a VM template of that name exists in the
 	// datacenter.
 	TemplateExists(ctx context.Context, datacenter, template string) (bool, error)

@@ -91,7 +91,7 @@ func TestPlacementExplain(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if r.Choice.Storage[0].Datastore != "ds-fast-01" || r.Choice.Network[0].PortGroup != "vmnet-prod" {
+	if r.Choice.Storage[0].Target != "ds-fast-01" || r.Choice.Network[0].Target != "vmnet-prod" {
 		t.Errorf("resolutions: %+v", r.Choice)
 	}
 	if len(r.Providers) != 1 || len(r.Providers[0].FailureDomains) != 2 {

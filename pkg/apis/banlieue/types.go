@@ -281,16 +281,17 @@ type ScheduledPlacement struct {
 	Network []NetworkResolution `json:"network,omitempty"`
 }
 
-// StorageResolution maps one disk to its backend datastore.
+// StorageResolution maps one disk to its backend storage.
 type StorageResolution struct {
 	// name of the disk.
 	Name string `json:"name"`
 	// storageClass the disk asked for.
 	// +optional
 	StorageClass string `json:"storageClass,omitempty"`
-	// datastore the Provider maps that storage class to.
+	// target is the backend storage the Provider maps that storage class
+	// to (a vSphere datastore, a libvirt pool).
 	// +optional
-	Datastore string `json:"datastore,omitempty"`
+	Target string `json:"target,omitempty"`
 }
 
 // NetworkResolution maps one interface to its backend network.
@@ -300,9 +301,10 @@ type NetworkResolution struct {
 	// networkClass the interface asked for.
 	// +optional
 	NetworkClass string `json:"networkClass,omitempty"`
-	// portGroup the Provider maps that network class to.
+	// target is the backend network the Provider maps that network class
+	// to (a vSphere port group, a libvirt network or bridge).
 	// +optional
-	PortGroup string `json:"portGroup,omitempty"`
+	Target string `json:"target,omitempty"`
 }
 
 // InfrastructureReference points at an infrastructure object in the same
@@ -759,7 +761,7 @@ type Provider struct {
 
 // ProviderSpec declares a backend.
 type ProviderSpec struct {
-	// providerClassRef names the backend implementation; "vsphere" today.
+	// providerClassRef names the backend implementation: vsphere or libvirt.
 	// Immutable.
 	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
 	// connection tells the provider how to reach and authenticate to the backend.
@@ -770,12 +772,10 @@ type ProviderSpec struct {
 	// +optional
 	Capabilities ProviderCapabilities `json:"capabilities,omitempty"`
 	// failureDomainNameOverrides replace the auto-computed name
-	// (<provider>-<datacenter>-<cluster>) of chosen (datacenter, cluster)
-	// pairs. Override names must be unique.
+	// (<provider>-<datacenter>-<cluster> on vSphere, <provider>-<host> on
+	// libvirt) of chosen failure domains. Override names must be unique.
 	// +optional
-	// +listType=map
-	// +listMapKey=datacenter
-	// +listMapKey=cluster
+	// +listType=atomic
 	FailureDomainNameOverrides []FailureDomainNameOverride `json:"failureDomainNameOverrides,omitempty"`
 }
 
@@ -839,10 +839,23 @@ type StorageClassCapability struct {
 	Target StorageTarget `json:"target"`
 }
 
-// StorageTarget is a backend storage location.
+// StorageTarget is a backend storage location: exactly one field, the
+// one the Provider's class uses.
 type StorageTarget struct {
-	// datastore name in the backend.
-	Datastore string `json:"datastore"`
+	// datastore is a vSphere datastore.
+	// +optional
+	Datastore string `json:"datastore,omitempty"`
+	// pool is a libvirt storage pool.
+	// +optional
+	Pool string `json:"pool,omitempty"`
+}
+
+// Name is the target's backend name, whatever its kind.
+func (t StorageTarget) Name() string {
+	if t.Datastore != "" {
+		return t.Datastore
+	}
+	return t.Pool
 }
 
 // NetworkClassCapability maps a network class to a port group.
@@ -853,18 +866,43 @@ type NetworkClassCapability struct {
 	Target NetworkTarget `json:"target"`
 }
 
-// NetworkTarget is a backend network.
+// NetworkTarget is a backend network: exactly one field, of those the
+// Provider's class uses.
 type NetworkTarget struct {
-	// portGroup name in the backend.
-	PortGroup string `json:"portGroup"`
+	// portGroup is a vSphere port group (standard or distributed).
+	// +optional
+	PortGroup string `json:"portGroup,omitempty"`
+	// network is a libvirt network.
+	// +optional
+	Network string `json:"network,omitempty"`
+	// bridge is a host bridge (libvirt), for networks libvirt does not manage.
+	// +optional
+	Bridge string `json:"bridge,omitempty"`
 }
 
-// FailureDomainNameOverride gives one (datacenter, cluster) pair a chosen name.
+// Name is the target's backend name, whatever its kind.
+func (t NetworkTarget) Name() string {
+	switch {
+	case t.PortGroup != "":
+		return t.PortGroup
+	case t.Network != "":
+		return t.Network
+	}
+	return t.Bridge
+}
+
+// FailureDomainNameOverride gives one failure domain a chosen name: a
+// (datacenter, cluster) pair on vSphere, a host on libvirt.
 type FailureDomainNameOverride struct {
-	// datacenter as named in the backend.
-	Datacenter string `json:"datacenter"`
-	// cluster (compute cluster) as named in the backend.
-	Cluster string `json:"cluster"`
+	// datacenter as named in the backend (vSphere).
+	// +optional
+	Datacenter string `json:"datacenter,omitempty"`
+	// cluster (compute cluster) as named in the backend (vSphere).
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// host as the Provider names it (libvirt).
+	// +optional
+	Host string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
 	Name string `json:"name"`
 }
@@ -900,10 +938,15 @@ type ProviderStatus struct {
 type FailureDomain struct {
 	// name is the resolved name (override or auto-computed).
 	Name string `json:"name"`
-	// datacenter in the backend.
-	Datacenter string `json:"datacenter"`
-	// cluster in the backend.
-	Cluster string `json:"cluster"`
+	// datacenter in the backend (vSphere).
+	// +optional
+	Datacenter string `json:"datacenter,omitempty"`
+	// cluster in the backend (vSphere).
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// host of the backend (libvirt).
+	// +optional
+	Host string `json:"host,omitempty"`
 	// labels a VM's placement.failureDomainSelector matches; always include "name".
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`

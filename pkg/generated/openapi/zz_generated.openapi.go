@@ -298,16 +298,21 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref common.ReferenceCallbac
 					},
 					"datacenter": {
 						SchemaProps: spec.SchemaProps{
-							Description: "datacenter in the backend.",
-							Default:     "",
+							Description: "datacenter in the backend (vSphere).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"cluster": {
 						SchemaProps: spec.SchemaProps{
-							Description: "cluster in the backend.",
-							Default:     "",
+							Description: "cluster in the backend (vSphere).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"host": {
+						SchemaProps: spec.SchemaProps{
+							Description: "host of the backend (libvirt).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -328,7 +333,7 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref common.ReferenceCallbac
 						},
 					},
 				},
-				Required: []string{"name", "datacenter", "cluster"},
+				Required: []string{"name"},
 			},
 		},
 	}
@@ -338,21 +343,26 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref common.Refe
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "FailureDomainNameOverride gives one (datacenter, cluster) pair a chosen name.",
+				Description: "FailureDomainNameOverride gives one failure domain a chosen name: a (datacenter, cluster) pair on vSphere, a host on libvirt.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"datacenter": {
 						SchemaProps: spec.SchemaProps{
-							Description: "datacenter as named in the backend.",
-							Default:     "",
+							Description: "datacenter as named in the backend (vSphere).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"cluster": {
 						SchemaProps: spec.SchemaProps{
-							Description: "cluster (compute cluster) as named in the backend.",
-							Default:     "",
+							Description: "cluster (compute cluster) as named in the backend (vSphere).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"host": {
+						SchemaProps: spec.SchemaProps{
+							Description: "host as the Provider names it (libvirt).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -366,7 +376,7 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref common.Refe
 						},
 					},
 				},
-				Required: []string{"datacenter", "cluster", "name"},
+				Required: []string{"name"},
 			},
 		},
 	}
@@ -848,9 +858,9 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkResolution(ref common.ReferenceCal
 							Format:      "",
 						},
 					},
-					"portGroup": {
+					"target": {
 						SchemaProps: spec.SchemaProps{
-							Description: "portGroup the Provider maps that network class to.",
+							Description: "target is the backend network the Provider maps that network class to (a vSphere port group, a libvirt network or bridge).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -866,19 +876,31 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkTarget(ref common.ReferenceCallbac
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "NetworkTarget is a backend network.",
+				Description: "NetworkTarget is a backend network: exactly one field, of those the Provider's class uses.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"portGroup": {
 						SchemaProps: spec.SchemaProps{
-							Description: "portGroup name in the backend.",
-							Default:     "",
+							Description: "portGroup is a vSphere port group (standard or distributed).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"network": {
+						SchemaProps: spec.SchemaProps{
+							Description: "network is a libvirt network.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bridge": {
+						SchemaProps: spec.SchemaProps{
+							Description: "bridge is a host bridge (libvirt), for networks libvirt does not manage.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 				},
-				Required: []string{"portGroup"},
 			},
 		},
 	}
@@ -1277,7 +1299,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"providerClassRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "providerClassRef names the backend implementation; \"vsphere\" today. Immutable.",
+							Description: "providerClassRef names the backend implementation: vsphere or libvirt. Immutable.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
@@ -1299,15 +1321,11 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 					"failureDomainNameOverrides": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
-								"x-kubernetes-list-map-keys": []interface{}{
-									"datacenter",
-									"cluster",
-								},
-								"x-kubernetes-list-type": "map",
+								"x-kubernetes-list-type": "atomic",
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "failureDomainNameOverrides replace the auto-computed name (<provider>-<datacenter>-<cluster>) of chosen (datacenter, cluster) pairs. Override names must be unique.",
+							Description: "failureDomainNameOverrides replace the auto-computed name (<provider>-<datacenter>-<cluster> on vSphere, <provider>-<host> on libvirt) of chosen failure domains. Override names must be unique.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1980,7 +1998,7 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageResolution(ref common.ReferenceCal
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "StorageResolution maps one disk to its backend datastore.",
+				Description: "StorageResolution maps one disk to its backend storage.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"name": {
@@ -1998,9 +2016,9 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageResolution(ref common.ReferenceCal
 							Format:      "",
 						},
 					},
-					"datastore": {
+					"target": {
 						SchemaProps: spec.SchemaProps{
-							Description: "datastore the Provider maps that storage class to.",
+							Description: "target is the backend storage the Provider maps that storage class to (a vSphere datastore, a libvirt pool).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -2016,19 +2034,24 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageTarget(ref common.ReferenceCallbac
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "StorageTarget is a backend storage location.",
+				Description: "StorageTarget is a backend storage location: exactly one field, the one the Provider's class uses.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"datastore": {
 						SchemaProps: spec.SchemaProps{
-							Description: "datastore name in the backend.",
-							Default:     "",
+							Description: "datastore is a vSphere datastore.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pool is a libvirt storage pool.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 				},
-				Required: []string{"datastore"},
 			},
 		},
 	}

@@ -26,13 +26,13 @@ import (
 )
 
 // Inventory lists every (datacenter, compute cluster) pair.
-func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Pair, error) {
+func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error) {
 	finder := find.NewFinder(c.gc.Client, false)
 	dcs, err := finder.DatacenterList(ctx, "*")
 	if err != nil {
 		return nil, fmt.Errorf("listing datacenters: %w", err)
 	}
-	var out []failuredomain.Pair
+	var out []failuredomain.Location
 	for _, dc := range dcs {
 		finder.SetDatacenter(dc)
 		clusters, err := finder.ClusterComputeResourceList(ctx, "*")
@@ -44,7 +44,7 @@ func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Pair, error) {
 			return nil, fmt.Errorf("listing clusters of %s: %w", dc.Name(), err)
 		}
 		for _, cl := range clusters {
-			out = append(out, failuredomain.Pair{Datacenter: dc.Name(), Cluster: cl.Name()})
+			out = append(out, failuredomain.Location{Datacenter: dc.Name(), Cluster: cl.Name()})
 		}
 	}
 	return out, nil

@@ -194,7 +194,7 @@ func TestSeedGuideSchedules(t *testing.T) {
 	vm = waitScheduled(t, ns, "db-prod-01", "Scheduled")
 	s := vm.Status.Scheduled
 	if s == nil || s.Provider != "prod-vsphere" || !strings.HasPrefix(s.FailureDomain, "prod-vsphere-dc1-") ||
-		s.Storage[0].Datastore != "ds-fast-01" || s.Network[0].PortGroup != "vmnet-prod" {
+		s.Storage[0].Target != "ds-fast-01" || s.Network[0].Target != "vmnet-prod" {
 		t.Fatalf("status.scheduled = %+v", s)
 	}
 	out := kc(t, "get", "vm", "db-prod-01", "-n", ns)

@@ -30,7 +30,6 @@ package validation
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"regexp"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -364,8 +363,8 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	var allErrs field.ErrorList
 	allErrs = append(allErrs, validateLabel(spec.ProviderClassRef.Name, p.Child("providerClassRef", "name"))...)
 	cp := p.Child("connection")
-	allErrs = append(allErrs, validateEndpoint(spec.Connection.Endpoint, cp.Child("endpoint"))...)
-	allErrs = append(allErrs, validateRefName(spec.Connection.CredentialsRef.Name, cp.Child("credentialsRef", "name"))...)
+	class := spec.ProviderClassRef.Name
+	allErrs = append(allErrs, validateConnection(class, &spec.Connection, cp)...)
 	if ca := spec.Connection.CABundle; ca != nil {
 		bp := cp.Child("caBundle")
 		allErrs = append(allErrs, exactlyOne(bp, map[string]bool{
@@ -387,29 +386,29 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	names := sets.New[string]()
 	for i, s := range spec.Capabilities.StorageClasses {
 		allErrs = append(allErrs, validateUniqueLabel(s.Name, names, sp.Index(i).Child("name"))...)
-		allErrs = append(allErrs, validateFreeText(s.Target.Datastore, true, sp.Index(i).Child("target", "datastore"))...)
+		allErrs = append(allErrs, validateTarget(class, "storage", map[string]string{"datastore": s.Target.Datastore, "pool": s.Target.Pool}, sp.Index(i).Child("target"))...)
 	}
 	np := capp.Child("networkClasses")
 	allErrs = append(allErrs, tooMany(len(spec.Capabilities.NetworkClasses), MaxCapabilityItems, np)...)
 	names = sets.New[string]()
 	for i, n := range spec.Capabilities.NetworkClasses {
 		allErrs = append(allErrs, validateUniqueLabel(n.Name, names, np.Index(i).Child("name"))...)
-		allErrs = append(allErrs, validateFreeText(n.Target.PortGroup, true, np.Index(i).Child("target", "portGroup"))...)
+		allErrs = append(allErrs, validateTarget(class, "network", map[string]string{"portGroup": n.Target.PortGroup, "network": n.Target.Network, "bridge": n.Target.Bridge}, np.Index(i).Child("target"))...)
 	}
 	allErrs = append(allErrs, validateFeatures(spec.Capabilities.Features, capp.Child("features"))...)
 
 	op := p.Child("failureDomainNameOverrides")
 	allErrs = append(allErrs, tooMany(len(spec.FailureDomainNameOverrides), MaxNameOverrides, op)...)
-	pairs := sets.New[[2]string]()
+	pairs := sets.New[[3]string]()
 	names = sets.New[string]()
-	for i, o := range spec.FailureDomainNameOverrides {
+	for i := range spec.FailureDomainNameOverrides {
+		o := &spec.FailureDomainNameOverrides[i]
 		ip := op.Index(i)
-		allErrs = append(allErrs, validateFreeText(o.Datacenter, true, ip.Child("datacenter"))...)
-		allErrs = append(allErrs, validateFreeText(o.Cluster, true, ip.Child("cluster"))...)
-		if pairs.Has([2]string{o.Datacenter, o.Cluster}) {
-			allErrs = append(allErrs, field.Duplicate(ip, fmt.Sprintf("datacenter=%s, cluster=%s", o.Datacenter, o.Cluster)))
+		allErrs = append(allErrs, validateOverrideLocation(class, o, ip)...)
+		if pairs.Has([3]string{o.Datacenter, o.Cluster, o.Host}) {
+			allErrs = append(allErrs, field.Duplicate(ip, overrideLocation(o)))
 		}
-		pairs.Insert([2]string{o.Datacenter, o.Cluster})
+		pairs.Insert([3]string{o.Datacenter, o.Cluster, o.Host})
 		allErrs = append(allErrs, validateUniqueLabel(o.Name, names, ip.Child("name"))...)
 	}
 	return allErrs
@@ -566,24 +565,6 @@ func exactlyOne(p *field.Path, set map[string]bool) field.ErrorList {
 	}
 }
 
-func validateEndpoint(endpoint string, p *field.Path) field.ErrorList {
-	if endpoint == "" {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	u, err := url.Parse(endpoint)
-	switch {
-	case err != nil:
-		return field.ErrorList{field.Invalid(p, endpoint, fmt.Sprintf("must be a URL: %v", err))}
-	case u.Scheme != "https":
-		return field.ErrorList{field.Invalid(p, endpoint, "must be an https URL")}
-	case u.Host == "" || u.Hostname() == "":
-		return field.ErrorList{field.Invalid(p, endpoint, "must name a host")}
-	case u.User != nil:
-		return field.ErrorList{field.Invalid(p, endpoint, "must not carry credentials; use credentialsRef")}
-	}
-	return nil
-}
-
 // validateStaticIP checks address, prefix range per family, gateway inside
 // the prefix and nameserver addresses.
 func validateStaticIP(s *banlieue.StaticIPConfig, p *field.Path) field.ErrorList {
@@ -645,4 +626,12 @@ func tooMany(n, maxItems int, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.TooMany(p, n, maxItems)}
 	}
 	return nil
+}
+
+// overrideLocation is the failure domain an override names, as a user wrote it.
+func overrideLocation(o *banlieue.FailureDomainNameOverride) string {
+	if o.Host != "" {
+		return "host=" + o.Host
+	}
+	return fmt.Sprintf("datacenter=%s, cluster=%s", o.Datacenter, o.Cluster)
 }

@@ -372,6 +372,52 @@ func TestValidateProvider(t *testing.T) {
 		}, []want{{field.ErrorTypeDuplicate, "spec.failureDomainNameOverrides[1]"}}},
 		{"override name not a label", func(p *banlieue.Provider) { p.Spec.FailureDomainNameOverrides[0].Name = "Cluster_01" }, []want{{field.ErrorTypeInvalid, "spec.failureDomainNameOverrides[0].name"}}},
 		{"override without datacenter", func(p *banlieue.Provider) { p.Spec.FailureDomainNameOverrides[0].Datacenter = "" }, []want{{field.ErrorTypeRequired, "spec.failureDomainNameOverrides[0].datacenter"}}},
+		{"vsphere storage pool", func(p *banlieue.Provider) { p.Spec.Capabilities.StorageClasses[0].Target.Pool = "default" }, []want{{field.ErrorTypeForbidden, "spec.capabilities.storageClasses[0].target.pool"}}},
+		{"vsphere network bridge", func(p *banlieue.Provider) { p.Spec.Capabilities.NetworkClasses[0].Target.Bridge = "br0" }, []want{{field.ErrorTypeForbidden, "spec.capabilities.networkClasses[0].target.bridge"}}},
+		{"vsphere override by host", func(p *banlieue.Provider) { p.Spec.FailureDomainNameOverrides[0].Host = "kvm-01" }, []want{{field.ErrorTypeForbidden, "spec.failureDomainNameOverrides[0].host"}}},
+
+		// libvirt: its endpoints, pools, networks or bridges, and hosts.
+		{"libvirt valid", toLibvirt, nil},
+		{"libvirt unix socket without credentials", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint, p.Spec.Connection.CredentialsRef.Name = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock", ""
+		}, nil},
+		{"libvirt unix socket with credentials", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"
+		}, []want{{field.ErrorTypeForbidden, "spec.connection.credentialsRef.name"}}},
+		{"libvirt https endpoint", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = "https://kvm-01.lab/sdk"
+		}, []want{{field.ErrorTypeInvalid, "spec.connection.endpoint"}}},
+		{"libvirt session endpoint", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = "qemu+tls://kvm-01.lab/session"
+		}, []want{{field.ErrorTypeInvalid, "spec.connection.endpoint"}}},
+		{"libvirt tls without credentials", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.CredentialsRef.Name = ""
+		}, []want{{field.ErrorTypeRequired, "spec.connection.credentialsRef.name"}}},
+		{"libvirt datastore", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Capabilities.StorageClasses[0].Target.Datastore = "ds-1"
+		}, []want{{field.ErrorTypeForbidden, "spec.capabilities.storageClasses[0].target.datastore"}}},
+		{"libvirt network and bridge", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Capabilities.NetworkClasses[0].Target.Bridge = "br0"
+		}, []want{{field.ErrorTypeInvalid, "spec.capabilities.networkClasses[0].target"}}},
+		{"libvirt no network target", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Capabilities.NetworkClasses[0].Target.Network = ""
+		}, []want{{field.ErrorTypeRequired, "spec.capabilities.networkClasses[0].target"}}},
+		{"libvirt override by datacenter", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.FailureDomainNameOverrides[0].Datacenter = "DC-East"
+		}, []want{{field.ErrorTypeForbidden, "spec.failureDomainNameOverrides[0].datacenter"}}},
+		{"libvirt duplicate host override", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.FailureDomainNameOverrides = append(p.Spec.FailureDomainNameOverrides, banlieue.FailureDomainNameOverride{Host: "kvm-01.lab", Name: "other"})
+		}, []want{{field.ErrorTypeDuplicate, "spec.failureDomainNameOverrides[1]"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -401,4 +447,17 @@ func TestValidateProvider(t *testing.T) {
 			want{field.ErrorTypeDuplicate, "status.failureDomains[1].name"},
 			want{field.ErrorTypeInvalid, "status.failureDomains[2].labels"})
 	})
+}
+
+// toLibvirt turns validProvider into a valid libvirt Provider.
+func toLibvirt(p *banlieue.Provider) {
+	p.Spec.ProviderClassRef.Name = "libvirt"
+	p.Spec.Connection.Endpoint = "qemu+tls://kvm-01.lab/system"
+	for i := range p.Spec.Capabilities.StorageClasses {
+		p.Spec.Capabilities.StorageClasses[i].Target = banlieue.StorageTarget{Pool: "default"}
+	}
+	for i := range p.Spec.Capabilities.NetworkClasses {
+		p.Spec.Capabilities.NetworkClasses[i].Target = banlieue.NetworkTarget{Network: "banlieue"}
+	}
+	p.Spec.FailureDomainNameOverrides = []banlieue.FailureDomainNameOverride{{Host: "kvm-01.lab", Name: "kvm-01"}}
 }

@@ -92,11 +92,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: cluster
       type:
         scalar: string
-      default: ""
     - name: datacenter
       type:
         scalar: string
-      default: ""
+    - name: host
+      type:
+        scalar: string
     - name: labels
       type:
         map:
@@ -112,11 +113,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: cluster
       type:
         scalar: string
-      default: ""
     - name: datacenter
       type:
         scalar: string
-      default: ""
+    - name: host
+      type:
+        scalar: string
     - name: name
       type:
         scalar: string
@@ -277,16 +279,21 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: networkClass
       type:
         scalar: string
-    - name: portGroup
+    - name: target
       type:
         scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.NetworkTarget
   map:
     fields:
+    - name: bridge
+      type:
+        scalar: string
+    - name: network
+      type:
+        scalar: string
     - name: portGroup
       type:
         scalar: string
-      default: ""
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Placement
   map:
     fields:
@@ -375,10 +382,7 @@ var schemaYAML = typed.YAMLObject(`types:
         list:
           elementType:
             namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.FailureDomainNameOverride
-          elementRelationship: associative
-          keys:
-          - datacenter
-          - cluster
+          elementRelationship: atomic
     - name: providerClassRef
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.LocalObjectReference
@@ -464,14 +468,14 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.StorageResolution
   map:
     fields:
-    - name: datastore
-      type:
-        scalar: string
     - name: name
       type:
         scalar: string
       default: ""
     - name: storageClass
+      type:
+        scalar: string
+    - name: target
       type:
         scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.StorageTarget
@@ -480,7 +484,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: datastore
       type:
         scalar: string
-      default: ""
+    - name: pool
+      type:
+        scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.UserData
   map:
     fields:

@@ -81,7 +81,7 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	}
 	datastores := map[string]string{}
 	for _, st := range s.Storage {
-		datastores[st.Name] = st.Datastore
+		datastores[st.Name] = st.Target
 	}
 	for _, d := range r.Spec.Disks {
 		spec.Disks = append(spec.Disks, infrav1.VSphereDisk{
@@ -90,7 +90,7 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	}
 	portGroups := map[string]string{}
 	for _, n := range s.Network {
-		portGroups[n.Name] = n.PortGroup
+		portGroups[n.Name] = n.Target
 	}
 	for _, n := range r.Spec.Interfaces {
 		dev := infrav1.VSphereNetworkDevice{Name: n.Name, PortGroup: portGroups[n.Name]}

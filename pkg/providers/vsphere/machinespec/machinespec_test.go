@@ -61,8 +61,8 @@ func TestBuildSpec(t *testing.T) {
 		},
 		Status: v1alpha1.VirtualMachineStatus{Scheduled: &v1alpha1.ScheduledPlacement{
 			Provider: "prod-vsphere", FailureDomain: "fd-east",
-			Storage: []v1alpha1.StorageResolution{{Name: "root", Datastore: "ds-fast-01"}, {Name: "data", Datastore: "ds-fast-02"}},
-			Network: []v1alpha1.NetworkResolution{{Name: "eth0", PortGroup: "vmnet-prod"}, {Name: "eth1", PortGroup: "vmnet-prod"}},
+			Storage: []v1alpha1.StorageResolution{{Name: "root", Target: "ds-fast-01"}, {Name: "data", Target: "ds-fast-02"}},
+			Network: []v1alpha1.NetworkResolution{{Name: "eth0", Target: "vmnet-prod"}, {Name: "eth1", Target: "vmnet-prod"}},
 		}},
 	}
 	provider := &v1alpha1.Provider{

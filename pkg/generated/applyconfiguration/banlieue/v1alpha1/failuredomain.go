@@ -25,10 +25,12 @@ package v1alpha1
 type FailureDomainApplyConfiguration struct {
 	// name is the resolved name (override or auto-computed).
 	Name *string `json:"name,omitempty"`
-	// datacenter in the backend.
+	// datacenter in the backend (vSphere).
 	Datacenter *string `json:"datacenter,omitempty"`
-	// cluster in the backend.
+	// cluster in the backend (vSphere).
 	Cluster *string `json:"cluster,omitempty"`
+	// host of the backend (libvirt).
+	Host *string `json:"host,omitempty"`
 	// labels a VM's placement.failureDomainSelector matches; always include "name".
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -60,6 +62,14 @@ func (b *FailureDomainApplyConfiguration) WithDatacenter(value string) *FailureD
 // If called multiple times, the Cluster field is set to the value of the last call.
 func (b *FailureDomainApplyConfiguration) WithCluster(value string) *FailureDomainApplyConfiguration {
 	b.Cluster = &value
+	return b
+}
+
+// WithHost sets the Host field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Host field is set to the value of the last call.
+func (b *FailureDomainApplyConfiguration) WithHost(value string) *FailureDomainApplyConfiguration {
+	b.Host = &value
 	return b
 }
 

@@ -21,12 +21,15 @@ package v1alpha1
 // FailureDomainNameOverrideApplyConfiguration represents a declarative configuration of the FailureDomainNameOverride type for use
 // with apply.
 //
-// FailureDomainNameOverride gives one (datacenter, cluster) pair a chosen name.
+// FailureDomainNameOverride gives one failure domain a chosen name: a
+// (datacenter, cluster) pair on vSphere, a host on libvirt.
 type FailureDomainNameOverrideApplyConfiguration struct {
-	// datacenter as named in the backend.
+	// datacenter as named in the backend (vSphere).
 	Datacenter *string `json:"datacenter,omitempty"`
-	// cluster (compute cluster) as named in the backend.
+	// cluster (compute cluster) as named in the backend (vSphere).
 	Cluster *string `json:"cluster,omitempty"`
+	// host as the Provider names it (libvirt).
+	Host *string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
 	Name *string `json:"name,omitempty"`
 }
@@ -50,6 +53,14 @@ func (b *FailureDomainNameOverrideApplyConfiguration) WithDatacenter(value strin
 // If called multiple times, the Cluster field is set to the value of the last call.
 func (b *FailureDomainNameOverrideApplyConfiguration) WithCluster(value string) *FailureDomainNameOverrideApplyConfiguration {
 	b.Cluster = &value
+	return b
+}
+
+// WithHost sets the Host field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Host field is set to the value of the last call.
+func (b *FailureDomainNameOverrideApplyConfiguration) WithHost(value string) *FailureDomainNameOverrideApplyConfiguration {
+	b.Host = &value
 	return b
 }
 

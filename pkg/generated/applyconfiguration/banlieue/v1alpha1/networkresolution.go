@@ -27,8 +27,9 @@ type NetworkResolutionApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// networkClass the interface asked for.
 	NetworkClass *string `json:"networkClass,omitempty"`
-	// portGroup the Provider maps that network class to.
-	PortGroup *string `json:"portGroup,omitempty"`
+	// target is the backend network the Provider maps that network class
+	// to (a vSphere port group, a libvirt network or bridge).
+	Target *string `json:"target,omitempty"`
 }
 
 // NetworkResolutionApplyConfiguration constructs a declarative configuration of the NetworkResolution type for use with
@@ -53,10 +54,10 @@ func (b *NetworkResolutionApplyConfiguration) WithNetworkClass(value string) *Ne
 	return b
 }
 
-// WithPortGroup sets the PortGroup field in the declarative configuration to the given value
+// WithTarget sets the Target field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the PortGroup field is set to the value of the last call.
-func (b *NetworkResolutionApplyConfiguration) WithPortGroup(value string) *NetworkResolutionApplyConfiguration {
-	b.PortGroup = &value
+// If called multiple times, the Target field is set to the value of the last call.
+func (b *NetworkResolutionApplyConfiguration) WithTarget(value string) *NetworkResolutionApplyConfiguration {
+	b.Target = &value
 	return b
 }

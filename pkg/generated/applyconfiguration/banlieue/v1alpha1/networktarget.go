@@ -21,10 +21,15 @@ package v1alpha1
 // NetworkTargetApplyConfiguration represents a declarative configuration of the NetworkTarget type for use
 // with apply.
 //
-// NetworkTarget is a backend network.
+// NetworkTarget is a backend network: exactly one field, of those the
+// Provider's class uses.
 type NetworkTargetApplyConfiguration struct {
-	// portGroup name in the backend.
+	// portGroup is a vSphere port group (standard or distributed).
 	PortGroup *string `json:"portGroup,omitempty"`
+	// network is a libvirt network.
+	Network *string `json:"network,omitempty"`
+	// bridge is a host bridge (libvirt), for networks libvirt does not manage.
+	Bridge *string `json:"bridge,omitempty"`
 }
 
 // NetworkTargetApplyConfiguration constructs a declarative configuration of the NetworkTarget type for use with
@@ -38,5 +43,21 @@ func NetworkTarget() *NetworkTargetApplyConfiguration {
 // If called multiple times, the PortGroup field is set to the value of the last call.
 func (b *NetworkTargetApplyConfiguration) WithPortGroup(value string) *NetworkTargetApplyConfiguration {
 	b.PortGroup = &value
+	return b
+}
+
+// WithNetwork sets the Network field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Network field is set to the value of the last call.
+func (b *NetworkTargetApplyConfiguration) WithNetwork(value string) *NetworkTargetApplyConfiguration {
+	b.Network = &value
+	return b
+}
+
+// WithBridge sets the Bridge field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Bridge field is set to the value of the last call.
+func (b *NetworkTargetApplyConfiguration) WithBridge(value string) *NetworkTargetApplyConfiguration {
+	b.Bridge = &value
 	return b
 }

@@ -23,7 +23,7 @@ package v1alpha1
 //
 // ProviderSpec declares a backend.
 type ProviderSpecApplyConfiguration struct {
-	// providerClassRef names the backend implementation; "vsphere" today.
+	// providerClassRef names the backend implementation: vsphere or libvirt.
 	// Immutable.
 	ProviderClassRef *LocalObjectReferenceApplyConfiguration `json:"providerClassRef,omitempty"`
 	// connection tells the provider how to reach and authenticate to the backend.
@@ -33,8 +33,8 @@ type ProviderSpecApplyConfiguration struct {
 	// for must be listed here.
 	Capabilities *ProviderCapabilitiesApplyConfiguration `json:"capabilities,omitempty"`
 	// failureDomainNameOverrides replace the auto-computed name
-	// (<provider>-<datacenter>-<cluster>) of chosen (datacenter, cluster)
-	// pairs. Override names must be unique.
+	// (<provider>-<datacenter>-<cluster> on vSphere, <provider>-<host> on
+	// libvirt) of chosen failure domains. Override names must be unique.
 	FailureDomainNameOverrides []FailureDomainNameOverrideApplyConfiguration `json:"failureDomainNameOverrides,omitempty"`
 }
 

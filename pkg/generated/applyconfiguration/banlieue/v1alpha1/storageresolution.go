@@ -21,14 +21,15 @@ package v1alpha1
 // StorageResolutionApplyConfiguration represents a declarative configuration of the StorageResolution type for use
 // with apply.
 //
-// StorageResolution maps one disk to its backend datastore.
+// StorageResolution maps one disk to its backend storage.
 type StorageResolutionApplyConfiguration struct {
 	// name of the disk.
 	Name *string `json:"name,omitempty"`
 	// storageClass the disk asked for.
 	StorageClass *string `json:"storageClass,omitempty"`
-	// datastore the Provider maps that storage class to.
-	Datastore *string `json:"datastore,omitempty"`
+	// target is the backend storage the Provider maps that storage class
+	// to (a vSphere datastore, a libvirt pool).
+	Target *string `json:"target,omitempty"`
 }
 
 // StorageResolutionApplyConfiguration constructs a declarative configuration of the StorageResolution type for use with
@@ -53,10 +54,10 @@ func (b *StorageResolutionApplyConfiguration) WithStorageClass(value string) *St
 	return b
 }
 
-// WithDatastore sets the Datastore field in the declarative configuration to the given value
+// WithTarget sets the Target field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Datastore field is set to the value of the last call.
-func (b *StorageResolutionApplyConfiguration) WithDatastore(value string) *StorageResolutionApplyConfiguration {
-	b.Datastore = &value
+// If called multiple times, the Target field is set to the value of the last call.
+func (b *StorageResolutionApplyConfiguration) WithTarget(value string) *StorageResolutionApplyConfiguration {
+	b.Target = &value
 	return b
 }

@@ -21,10 +21,13 @@ package v1alpha1
 // StorageTargetApplyConfiguration represents a declarative configuration of the StorageTarget type for use
 // with apply.
 //
-// StorageTarget is a backend storage location.
+// StorageTarget is a backend storage location: exactly one field, the
+// one the Provider's class uses.
 type StorageTargetApplyConfiguration struct {
-	// datastore name in the backend.
+	// datastore is a vSphere datastore.
 	Datastore *string `json:"datastore,omitempty"`
+	// pool is a libvirt storage pool.
+	Pool *string `json:"pool,omitempty"`
 }
 
 // StorageTargetApplyConfiguration constructs a declarative configuration of the StorageTarget type for use with
@@ -38,5 +41,13 @@ func StorageTarget() *StorageTargetApplyConfiguration {
 // If called multiple times, the Datastore field is set to the value of the last call.
 func (b *StorageTargetApplyConfiguration) WithDatastore(value string) *StorageTargetApplyConfiguration {
 	b.Datastore = &value
+	return b
+}
+
+// WithPool sets the Pool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pool field is set to the value of the last call.
+func (b *StorageTargetApplyConfiguration) WithPool(value string) *StorageTargetApplyConfiguration {
+	b.Pool = &value
 	return b
 }

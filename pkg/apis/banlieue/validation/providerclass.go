@@ -1,0 +1,162 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package validation
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+)
+
+// classRules is how one provider class's Provider differs from another's:
+// its endpoint, whether it needs credentials, which storage and network
+// target fields it understands and what names a failure domain. Fields a
+// class does not use are refused by name, never accepted and ignored.
+type classRules struct {
+	endpoint func(u *url.URL) string // why the endpoint is refused, or ""
+	// noCredentials tells whether an endpoint needs no credentialsRef.
+	noCredentials func(u *url.URL) bool
+	storage       []string // StorageTarget fields
+	network       []string // NetworkTarget fields
+	location      []string // FailureDomainNameOverride fields naming the domain
+}
+
+// vsphereRules also apply to classes banlieue does not know, as before
+// classes differed: an https endpoint, username/password credentials.
+var vsphereRules = classRules{
+	endpoint: func(u *url.URL) string {
+		if u.Scheme != "https" {
+			return "must be an https URL, e.g. https://vcenter.example.com/sdk"
+		}
+		return ""
+	},
+	storage:  []string{"datastore"},
+	network:  []string{"portGroup"},
+	location: []string{"datacenter", "cluster"},
+}
+
+var providerClasses = map[string]classRules{
+	"vsphere": vsphereRules,
+	"libvirt": {
+		endpoint: func(u *url.URL) string {
+			switch {
+			case u.Scheme == "qemu+tls" && u.Path == "/system" && u.Hostname() != "":
+				return ""
+			case u.Scheme == "qemu+unix" && u.Path == "/system" && u.Host == "":
+				return ""
+			}
+			return "must be qemu+tls://HOST/system, or qemu+unix:///system?socket=PATH on the provider's own host"
+		},
+		noCredentials: func(u *url.URL) bool { return u.Scheme == "qemu+unix" },
+		storage:       []string{"pool"},
+		network:       []string{"network", "bridge"},
+		location:      []string{"host"},
+	},
+}
+
+func rulesFor(class string) classRules {
+	if r, ok := providerClasses[class]; ok {
+		return r
+	}
+	return vsphereRules
+}
+
+// validateConnection checks the endpoint and credentials against the class.
+func validateConnection(class string, c *banlieue.ProviderConnection, p *field.Path) field.ErrorList {
+	rules := rulesFor(class)
+	ep := p.Child("endpoint")
+	if c.Endpoint == "" {
+		return field.ErrorList{field.Required(ep, "")}
+	}
+	u, err := url.Parse(c.Endpoint)
+	var why string
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("must be a URL: %v", err)
+	case u.User != nil:
+		why = "must not carry credentials; use credentialsRef"
+	default:
+		why = rules.endpoint(u)
+	}
+	if why == "" && u.Scheme == "https" && u.Hostname() == "" {
+		why = "must name a host"
+	}
+	if why != "" {
+		return field.ErrorList{field.Invalid(ep, c.Endpoint, why)}
+	}
+	cp := p.Child("credentialsRef", "name")
+	if rules.noCredentials != nil && rules.noCredentials(u) {
+		if c.CredentialsRef.Name != "" {
+			return field.ErrorList{field.Forbidden(cp, fmt.Sprintf("%s endpoints take no credentials (the socket's permissions decide)", u.Scheme))}
+		}
+		return nil
+	}
+	return validateRefName(c.CredentialsRef.Name, cp)
+}
+
+// validateTarget checks that exactly one of the fields the class uses is
+// set, and none it does not.
+func validateTarget(class, what string, set map[string]string, p *field.Path) field.ErrorList {
+	allowed := rulesFor(class).network
+	if what == "storage" {
+		allowed = rulesFor(class).storage
+	}
+	var allErrs field.ErrorList
+	given := 0
+	for _, name := range sets.List(sets.KeySet(set)) {
+		v := set[name]
+		if v == "" {
+			continue
+		}
+		if !sets.New(allowed...).Has(name) {
+			allErrs = append(allErrs, field.Forbidden(p.Child(name), fmt.Sprintf("provider class %q has %s targets %s", class, what, strings.Join(allowed, " or "))))
+			continue
+		}
+		given++
+		allErrs = append(allErrs, validateFreeText(v, true, p.Child(name))...)
+	}
+	if given == 0 && len(allErrs) == 0 && len(allowed) == 1 {
+		allErrs = append(allErrs, field.Required(p.Child(allowed[0]), ""))
+	} else if given == 0 && len(allErrs) == 0 {
+		allErrs = append(allErrs, field.Required(p, fmt.Sprintf("one of %s (provider class %q)", strings.Join(allowed, ", "), class)))
+	}
+	if given > 1 {
+		allErrs = append(allErrs, field.Invalid(p, set, "exactly one target field may be set"))
+	}
+	return allErrs
+}
+
+// validateOverrideLocation checks that an override names a failure domain
+// the way its class does: (datacenter, cluster) on vSphere, host on libvirt.
+func validateOverrideLocation(class string, o *banlieue.FailureDomainNameOverride, p *field.Path) field.ErrorList {
+	want := sets.New(rulesFor(class).location...)
+	var allErrs field.ErrorList
+	for name, v := range map[string]string{"datacenter": o.Datacenter, "cluster": o.Cluster, "host": o.Host} {
+		switch {
+		case want.Has(name):
+			allErrs = append(allErrs, validateFreeText(v, true, p.Child(name))...)
+		case v != "":
+			allErrs = append(allErrs, field.Forbidden(p.Child(name), fmt.Sprintf("provider class %q names failure domains by %s", class, strings.Join(rulesFor(class).location, " and "))))
+		}
+	}
+	return allErrs
+}
