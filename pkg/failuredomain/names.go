@@ -58,10 +58,11 @@ func (l Location) parts() []string {
 
 // String is the location as a user reads it: (datacenter, cluster) or host.
 func (l Location) String() string {
-	if l.Host != "" && l.Datacenter == "" && l.Cluster == "" {
-		return l.Host
+	parts := l.parts()
+	if len(parts) == 1 {
+		return parts[0]
 	}
-	return "(" + strings.Join(l.parts(), ", ") + ")"
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // AutoName is the computed name of a pair for provider: lower-cased, every
@@ -103,7 +104,7 @@ func sanitize(s string) string {
 // CollisionError reports two pairs resolving to the same name; the whole
 // Provider is then not Ready.
 type CollisionError struct {
-	Name  string
+	Name      string
 	Locations []Location
 }
 
@@ -148,4 +149,9 @@ func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDoma
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// LocationOf is the place a published failure domain stands for.
+func LocationOf(fd v1alpha1.FailureDomain) Location {
+	return Location{Datacenter: fd.Datacenter, Cluster: fd.Cluster, Host: fd.Host}
 }

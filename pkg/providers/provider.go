@@ -14,8 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package providers is the one interface every backend (vSphere today,
-// Proxmox and libvirt next) implements. Controllers talk to backends only
+// Package providers is the one interface every backend (vSphere, libvirt;
+// Proxmox next) implements. Controllers talk to backends only
 // through it; only a backend's own package imports its SDK.
 package providers
 
@@ -27,15 +27,19 @@ import (
 )
 
 // Credentials log a provider in. They come from the Provider's Secret and
-// are never logged or stored elsewhere.
+// are never logged or stored elsewhere. Which fields a class uses is its
+// own: username and password (vSphere), a TLS client certificate (libvirt).
 type Credentials struct {
 	Username string
 	Password string
+	// ClientCertificate and ClientKey (PEM) authenticate over TLS.
+	ClientCertificate []byte
+	ClientKey         []byte
 }
 
 // Connection says how to reach a backend.
 type Connection struct {
-	// Endpoint is the backend's https URL.
+	// Endpoint is the backend's URL (https://…/sdk, qemu+tls://HOST/system).
 	Endpoint string
 	// CABundle (PEM) verifies the endpoint; InsecureSkipTLSVerify skips that.
 	CABundle              []byte
@@ -48,11 +52,13 @@ type Connection struct {
 
 // Backend is one logged-in backend endpoint.
 type Backend interface {
-	// Inventory lists the (datacenter, compute cluster) pairs VMs can run in.
+	// Inventory lists the locations VMs can run in: (datacenter, compute
+	// cluster) pairs on vSphere, hosts on libvirt. The Provider publishes
+	// one failure domain per location.
 	Inventory(ctx context.Context) ([]failuredomain.Location, error)
-	// TemplateExists tells whether a VM template of that name exists in the
-	// datacenter.
-	TemplateExists(ctx context.Context, datacenter, template string) (bool, error)
+	// ImageExists tells whether the image source ref (a template name, a
+	// POOL/VOLUME) exists where location can use it.
+	ImageExists(ctx context.Context, location failuredomain.Location, ref string) (bool, error)
 	Machines
 }
 
@@ -60,7 +66,8 @@ type Backend interface {
 // endpoint, TLS, credentials): the Provider's ConnectFailed reason.
 var ErrConnect = errors.New("connect failed")
 
-// MachineSpec is what a backend needs to build and run one VM.
+// MachineSpec is what a backend needs to build and run one VM, in terms
+// every backend shares.
 type MachineSpec struct {
 	// Name of the VM in the backend (BackendName): unique across namespaces.
 	Name string
@@ -71,36 +78,61 @@ type MachineSpec struct {
 	// instead of making a second one, and a VM of an earlier object that
 	// had the same name is never mistaken for this one.
 	InstanceUUID string
-	Datacenter   string
-	Cluster      string
-	// ResourcePool and Folder place the VM; the cluster's root pool and the
-	// datacenter's VM folder when empty.
-	ResourcePool string
-	Folder       string
-	Template     string
-	CPUs         int32
-	MemoryMiB    int64
-	// Datastore for the clone (the first disk's); the template's when empty.
-	Datastore string
-	// NICs are the network adapters in order; a static one is applied by
-	// guest customization at clone time.
+	// Location is the failure domain's place in the backend.
+	Location failuredomain.Location
+	// Options are settings only one backend knows, from its machine's spec
+	// (vSphere: resourcePool, folder); empty means the backend's default.
+	Options map[string]string
+	// Image is the image source's ref: a template, a POOL/VOLUME.
+	Image     string
+	CPUs      int32
+	MemoryMiB int64
+	// Disks in order, the first being the image's boot disk: disks are
+	// grown to these sizes and missing ones added (never shrunk or removed).
+	Disks []Disk
+	// NICs are the network adapters in order.
 	NICs []NIC
-	// Firmware is bios, efi or efi-secure; the template's when empty.
+	// Firmware is bios, efi or efi-secure; the image's when empty.
 	Firmware string
 	// TPM adds a virtual TPM at creation.
 	TPM bool
 	// UserData is the first-boot payload (cloud-init), handed to the guest
 	// at creation; nil for none.
 	UserData []byte
-	// DiskSizesGiB are the disks in order, the first being the template's
-	// boot disk: disks are grown to these sizes and missing ones added
-	// (never shrunk or removed).
-	DiskSizesGiB []int64
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
 	// TaskRef is a task an earlier, interrupted call started (what a
 	// TaskRecorder was given): it is waited for before anything else.
 	TaskRef string
+}
+
+// Disk is one virtual disk.
+type Disk struct {
+	Name    string
+	SizeGiB int64
+	// Provisioning is thin, thick or eagerZeroed; the backend's default when empty.
+	Provisioning string
+	// Target is the storage (datastore, pool) from the Provider's
+	// capabilities; the image's when empty.
+	Target string
+}
+
+// BootTarget returns the storage target of the first disk: where a
+// clone of the image goes.
+func (s MachineSpec) BootTarget() string {
+	if len(s.Disks) == 0 {
+		return ""
+	}
+	return s.Disks[0].Target
+}
+
+// DiskSizesGiB are the disks' sizes in order.
+func (s MachineSpec) DiskSizesGiB() []int64 {
+	out := make([]int64, 0, len(s.Disks))
+	for _, d := range s.Disks {
+		out = append(out, d.SizeGiB)
+	}
+	return out
 }
 
 // TaskRecorder persists the reference of a backend task before the caller
@@ -113,9 +145,13 @@ type TaskRecorder func(ctx context.Context, taskRef string) error
 type NIC struct {
 	// Name is the interface's name in the guest (eth0), set by cloud-init.
 	Name string
-	// Network is the backend network (vSphere port group) to connect to;
-	// the template's when empty.
+	// Network is the backend network (a vSphere port group, a libvirt
+	// network) to connect to; the image's when empty.
 	Network string
+	// Bridge, instead of Network, is a host bridge (libvirt).
+	Bridge string
+	// MAC is a fixed hardware address; the backend's choice when empty.
+	MAC string
 	// Static, when set, is the address; DHCP otherwise.
 	Static *StaticIP
 }
@@ -136,12 +172,17 @@ type MachineStatus struct {
 	InstanceUUID string
 	PowerState   string
 	IPAddress    string
-	CPUs         int32
-	MemoryMiB    int64
+	// ProviderID is the Cluster API providerID once the VM exists
+	// (vsphere://BIOS-UUID, libvirt://DOMAIN-UUID).
+	ProviderID string
+	CPUs       int32
+	MemoryMiB  int64
 	// DiskSizesGiB are the VM's disks, in device order.
 	DiskSizesGiB []int64
 	// Networks are the networks of the VM's NICs, in device order.
 	Networks []string
+	// MACAddresses of the VM's NICs, in device order.
+	MACAddresses []string
 	// Firmware is bios, efi or efi-secure; TPM tells whether a vTPM is attached.
 	Firmware string
 	TPM      bool

@@ -30,21 +30,51 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
+	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // NewCommand returns "banlieue provider".
 func NewCommand(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere)"}
-	cmd.AddCommand(newVSphereCommand(ctx))
+	for _, b := range backends() {
+		cmd.AddCommand(newBackendCommand(ctx, b))
+	}
 	return cmd
 }
 
-func newVSphereCommand(ctx context.Context) *cobra.Command {
+// backend is one backend's provider process: what the generic Provider,
+// VMImage and machine reconcilers need of it.
+type backend struct {
+	class, title string
+	// connector returns a function logging in to the backend, keeping
+	// sessions for the life of the process.
+	connector   func() providerctrl.Connector
+	machine     providers.MachineKind
+	image       providers.ImageKind
+	credentials func(*corev1.Secret) (providers.Credentials, error)
+}
+
+// backends are the provider processes this binary can run.
+func backends() []backend {
+	return []backend{
+		{
+			class: "vsphere", title: "vSphere",
+			connector: func() providerctrl.Connector {
+				sessions := vsphere.NewSessions()
+				return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+					return sessions.Get(ctx, owner, conn)
+				}
+			},
+			machine: vspheremachines.MachineKind(), image: vspheremachines.ImageKind(), credentials: vspheremachines.Credentials,
+		},
+	}
+}
+
+func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	var (
 		clientOpts                 = controllers.DefaultClientOptions()
 		namespace, metrics, health string
@@ -55,8 +85,8 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 		serviceAccount             string
 	)
 	cmd := &cobra.Command{
-		Use:          "vsphere",
-		Short:        "Reconcile the vSphere Providers of one namespace (inventory, failure domains, image checks) and drive their VSphereMachines",
+		Use:          b.class,
+		Short:        fmt.Sprintf("Reconcile the %s Providers of one namespace (inventory, failure domains, image checks) and drive their machines", b.title),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
@@ -70,48 +100,45 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme: scheme,
-				// Watches stay in the install namespace; VSphereMachines live
+				// Watches stay in the install namespace; machines live
 				// in the VMs' namespaces. Secrets and ConfigMaps are never
 				// cached (that would list and watch them): each is read by
 				// name when needed, which is all this identity may do.
 				Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 				Cache: cache.Options{
 					DefaultNamespaces: map[string]cache.Config{namespace: {}},
-					ByObject:          map[client.Object]cache.ByObject{&infrav1.VSphereMachine{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
+					ByObject:          map[client.Object]cache.ByObject{b.machine.New(): {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
 				},
 				Metrics:                 metricsserver.Options{BindAddress: metrics},
 				HealthProbeBindAddress:  health,
 				PprofBindAddress:        pprofAddr,
 				LeaderElection:          leaderElect,
-				LeaderElectionID:        "banlieue-provider-vsphere",
+				LeaderElectionID:        "banlieue-provider-" + b.class,
 				LeaderElectionNamespace: namespace,
 			})
 			if err != nil {
 				return err
 			}
-			sessions := vsphere.NewSessions()
-			connect := func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-				return sessions.Get(ctx, owner, conn)
-			}
-			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: "vsphere", Resync: resync, Connect: connect}
+			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Resync: resync, Connect: b.connector(),
+				Kind: b.machine, Credentials: b.credentials}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
 			}
 			images := &providerctrl.ImageReconciler{
-				Client: mgr.GetClient(), Class: "vsphere", Namespace: namespace, Resync: resync, Providers: r,
+				Client: mgr.GetClient(), Class: b.class, Kind: b.image, Namespace: namespace, Resync: resync, Providers: r,
 			}
 			if err := images.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("image controller: %w", err)
 			}
 			machines := &providerctrl.MachineReconciler{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: "vsphere", Namespace: namespace,
-				Providers: r, Poll: 5 * time.Second, Workers: workers, Events: mgr.GetEventRecorder("banlieue-provider-vsphere"),
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Kind: b.machine, Class: b.class, Namespace: namespace,
+				Providers: r, Poll: 5 * time.Second, Workers: workers, Events: mgr.GetEventRecorder("banlieue-provider-" + b.class),
 				Identity: serviceAccount,
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
 			}
-			klog.InfoS("Starting the vSphere provider", "namespace", namespace)
+			klog.InfoS("Starting the provider", "class", b.class, "namespace", namespace)
 			return mgr.Start(cmd.Context())
 		},
 	}
@@ -120,9 +147,9 @@ func newVSphereCommand(ctx context.Context) *cobra.Command {
 	clientOpts.AddFlags(f)
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
-	f.StringVar(&serviceAccount, "service-account", "banlieue-system:banlieue-provider-vsphere",
+	f.StringVar(&serviceAccount, "service-account", "banlieue-system:banlieue-provider-"+b.class,
 		"NAMESPACE:NAME of the ServiceAccount this process runs as: the subject a namespace binds to banlieue-provider-userdata to let it read user data there (named in UserDataForbidden messages).")
-	f.IntVar(&workers, "machine-workers", 8, "How many VSphereMachines are reconciled at once (vCenter runs their tasks in parallel).")
+	f.IntVar(&workers, "machine-workers", 8, "How many machines are reconciled at once (the backend runs their tasks in parallel).")
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
 	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
 	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")

@@ -24,12 +24,16 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
-// Reasons of a VSphereMachine refused before any backend call: whoever may
-// write a VSphereMachine (a tenant, a Cluster API template) must not steer
-// the Provider's shared credentials beyond what the Provider publishes.
+// Reasons of a machine refused before any backend call: whoever may write
+// an infrastructure machine (a tenant, a Cluster API template) must not
+// steer the Provider's shared credentials beyond what the Provider
+// publishes. The target and image reasons are named after the backend's
+// word for them (DatastoreNotPublished, PoolNotPublished, ...).
 const (
 	ReasonProviderNotAllowed        = "ProviderNotAllowed"
 	ReasonFailureDomainNotPublished = "FailureDomainNotPublished"
@@ -46,71 +50,82 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.field + ": " + r.message }
 
-// admit checks vsm against the Provider p that would build it, before
+// admit checks the machine m, as the backend would build it (spec, with
+// the fields each part came from), against the Provider p, before
 // anything reaches the backend: p must be in the machine's namespace or
-// the shared one (the scheduler's rule); datacenter and cluster must be one
-// of p's failure domains; every datastore and port group a target of p's
-// capabilities (or empty: the template's own); the template a source, for
-// class, of one of images. nil means allowed.
-func admit(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider, class string, images []v1alpha1.VMImage) *refusal {
+// the shared one (the scheduler's rule); its location one of p's failure
+// domains; every storage and network target one of p's capabilities' (or
+// empty: the image's own); the image a source, for class, of one of
+// images. nil means allowed.
+func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider, class string, images []v1alpha1.VMImage) *refusal {
 	name := p.Namespace + "/" + p.Name
-	if p.Namespace != vsm.Namespace && p.Namespace != placement.SharedProviderNamespace {
+	if p.Namespace != m.GetNamespace() && p.Namespace != placement.SharedProviderNamespace {
 		return &refusal{"metadata.annotations[" + infrav1.ProviderAnnotation + "]", ReasonProviderNotAllowed,
 			fmt.Sprintf("Provider %s may serve machines of its own namespace or, from %s, of any; not of namespace %s",
-				name, placement.SharedProviderNamespace, vsm.Namespace)}
+				name, placement.SharedProviderNamespace, m.GetNamespace())}
 	}
-	if r := admitFailureDomain(vsm, p); r != nil {
+	if r := admitFailureDomain(m, spec, fields, p); r != nil {
 		return r
 	}
-	var datastores, portGroups []string
+	var storage, networks, bridges []string
 	for _, s := range p.Spec.Capabilities.StorageClasses {
-		datastores = append(datastores, s.Target.Datastore)
+		storage = append(storage, s.Target.Name())
 	}
 	for _, n := range p.Spec.Capabilities.NetworkClasses {
-		portGroups = append(portGroups, n.Target.PortGroup)
-	}
-	for i, d := range vsm.Spec.Disks {
-		if d.Datastore != "" && !slices.Contains(datastores, d.Datastore) {
-			return &refusal{fmt.Sprintf("spec.disks[%d].datastore", i), ReasonDatastoreNotPublished,
-				fmt.Sprintf("%q is not a storage target of Provider %s (%s)", d.Datastore, name, published(datastores))}
+		if n.Target.Bridge != "" {
+			bridges = append(bridges, n.Target.Bridge)
+		} else {
+			networks = append(networks, n.Target.Name())
 		}
 	}
-	for i, n := range vsm.Spec.Network {
-		if n.PortGroup != "" && !slices.Contains(portGroups, n.PortGroup) {
-			return &refusal{fmt.Sprintf("spec.network[%d].portGroup", i), ReasonPortGroupNotPublished,
-				fmt.Sprintf("%q is not a network target of Provider %s (%s)", n.PortGroup, name, published(portGroups))}
+	for i, d := range spec.Disks {
+		if d.Target != "" && !slices.Contains(storage, d.Target) {
+			return &refusal{fields.Disk(i), fields.Storage + "NotPublished",
+				fmt.Sprintf("%q is not a storage target of Provider %s (%s)", d.Target, name, published(storage))}
 		}
 	}
-	var templates []string
+	for i, n := range spec.NICs {
+		if n.Network != "" && !slices.Contains(networks, n.Network) || n.Bridge != "" && !slices.Contains(bridges, n.Bridge) {
+			return &refusal{fields.NIC(i), fields.Network + "NotPublished",
+				fmt.Sprintf("%q is not a network target of Provider %s (%s)", n.Network+n.Bridge, name, published(append(networks, bridges...)))}
+		}
+	}
+	var refs []string
 	for _, img := range images {
 		for _, s := range img.Spec.Sources {
 			if s.ProviderClass == class {
-				templates = append(templates, s.Ref)
+				refs = append(refs, s.Ref)
 			}
 		}
 	}
-	if !slices.Contains(templates, vsm.Spec.Template) {
-		return &refusal{"spec.template", ReasonTemplateNotPublished,
-			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", vsm.Spec.Template, class, published(templates))}
+	if !slices.Contains(refs, spec.Image) {
+		return &refusal{fields.Image, fields.ImageWord + "NotPublished",
+			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", spec.Image, class, published(refs))}
 	}
 	return nil
 }
 
-func admitFailureDomain(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider) *refusal {
-	var pairs []string
+// admitFailureDomain checks that the machine's location is one of p's
+// failure domains, and the one its spec.failureDomain names if it does.
+func admitFailureDomain(m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider) *refusal {
+	want := m.CommonSpec().FailureDomain
+	var names []string
 	for _, fd := range p.Status.FailureDomains {
-		if fd.Datacenter == vsm.Spec.Datacenter && fd.Cluster == vsm.Spec.Cluster &&
-			(vsm.Spec.FailureDomain == "" || vsm.Spec.FailureDomain == fd.Name) {
+		here := fd.Datacenter == spec.Location.Datacenter && fd.Cluster == spec.Location.Cluster && fd.Host == spec.Location.Host
+		if here && (want == "" || want == fd.Name) {
 			return nil
 		}
-		pairs = append(pairs, fmt.Sprintf("%s=%s/%s", fd.Name, fd.Datacenter, fd.Cluster))
+		names = append(names, fd.Name+"="+failuredomain.LocationOf(fd).String())
 	}
-	field, what := "spec.datacenter, spec.cluster", fmt.Sprintf("%s/%s", vsm.Spec.Datacenter, vsm.Spec.Cluster)
-	if vsm.Spec.FailureDomain != "" {
-		field, what = "spec.failureDomain, spec.datacenter, spec.cluster", fmt.Sprintf("%s=%s", vsm.Spec.FailureDomain, what)
+	field, what := fields.Location, spec.Location.String()
+	switch {
+	case field == "":
+		field, what = "spec.failureDomain", want
+	case want != "":
+		field, what = "spec.failureDomain, "+field, want+"="+what
 	}
 	return &refusal{field, ReasonFailureDomainNotPublished,
-		fmt.Sprintf("%s is not a failure domain of Provider %s/%s (%s)", what, p.Namespace, p.Name, published(pairs))}
+		fmt.Sprintf("%s is not a failure domain of Provider %s/%s (%s)", what, p.Namespace, p.Name, published(names))}
 }
 
 // published lists what a Provider publishes, for a message.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 func TestAdmit(t *testing.T) {
@@ -70,7 +71,9 @@ func TestAdmit(t *testing.T) {
 	} {
 		m := good()
 		tc.mutate(m)
-		got := admit(m, tc.provider, "vsphere", images)
+		r := &MachineReconciler{Kind: vspheremachines.MachineKind()}
+		spec, fields := r.machineSpec(m, tc.provider)
+		got := admit(m, spec, fields, tc.provider, "vsphere", images)
 		switch {
 		case tc.reason == "" && got != nil:
 			t.Errorf("%s: refused: %v", tc.name, got)

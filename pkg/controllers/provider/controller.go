@@ -68,6 +68,11 @@ type Reconciler struct {
 	// Class is the providerClassRef.name this reconciler serves ("vsphere").
 	Class   string
 	Connect Connector
+	// Kind is the class's machine type (whose machines hold a deleted Provider).
+	Kind providers.MachineKind
+	// Credentials reads the class's credentials out of the Provider's
+	// Secret; an error is the Secret's SecretInvalid message.
+	Credentials func(*corev1.Secret) (providers.Credentials, error)
 	// Resync re-walks the inventory of a Ready Provider this often.
 	Resync time.Duration
 	// NotReadyRetry tries a Provider that is not Ready again this often
@@ -163,27 +168,27 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *v1alpha1.Provider) 
 
 // machinesUsing lists, as namespace/name, the machines p serves.
 func (r *Reconciler) machinesUsing(ctx context.Context, p *v1alpha1.Provider) ([]string, error) {
-	var list infrav1.VSphereMachineList
-	if err := r.Client.List(ctx, &list); err != nil {
+	list := r.Kind.NewList()
+	if err := r.Client.List(ctx, list); err != nil {
 		return nil, err
 	}
 	var out []string
-	for i := range list.Items {
-		if servedBy(&list.Items[i], p) {
-			out = append(out, list.Items[i].Namespace+"/"+list.Items[i].Name)
+	for _, m := range r.Kind.Items(list) {
+		if servedBy(m, p) {
+			out = append(out, m.GetNamespace()+"/"+m.GetName())
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
 
-// servedBy tells whether p is the Provider of vsm (see MachineReconciler.provider).
-func servedBy(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider) bool {
-	if key, named := annotatedProvider(vsm); named {
+// servedBy tells whether p is the Provider of m (see MachineReconciler.provider).
+func servedBy(m infrav1.Machine, p *v1alpha1.Provider) bool {
+	if key, named := annotatedProvider(m); named {
 		return key == client.ObjectKeyFromObject(p)
 	}
 	for _, fd := range p.Status.FailureDomains {
-		if fd.Name == vsm.Spec.FailureDomain {
+		if fd.Name == m.CommonSpec().FailureDomain {
 			return true
 		}
 	}
@@ -192,7 +197,7 @@ func servedBy(vsm *infrav1.VSphereMachine, p *v1alpha1.Provider) bool {
 
 // providerOfMachine requeues the deleted Provider a deleted machine used.
 func (r *Reconciler) providerOfMachine(ctx context.Context, o client.Object) []reconcile.Request {
-	vsm, ok := o.(*infrav1.VSphereMachine)
+	m, ok := o.(infrav1.Machine)
 	if !ok {
 		return nil
 	}
@@ -202,7 +207,7 @@ func (r *Reconciler) providerOfMachine(ctx context.Context, o client.Object) []r
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if p := &list.Items[i]; !p.DeletionTimestamp.IsZero() && servedBy(vsm, p) {
+		if p := &list.Items[i]; !p.DeletionTimestamp.IsZero() && servedBy(m, p) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}
@@ -218,7 +223,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provider-"+r.Class).
 		For(&v1alpha1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&infrav1.VSphereMachine{}, handler.EnqueueRequestsFromMapFunc(r.providerOfMachine),
+		Watches(r.Kind.New(), handler.EnqueueRequestsFromMapFunc(r.providerOfMachine),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false }})).
@@ -328,20 +333,23 @@ func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1
 func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*providers.Connection, error) {
 	c := p.Spec.Connection
 	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: c.CredentialsRef.Name}, secret); err != nil {
+	if c.CredentialsRef.Name == "" {
+		// An endpoint that takes no credentials (validation allows it only
+		// so, e.g. libvirt's local socket): the class reads an empty Secret.
+	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: c.CredentialsRef.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("Secret %s/%s does not exist", p.Namespace, c.CredentialsRef.Name)}
 		}
 		return nil, err
 	}
-	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
-	if user == "" || pass == "" {
-		return nil, &notReady{v1alpha1.ProviderReasonSecretInvalid, fmt.Sprintf("Secret %s/%s needs non-empty keys username and password", p.Namespace, c.CredentialsRef.Name)}
+	creds, err := r.Credentials(secret)
+	if err != nil {
+		return nil, &notReady{v1alpha1.ProviderReasonSecretInvalid, fmt.Sprintf("Secret %s/%s: %v", p.Namespace, c.CredentialsRef.Name, err)}
 	}
 	conn := &providers.Connection{
 		Endpoint:              c.Endpoint,
 		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
-		Credentials:           providers.Credentials{Username: user, Password: pass},
+		Credentials:           creds,
 		CredentialsVersion:    secret.ResourceVersion,
 	}
 	if ca := c.CABundle; ca != nil {

@@ -33,18 +33,22 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // ImageReconciler checks, for every VMImage, whether its source for this
-// provider class exists as a template in every failure-domain datacenter of
-// each Ready Provider in Namespace, and reports it in
-// status.perProvider[namespace/name] (reasons TemplateNotFound,
-// ConnectFailed, LookupFailed, NoVSphereSource). Entries of Providers in
+// provider class exists where every failure domain of each Ready Provider
+// in Namespace finds its images (a vSphere datacenter's templates, a
+// libvirt host's volumes), and reports it in
+// status.perProvider[namespace/name] (reasons: the kind's not-found and
+// no-source reasons, ConnectFailed, LookupFailed). Entries of Providers in
 // other namespaces belong to other provider processes and are kept.
 type ImageReconciler struct {
 	Client    client.Client
 	Class     string
+	Kind      providers.ImageKind
 	Namespace string
 	Resync    time.Duration
 	// Providers reads a Provider's credentials and logs in.
@@ -119,7 +123,7 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 		}
 	}
 	if ref == "" {
-		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonNoVSphereSource,
+		return v1alpha1.ImageProviderStatus{Reason: r.Kind.NoSourceReason,
 			Message: fmt.Sprintf("the image has no source for provider class %q", r.Class)}
 	}
 	if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
@@ -133,28 +137,28 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed,
 			Message: "cannot reach the Provider's backend; the Provider's Ready condition has the details"}
 	}
-	datacenters := map[string]bool{}
+	scopes := map[failuredomain.Location]bool{}
 	for _, fd := range p.Status.FailureDomains {
-		datacenters[fd.Datacenter] = true
+		scopes[r.Kind.Scope(failuredomain.LocationOf(fd))] = true
 	}
-	var names []string
-	for dc := range datacenters {
-		names = append(names, dc)
+	var names []failuredomain.Location
+	for l := range scopes {
+		names = append(names, l)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
 	var missing []string
-	for _, dc := range names {
-		ok, err := backend.TemplateExists(ctx, dc, ref)
+	for _, l := range names {
+		ok, err := backend.ImageExists(ctx, l, ref)
 		if err != nil {
 			return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonLookupFailed, Message: err.Error()}
 		}
 		if !ok {
-			missing = append(missing, dc)
+			missing = append(missing, l.String())
 		}
 	}
 	if len(missing) > 0 {
-		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonTemplateNotFound,
-			Message: fmt.Sprintf("template %q not found in datacenter(s) %s", ref, strings.Join(missing, ", "))}
+		return v1alpha1.ImageProviderStatus{Reason: r.Kind.NotFoundReason,
+			Message: fmt.Sprintf("%s %q not found in %s(s) %s", r.Kind.Word, ref, r.Kind.ScopeWord, strings.Join(missing, ", "))}
 	}
-	return v1alpha1.ImageProviderStatus{Ready: true, Message: fmt.Sprintf("template %q found in %d datacenter(s)", ref, len(names))}
+	return v1alpha1.ImageProviderStatus{Ready: true, Message: fmt.Sprintf("%s %q found in %d %s(s)", r.Kind.Word, ref, len(names), r.Kind.ScopeWord)}
 }

@@ -40,13 +40,11 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
-// MachineFinalizer holds a VSphereMachine until its VM is destroyed.
-const MachineFinalizer = "infrastructure.banlieue.io/vspheremachine"
-
-// Reasons of a VSphereMachine's Ready condition besides the power states.
+// Reasons of a machine's Ready condition besides the power states.
 const (
 	ReasonProvisioningFailed      = "ProvisioningFailed"
 	ReasonPowerStatePending       = "PowerStatePending"
@@ -80,6 +78,8 @@ const (
 // one of Namespace whose failure domains include spec.failureDomain.
 type MachineReconciler struct {
 	Client client.Client
+	// Kind is the backend's machine type this reconciler drives.
+	Kind providers.MachineKind
 	// Reader reads, uncached, what a VSphereMachine refers to in its own
 	// namespace (user data, a Cluster API Machine or Cluster): one get
 	// each, so the provider never lists or watches Secrets cluster-wide.
@@ -103,9 +103,9 @@ type MachineReconciler struct {
 // provider's ServiceAccount to let it read its VMs' user data.
 const UserDataClusterRole = "banlieue-provider-userdata"
 
-func (r *MachineReconciler) event(vsm *infrav1.VSphereMachine, eventType, reason, action, msg string) {
+func (r *MachineReconciler) event(m infrav1.Machine, eventType, reason, action, msg string) {
 	if r.Events != nil {
-		r.Events.Eventf(vsm, nil, eventType, reason, action, "%s", msg)
+		r.Events.Eventf(m, nil, eventType, reason, action, "%s", msg)
 	}
 }
 
@@ -115,15 +115,15 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// labels, annotations (pause) and deletion do; VMs not Ready yet are
 	// polled.
 	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
-	return ctrl.NewControllerManagedBy(mgr).Named("vspheremachine").For(&infrav1.VSphereMachine{}, builder.WithPredicates(changed)).
+	return ctrl.NewControllerManagedBy(mgr).Named(r.Kind.Name).For(r.Kind.New(), builder.WithPredicates(changed)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).Complete(conflict.Requeue(r))
 }
 
 // VMName is the VM's name in vCenter: readable, and unique across
 // namespaces (providers.BackendName). The VM's identity is its instance
 // UUID, the object's UID.
-func VMName(vsm *infrav1.VSphereMachine) string {
-	return providers.BackendName(vsm.Namespace, vsm.Name)
+func VMName(m infrav1.Machine) string {
+	return providers.BackendName(m.GetNamespace(), m.GetName())
 }
 
 // Reconcile drives one VSphereMachine, in phases: find its Provider;
@@ -131,32 +131,32 @@ func VMName(vsm *infrav1.VSphereMachine) string {
 // against the Provider (before any backend call); hold it with a
 // finalizer; read its user data; build it; report.
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	vsm := &infrav1.VSphereMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, vsm); err != nil {
+	m := r.Kind.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	provider, ours, err := r.provider(ctx, vsm)
+	provider, ours, err := r.provider(ctx, m)
 	if err != nil || !ours {
 		return ctrl.Result{}, err // another process's, or not yet known
 	}
 	// Paused (Cluster API, e.g. clusterctl move) means hands off, deletion
 	// included: the VM must survive its object leaving this cluster.
-	paused, why, err := r.paused(ctx, vsm)
+	paused, why, err := r.paused(ctx, m)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if paused {
 		// A Cluster's spec.paused is not watched: look again later.
-		return ctrl.Result{RequeueAfter: r.Poll}, r.setPaused(ctx, vsm, why)
+		return ctrl.Result{RequeueAfter: r.Poll}, r.setPaused(ctx, m, why)
 	}
-	if !vsm.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, vsm, provider)
+	if !m.GetDeletionTimestamp().IsZero() {
+		return r.reconcileDelete(ctx, m, provider)
 	}
 	if provider == nil {
 		// The Provider it names does not exist (yet): look again later.
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
-	if refused, err := r.admit(ctx, vsm, provider); refused || err != nil {
+	if refused, err := r.admit(ctx, m, provider); refused || err != nil {
 		// Neither VMImages nor Providers requeue machines: a refusal is
 		// looked at again slowly, so publishing the missing part admits it.
 		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, err
@@ -165,25 +165,25 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	spec := machineSpec(vsm)
-	record := r.recorder(vsm)
-	if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
-		patch := client.MergeFrom(vsm.DeepCopy())
-		controllerutil.AddFinalizer(vsm, MachineFinalizer)
-		if err := r.Client.Patch(ctx, vsm, patch); err != nil {
+	spec, _ := r.machineSpec(m, provider)
+	record := r.recorder(m)
+	if !controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) {
+		patch := client.MergeFrom(copyOf(m))
+		controllerutil.AddFinalizer(m, r.Kind.Finalizer)
+		if err := r.Client.Patch(ctx, m, patch); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	userData, reason, err := r.userData(ctx, vsm)
+	userData, reason, err := r.userData(ctx, m)
 	if apierrors.IsForbidden(err) {
-		reason, err = ReasonUserDataForbidden, r.forbidden(vsm.Namespace, err)
+		reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
 	}
 	if reason != "" {
 		msg := "waiting for the Cluster API Machine's bootstrap data secret"
 		if err != nil {
 			msg = err.Error()
 		}
-		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, vsm, metav1.ConditionFalse, reason, msg)
+		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, m, metav1.ConditionFalse, reason, msg)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -191,46 +191,46 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	spec.UserData = userData
 	st, err := backend.EnsureMachine(ctx, spec, record)
 	if st.Created {
-		log.FromContext(ctx).Info("Cloned VM", "vm", spec.Name, "template", spec.Template, "datacenter", spec.Datacenter, "cluster", spec.Cluster)
-		r.event(vsm, corev1.EventTypeNormal, "Cloned", "Clone",
-			fmt.Sprintf("Cloned template %s into VM %s in %s/%s", spec.Template, spec.Name, spec.Datacenter, spec.Cluster))
+		log.FromContext(ctx).Info("Created VM", "vm", spec.Name, "image", spec.Image, "location", spec.Location.String())
+		r.event(m, corev1.EventTypeNormal, r.Kind.CreatedReason, "Create",
+			fmt.Sprintf("Created VM %s from image %s in %s", spec.Name, spec.Image, spec.Location))
 	}
 	if err != nil {
-		r.event(vsm, corev1.EventTypeWarning, ReasonProvisioningFailed, "Provision", err.Error())
-		_ = r.setReady(ctx, vsm, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
+		r.event(m, corev1.EventTypeWarning, ReasonProvisioningFailed, "Provision", err.Error())
+		_ = r.setReady(ctx, m, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	if was := string(vsm.Status.PowerState); was != st.PowerState {
-		r.event(vsm, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
+	if was := string(m.CommonStatus().PowerState); was != st.PowerState {
+		r.event(m, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
-	if vsm.Spec.ProviderID == "" && st.BIOSUUID != "" {
-		patch := client.MergeFrom(vsm.DeepCopy())
-		vsm.Spec.ProviderID = "vsphere://" + st.BIOSUUID
-		if err := r.Client.Patch(ctx, vsm, patch); err != nil {
+	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {
+		patch := client.MergeFrom(copyOf(m))
+		m.CommonSpec().ProviderID = st.ProviderID
+		if err := r.Client.Patch(ctx, m, patch); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	base := vsm.DeepCopy()
-	vsm.Status.TaskRef = "" // every task of this call has ended
-	meta.SetStatusCondition(&vsm.Status.Conditions, notPaused(vsm))
-	vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
-	vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
-	vsm.Status.PowerState = infrav1.PowerState(st.PowerState)
-	vsm.Status.FailureDomain = vsm.Spec.FailureDomain
-	vsm.Status.ObservedGeneration = vsm.Generation
-	vsm.Status.VMName = spec.Name
-	vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
+	base := copyOf(m)
+	m.CommonStatus().TaskRef = "" // every task of this call has ended
+	meta.SetStatusCondition(&m.CommonStatus().Conditions, notPaused(m))
+	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+	r.Kind.Observe(m, st)
+	m.CommonStatus().PowerState = infrav1.PowerState(st.PowerState)
+	m.CommonStatus().FailureDomain = m.CommonSpec().FailureDomain
+	m.CommonStatus().ObservedGeneration = m.GetGeneration()
+	m.CommonStatus().VMName = spec.Name
+	m.CommonStatus().Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
 	if st.IPAddress != "" {
-		vsm.Status.Addresses = append(vsm.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
+		m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
 	}
-	ready := st.PowerState == string(vsm.Spec.PowerState)
-	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: vsm.Generation,
+	ready := st.PowerState == string(m.CommonSpec().PowerState)
+	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: m.GetGeneration(),
 		Status: metav1.ConditionTrue, Reason: st.PowerState, Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
 	if !ready {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, vsm.Spec.PowerState)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, m.CommonSpec().PowerState)
 	}
-	meta.SetStatusCondition(&vsm.Status.Conditions, cond)
-	if err := r.patchStatus(ctx, base, vsm); err != nil {
+	meta.SetStatusCondition(&m.CommonStatus().Conditions, cond)
+	if err := r.patchStatus(ctx, base, m); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !ready {
@@ -251,132 +251,126 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // gone cannot reach the backend any more: it is released with a warning
 // (the Provider's finalizer holds it while machines use it, so this
 // happens only when that finalizer was removed by hand).
-func (r *MachineReconciler) reconcileDelete(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(vsm, MachineFinalizer) {
+func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	spec := machineSpec(vsm)
+	spec := providers.MachineSpec{Name: VMName(m), InstanceUUID: string(m.GetUID()), TaskRef: m.CommonStatus().TaskRef}
+	if provider != nil {
+		spec, _ = r.machineSpec(m, provider)
+	}
 	if provider == nil {
 		log.FromContext(ctx).Info("Releasing a VSphereMachine whose Provider is gone; its VM, if any, stays in vCenter", "vm", spec.Name)
-		r.event(vsm, corev1.EventTypeWarning, "ProviderGone", "Destroy",
+		r.event(m, corev1.EventTypeWarning, "ProviderGone", "Destroy",
 			fmt.Sprintf("the Provider is gone: VM %s, if it exists, was not destroyed", spec.Name))
 	} else {
 		backend, err := r.Providers.backend(ctx, provider)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := backend.DeleteMachine(ctx, spec, r.recorder(vsm)); err != nil {
-			r.event(vsm, corev1.EventTypeWarning, "DeleteFailed", "Destroy", err.Error())
+		if err := backend.DeleteMachine(ctx, spec, r.recorder(m)); err != nil {
+			r.event(m, corev1.EventTypeWarning, "DeleteFailed", "Destroy", err.Error())
 			return ctrl.Result{}, fmt.Errorf("destroying %s: %w", spec.Name, err)
 		}
-		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "datacenter", spec.Datacenter)
-		r.event(vsm, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
+		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "location", spec.Location.String())
+		r.event(m, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
 	}
-	patch := client.MergeFrom(vsm.DeepCopy())
-	controllerutil.RemoveFinalizer(vsm, MachineFinalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, vsm, patch))
+	patch := client.MergeFrom(copyOf(m))
+	controllerutil.RemoveFinalizer(m, r.Kind.Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
 }
 
 // admit refuses, before any backend call, a machine its Provider does not
 // publish (see admit in admit.go): Ready=False with the field's reason and
 // an Event (once per distinct refusal).
-func (r *MachineReconciler) admit(ctx context.Context, vsm *infrav1.VSphereMachine, provider *v1alpha1.Provider) (bool, error) {
+func (r *MachineReconciler) admit(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider) (bool, error) {
 	var images v1alpha1.VMImageList
 	// Read only: no deep copy of every image on every reconcile.
 	if err := r.Client.List(ctx, &images, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	refused := admit(vsm, provider, r.Class, images.Items)
+	spec, fields := r.machineSpec(m, provider)
+	refused := admit(m, spec, fields, provider, r.Class, images.Items)
 	if refused == nil {
 		return false, nil
 	}
-	if c := meta.FindStatusCondition(vsm.Status.Conditions, infrav1.ReadyCondition); c == nil || c.Reason != refused.reason || c.Message != refused.Error() {
-		log.FromContext(ctx).Info("Refused a VSphereMachine its Provider does not publish", "reason", refused.reason, "field", refused.field)
-		r.event(vsm, corev1.EventTypeWarning, refused.reason, "Admit", refused.Error())
+	if c := meta.FindStatusCondition(m.CommonStatus().Conditions, infrav1.ReadyCondition); c == nil || c.Reason != refused.reason || c.Message != refused.Error() {
+		log.FromContext(ctx).Info("Refused a machine its Provider does not publish", "reason", refused.reason, "field", refused.field)
+		r.event(m, corev1.EventTypeWarning, refused.reason, "Admit", refused.Error())
 	}
-	return true, r.setReady(ctx, vsm, metav1.ConditionFalse, refused.reason, refused.Error())
+	return true, r.setReady(ctx, m, metav1.ConditionFalse, refused.reason, refused.Error())
 }
 
-// machineSpec is what the backend builds for vsm (user data aside).
-func machineSpec(vsm *infrav1.VSphereMachine) providers.MachineSpec {
-	spec := providers.MachineSpec{
-		Name: VMName(vsm), HostName: providers.HostName(vsm.Name), InstanceUUID: string(vsm.UID),
-		Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster, ResourcePool: vsm.Spec.ResourcePool, Folder: vsm.Spec.Folder,
-		Template: vsm.Spec.Template, CPUs: vsm.Spec.CPUs, MemoryMiB: vsm.Spec.MemoryMiB,
-		Firmware: string(vsm.Spec.Firmware), TPM: vsm.Spec.TPMEnabled,
-		PowerState: string(vsm.Spec.PowerState), TaskRef: vsm.Status.TaskRef,
-	}
-	for _, n := range vsm.Spec.Network {
-		nic := providers.NIC{Name: n.Name, Network: n.PortGroup}
-		if st := n.Static; st != nil {
-			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
-		}
-		spec.NICs = append(spec.NICs, nic)
-	}
-	for i, d := range vsm.Spec.Disks {
-		if i == 0 {
-			spec.Datastore = d.Datastore
-		}
-		spec.DiskSizesGiB = append(spec.DiskSizesGiB, d.SizeGiB)
-	}
-	return spec
+// machineSpec is what the backend builds for m on provider (user data
+// aside): the kind's spec in the failure domain provider publishes, with
+// the identity and fields every kind shares.
+func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Provider) (providers.MachineSpec, providers.Fields) {
+	c := m.CommonSpec()
+	fd, _ := infrastructure.FailureDomain(provider, c.FailureDomain)
+	spec, fields := r.Kind.Spec(m, fd)
+	spec.Name, spec.HostName, spec.InstanceUUID = VMName(m), providers.HostName(m.GetName()), string(m.GetUID())
+	spec.CPUs, spec.MemoryMiB, spec.Firmware, spec.TPM = c.CPUs, c.MemoryMiB, string(c.Firmware), c.TPMEnabled
+	spec.PowerState, spec.TaskRef = string(c.PowerState), m.CommonStatus().TaskRef
+	return spec, fields
 }
 
 // recorder stores the backend task in flight in status.taskRef before the
 // backend waits for it, so a provider killed meanwhile resumes that task.
-func (r *MachineReconciler) recorder(vsm *infrav1.VSphereMachine) providers.TaskRecorder {
+func (r *MachineReconciler) recorder(m infrav1.Machine) providers.TaskRecorder {
 	return func(ctx context.Context, ref string) error {
-		if vsm.Status.TaskRef == ref {
+		if m.CommonStatus().TaskRef == ref {
 			return nil
 		}
-		patch := client.MergeFrom(vsm.DeepCopy())
-		vsm.Status.TaskRef = ref
-		return r.Client.Status().Patch(ctx, vsm, patch)
+		patch := client.MergeFrom(copyOf(m))
+		m.CommonStatus().TaskRef = ref
+		return r.Client.Status().Patch(ctx, m, patch)
 	}
 }
 
-// patchStatus writes vsm's status when it differs from base's. A merge
+// patchStatus writes m's status when it differs from base's. A merge
 // patch, because status.taskRef is written concurrently by the recorder.
-func (r *MachineReconciler) patchStatus(ctx context.Context, base, vsm *infrav1.VSphereMachine) error {
-	if apiequality.Semantic.DeepEqual(base.Status, vsm.Status) {
+func (r *MachineReconciler) patchStatus(ctx context.Context, base, m infrav1.Machine) error {
+	// base is m before this reconciler's status changes, so the objects
+	// differ in status only.
+	if apiequality.Semantic.DeepEqual(base, m) {
 		return nil
 	}
-	return r.Client.Status().Patch(ctx, vsm, client.MergeFrom(base))
+	return r.Client.Status().Patch(ctx, m, client.MergeFrom(base))
 }
 
-func (r *MachineReconciler) setReady(ctx context.Context, vsm *infrav1.VSphereMachine, status metav1.ConditionStatus, reason, msg string) error {
-	base := vsm.DeepCopy()
-	meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: status,
-		Reason: reason, Message: msg, ObservedGeneration: vsm.Generation})
-	return r.patchStatus(ctx, base, vsm)
+func (r *MachineReconciler) setReady(ctx context.Context, m infrav1.Machine, status metav1.ConditionStatus, reason, msg string) error {
+	base := copyOf(m)
+	meta.SetStatusCondition(&m.CommonStatus().Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: m.GetGeneration()})
+	return r.patchStatus(ctx, base, m)
 }
 
 // setPaused writes Paused=True; Paused=False goes with the status written
 // after a reconcile (notPaused), saving a write per VM.
-func (r *MachineReconciler) setPaused(ctx context.Context, vsm *infrav1.VSphereMachine, why string) error {
-	base := vsm.DeepCopy()
-	meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: PausedCondition, Status: metav1.ConditionTrue,
-		Reason: "Paused", Message: why, ObservedGeneration: vsm.Generation})
-	return r.patchStatus(ctx, base, vsm)
+func (r *MachineReconciler) setPaused(ctx context.Context, m infrav1.Machine, why string) error {
+	base := copyOf(m)
+	meta.SetStatusCondition(&m.CommonStatus().Conditions, metav1.Condition{Type: PausedCondition, Status: metav1.ConditionTrue,
+		Reason: "Paused", Message: why, ObservedGeneration: m.GetGeneration()})
+	return r.patchStatus(ctx, base, m)
 }
 
-func notPaused(vsm *infrav1.VSphereMachine) metav1.Condition {
-	return metav1.Condition{Type: PausedCondition, Status: metav1.ConditionFalse, Reason: "NotPaused", ObservedGeneration: vsm.Generation}
+func notPaused(m infrav1.Machine) metav1.Condition {
+	return metav1.Condition{Type: PausedCondition, Status: metav1.ConditionFalse, Reason: "NotPaused", ObservedGeneration: m.GetGeneration()}
 }
 
 // paused tells whether Cluster API paused this object or its Cluster.
-func (r *MachineReconciler) paused(ctx context.Context, vsm *infrav1.VSphereMachine) (bool, string, error) {
-	if _, ok := vsm.Annotations[capiPausedAnno]; ok {
+func (r *MachineReconciler) paused(ctx context.Context, m infrav1.Machine) (bool, string, error) {
+	if _, ok := m.GetAnnotations()[capiPausedAnno]; ok {
 		return true, "the object has the " + capiPausedAnno + " annotation", nil
 	}
-	name := vsm.Labels[capiClusterLabel]
+	name := m.GetLabels()[capiClusterLabel]
 	if name == "" {
 		return false, "", nil
 	}
 	cluster := &unstructured.Unstructured{}
 	cluster.SetAPIVersion(capiDefaultVersion)
 	cluster.SetKind("Cluster")
-	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: name}, cluster)
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, cluster)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return false, "", nil
 	}
@@ -392,34 +386,34 @@ func (r *MachineReconciler) paused(ctx context.Context, vsm *infrav1.VSphereMach
 // userData is the first-boot payload: the owning Cluster API Machine's
 // bootstrap data, or the Secret or ConfigMap key the spec names. A
 // non-empty reason means the VM must not be created yet.
-func (r *MachineReconciler) userData(ctx context.Context, vsm *infrav1.VSphereMachine) ([]byte, string, error) {
-	if owner := capiMachine(vsm); owner != nil {
+func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]byte, string, error) {
+	if owner := capiMachine(m); owner != nil {
 		m := &unstructured.Unstructured{}
 		m.SetAPIVersion(owner.APIVersion)
 		m.SetKind(owner.Kind)
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: owner.Name}, m); err != nil {
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: owner.Name}, m); err != nil {
 			return nil, "", fmt.Errorf("reading Machine %s: %w", owner.Name, err)
 		}
 		name, _, _ := unstructured.NestedString(m.Object, "spec", "bootstrap", "dataSecretName")
 		if name == "" {
 			return nil, ReasonWaitingForBootstrapData, nil
 		}
-		return r.secretKey(ctx, vsm.Namespace, name, capiBootstrapKey)
+		return r.secretKey(ctx, m.GetNamespace(), name, capiBootstrapKey)
 	}
-	if ref := vsm.Spec.UserDataSecretRef; ref != nil {
+	if ref := m.CommonSpec().UserDataSecretRef; ref != nil {
 		key := ref.Key
 		if key == "" {
 			key = capiBootstrapKey
 		}
-		return r.secretKey(ctx, vsm.Namespace, ref.Name, key)
+		return r.secretKey(ctx, m.GetNamespace(), ref.Name, key)
 	}
-	if ref := vsm.Spec.UserDataConfigMapRef; ref != nil {
+	if ref := m.CommonSpec().UserDataConfigMapRef; ref != nil {
 		key := ref.Key
 		if key == "" {
 			key = defaultUserDataKey
 		}
 		cm := &corev1.ConfigMap{}
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: vsm.Namespace, Name: ref.Name}, cm); err != nil {
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: ref.Name}, cm); err != nil {
 			return nil, ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s: %w", ref.Name, err)
 		}
 		if v, ok := cm.Data[key]; ok {
@@ -452,39 +446,40 @@ func (r *MachineReconciler) forbidden(namespace string, err error) error {
 		namespace, err, UserDataClusterRole, namespace, UserDataClusterRole, r.Identity)
 }
 
-// annotatedProvider is the Provider vsm's banlieue.io/provider annotation
+// annotatedProvider is the Provider m's banlieue.io/provider annotation
 // names: "namespace/name", or a name in the machine's namespace. named is
 // false without the annotation.
-func annotatedProvider(vsm *infrav1.VSphereMachine) (key client.ObjectKey, named bool) {
-	want := vsm.Annotations[infrav1.ProviderAnnotation]
+func annotatedProvider(m infrav1.Machine) (key client.ObjectKey, named bool) {
+	want := m.GetAnnotations()[infrav1.ProviderAnnotation]
 	if want == "" {
 		return client.ObjectKey{}, false
 	}
 	if ns, name, ok := strings.Cut(want, "/"); ok {
 		return client.ObjectKey{Namespace: ns, Name: name}, true
 	}
-	return client.ObjectKey{Namespace: vsm.Namespace, Name: want}, true
+	return client.ObjectKey{Namespace: m.GetNamespace(), Name: want}, true
 }
 
-// capiMachine is the Cluster API Machine owning vsm, or nil.
-func capiMachine(vsm *infrav1.VSphereMachine) *metav1.OwnerReference {
-	for i, o := range vsm.OwnerReferences {
+// capiMachine is the Cluster API Machine owning m, or nil.
+func capiMachine(m infrav1.Machine) *metav1.OwnerReference {
+	for i, o := range m.GetOwnerReferences() {
 		if o.Kind == capiMachineKindName && strings.HasPrefix(o.APIVersion, capiGroup+"/") {
-			return &vsm.OwnerReferences[i]
+			owners := m.GetOwnerReferences()
+			return &owners[i]
 		}
 	}
 	return nil
 }
 
-// provider finds the Provider that serves vsm: the one its
+// provider finds the Provider that serves m: the one its
 // banlieue.io/provider annotation names ("namespace/name", or a name in
 // the machine's namespace), else the Provider of Namespace and Class whose
 // failure domains include the machine's. ours is false when the machine
 // belongs to another process (a Provider of another namespace); a nil
 // Provider with ours true means the named Provider of this namespace does
 // not exist (any more).
-func (r *MachineReconciler) provider(ctx context.Context, vsm *infrav1.VSphereMachine) (*v1alpha1.Provider, bool, error) {
-	if key, named := annotatedProvider(vsm); named {
+func (r *MachineReconciler) provider(ctx context.Context, m infrav1.Machine) (*v1alpha1.Provider, bool, error) {
+	if key, named := annotatedProvider(m); named {
 		if key.Namespace != r.Namespace {
 			return nil, false, nil
 		}
@@ -507,7 +502,7 @@ func (r *MachineReconciler) provider(ctx context.Context, vsm *infrav1.VSphereMa
 			continue
 		}
 		for _, fd := range p.Status.FailureDomains {
-			if fd.Name == vsm.Spec.FailureDomain {
+			if fd.Name == m.CommonSpec().FailureDomain {
 				return p, true, nil
 			}
 		}

@@ -18,12 +18,12 @@ package vsphere
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 )
 
 // The keys cloud-init's VMware datasource reads.
@@ -72,51 +72,17 @@ func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.Machin
 // runs once per VM, not once per boot), the host name, and a netplan v2
 // network matching each NIC by its MAC address.
 func metadata(devices object.VirtualDeviceList, spec providers.MachineSpec) ([]byte, error) {
-	type nameservers struct {
-		Addresses []string `json:"addresses,omitempty"`
+	var macs []string
+	for _, card := range devices.SelectByType((*types.VirtualEthernetCard)(nil)) {
+		macs = append(macs, card.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard().MacAddress)
 	}
-	type route struct {
-		To  string `json:"to"`
-		Via string `json:"via"`
-	}
-	type ethernet struct {
-		Match       map[string]string `json:"match"`
-		SetName     string            `json:"set-name,omitempty"`
-		DHCP4       bool              `json:"dhcp4"`
-		Addresses   []string          `json:"addresses,omitempty"`
-		Routes      []route           `json:"routes,omitempty"`
-		Nameservers *nameservers      `json:"nameservers,omitempty"`
-	}
-	ethernets := map[string]ethernet{}
-	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
-	for i, nic := range spec.NICs {
-		if i >= len(cards) {
-			return nil, fmt.Errorf("NIC %d does not exist yet", i)
+	md := map[string]any{"instance-id": cloudinit.InstanceID(spec), "local-hostname": guestHostName(spec)}
+	if len(spec.NICs) > 0 {
+		network, err := cloudinit.NetworkConfig(spec.NICs, macs)
+		if err != nil {
+			return nil, err
 		}
-		mac := cards[i].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard().MacAddress
-		e := ethernet{Match: map[string]string{"macaddress": mac}, SetName: nic.Name, DHCP4: nic.Static == nil}
-		if s := nic.Static; s != nil {
-			e.Addresses = []string{fmt.Sprintf("%s/%d", s.Address, s.Prefix)}
-			if s.Gateway != "" {
-				e.Routes = []route{{To: "default", Via: s.Gateway}}
-			}
-			if len(s.Nameservers) > 0 {
-				e.Nameservers = &nameservers{Addresses: s.Nameservers}
-			}
-		}
-		id := nic.Name
-		if id == "" {
-			id = fmt.Sprintf("nic%d", i)
-		}
-		ethernets[id] = e
-	}
-	instanceID := spec.InstanceUUID
-	if instanceID == "" {
-		instanceID = spec.Name
-	}
-	md := map[string]any{"instance-id": instanceID, "local-hostname": guestHostName(spec)}
-	if len(ethernets) > 0 {
-		md["network"] = map[string]any{"version": 2, "ethernets": ethernets}
+		md["network"] = network
 	}
 	return json.Marshal(md)
 }

@@ -50,6 +50,12 @@ func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error
 	return out, nil
 }
 
+// ImageExists tells whether the location's datacenter holds a VM template
+// named template.
+func (c *Client) ImageExists(ctx context.Context, location failuredomain.Location, template string) (bool, error) {
+	return c.TemplateExists(ctx, location.Datacenter, template)
+}
+
 // TemplateExists tells whether datacenter holds a VM template named template.
 func (c *Client) TemplateExists(ctx context.Context, datacenter, template string) (bool, error) {
 	f, _, err := c.finder(ctx, datacenter)

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 var _ providers.Machines = &Client{}
@@ -63,7 +64,7 @@ func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMa
 // spec.TaskRef, a task an interrupted call left behind, is waited for
 // first, so a restarted provider never clones twice or adds a disk twice.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
-	f, dc, err := c.finder(ctx, spec.Datacenter)
+	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -100,6 +101,7 @@ func observe(ctx context.Context, vm *object.VirtualMachine, name string) (provi
 	st := providers.MachineStatus{PowerState: powerState(m.Runtime.PowerState)}
 	if m.Config != nil {
 		st.BIOSUUID, st.InstanceUUID = m.Config.Uuid, m.Config.InstanceUuid
+		st.ProviderID = "vsphere://" + m.Config.Uuid
 		st.CPUs, st.MemoryMiB = m.Config.Hardware.NumCPU, int64(m.Config.Hardware.MemoryMB)
 		st.Firmware = firmware(m.Config)
 		devices := object.VirtualDeviceList(m.Config.Hardware.Device)
@@ -258,7 +260,7 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 	if err != nil {
 		return err
 	}
-	disks, err := diskChanges(devices, spec.DiskSizesGiB)
+	disks, err := diskChanges(devices, spec.DiskSizesGiB())
 	if err != nil {
 		return err
 	}
@@ -407,30 +409,30 @@ func diskFileName(existing object.VirtualDeviceList, i int) string {
 }
 
 func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec, record providers.TaskRecorder) (*object.VirtualMachine, error) {
-	tmpl, err := f.VirtualMachine(ctx, spec.Template)
+	tmpl, err := f.VirtualMachine(ctx, spec.Image)
 	if err != nil {
-		return nil, fmt.Errorf("template %s: %w", spec.Template, err)
+		return nil, fmt.Errorf("template %s: %w", spec.Image, err)
 	}
 	pool, err := c.pool(ctx, f, spec)
 	if err != nil {
 		return nil, err
 	}
 	folder, err := f.DefaultFolder(ctx)
-	if spec.Folder != "" {
-		folder, err = f.Folder(ctx, spec.Folder)
+	if spec.Options[machinespec.OptionFolder] != "" {
+		folder, err = f.Folder(ctx, spec.Options[machinespec.OptionFolder])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("folder %q: %w", spec.Folder, err)
+		return nil, fmt.Errorf("folder %q: %w", spec.Options[machinespec.OptionFolder], err)
 	}
 	poolRef := pool.Reference()
 	cs := types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
 		Config:   &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB, InstanceUuid: spec.InstanceUUID},
 	}
-	if spec.Datastore != "" {
-		ds, err := f.Datastore(ctx, spec.Datastore)
+	if spec.BootTarget() != "" {
+		ds, err := f.Datastore(ctx, spec.BootTarget())
 		if err != nil {
-			return nil, fmt.Errorf("datastore %s: %w", spec.Datastore, err)
+			return nil, fmt.Errorf("datastore %s: %w", spec.BootTarget(), err)
 		}
 		ref := ds.Reference()
 		cs.Location.Datastore = &ref
@@ -440,11 +442,11 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 	}
 	task, err := tmpl.Clone(ctx, folder, spec.Name, cs)
 	if err != nil {
-		return nil, fmt.Errorf("cloning %s: %w", spec.Template, err)
+		return nil, fmt.Errorf("cloning %s: %w", spec.Image, err)
 	}
 	cloneErr := wait(ctx, task, record)
 	if cloneErr != nil && !fault.Is(cloneErr, &types.DuplicateName{}) {
-		return nil, fmt.Errorf("cloning %s into %s: %w", spec.Template, spec.Name, cloneErr)
+		return nil, fmt.Errorf("cloning %s into %s: %w", spec.Image, spec.Name, cloneErr)
 	}
 	vm, err := c.find(ctx, f, dc, spec)
 	if err != nil {
@@ -452,7 +454,7 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 	}
 	if vm == nil && cloneErr != nil {
 		// The name is taken by a VM that is not this machine's.
-		return nil, fmt.Errorf("cloning %s into %s: a VM of that name exists with another instance UUID: %w", spec.Template, spec.Name, cloneErr)
+		return nil, fmt.Errorf("cloning %s into %s: a VM of that name exists with another instance UUID: %w", spec.Image, spec.Name, cloneErr)
 	}
 	if vm == nil {
 		return nil, fmt.Errorf("clone %s not found after cloning", spec.Name)
@@ -462,16 +464,16 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 
 // pool is spec's resource pool, or the cluster's root pool.
 func (c *Client) pool(ctx context.Context, f *find.Finder, spec providers.MachineSpec) (*object.ResourcePool, error) {
-	if spec.ResourcePool != "" {
-		pool, err := f.ResourcePool(ctx, spec.ResourcePool)
+	if spec.Options[machinespec.OptionResourcePool] != "" {
+		pool, err := f.ResourcePool(ctx, spec.Options[machinespec.OptionResourcePool])
 		if err != nil {
-			return nil, fmt.Errorf("resource pool %s: %w", spec.ResourcePool, err)
+			return nil, fmt.Errorf("resource pool %s: %w", spec.Options[machinespec.OptionResourcePool], err)
 		}
 		return pool, nil
 	}
-	cluster, err := f.ClusterComputeResource(ctx, spec.Cluster)
+	cluster, err := f.ClusterComputeResource(ctx, spec.Location.Cluster)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
+		return nil, fmt.Errorf("cluster %s: %w", spec.Location.Cluster, err)
 	}
 	return cluster.ResourcePool(ctx)
 }
@@ -523,7 +525,7 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 // DeleteMachine powers the VM off and destroys it; a VM already gone is
 // fine.
 func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
-	f, dc, err := c.finder(ctx, spec.Datacenter)
+	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
 	var nf *find.NotFoundError
 	if errors.As(err, &nf) && spec.InstanceUUID != "" {
 		// No such datacenter (a VM that was never created, or one whose

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
@@ -40,8 +41,8 @@ func BenchmarkEnsureMachine(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		spec := providers.MachineSpec{
 			Name: fmt.Sprintf("bench-%d", i), InstanceUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-			Datacenter: "DC0", Cluster: "DC0_C0", Template: tmpl, CPUs: 8, MemoryMiB: 65536, Firmware: "efi",
-			NICs: []providers.NIC{{Name: "eth0", Network: "VM Network"}}, DiskSizesGiB: []int64{80, 2000},
+			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 8, MemoryMiB: 65536, Firmware: "efi",
+			NICs: []providers.NIC{{Name: "eth0", Network: "VM Network"}}, Disks: []providers.Disk{{SizeGiB: 80}, {SizeGiB: 2000}},
 			UserData: []byte("#cloud-config\n"), PowerState: "PoweredOn",
 		}
 		if _, err := c.EnsureMachine(ctx, spec, noop); err != nil {

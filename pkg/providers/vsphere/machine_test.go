@@ -27,6 +27,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	vsim "github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
@@ -104,15 +105,15 @@ func TestEnsureMachine(t *testing.T) {
 
 	spec := providers.MachineSpec{
 		Name: "ns-web-0", InstanceUUID: "6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f60",
-		Datacenter: "DC0", Cluster: "DC0_C1", Template: tmpl, CPUs: 2, MemoryMiB: 2048,
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C1"}, Image: tmpl, CPUs: 2, MemoryMiB: 2048,
 		Firmware: "efi-secure", TPM: true,
 		NICs: []providers.NIC{
 			{Name: "eth0", Network: "VM Network"},
 			{Name: "eth1", Network: "DC0_DVPG0", Static: &providers.StaticIP{Address: "192.0.2.10", Prefix: 24, Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}},
 		},
-		DiskSizesGiB: []int64{20, 50},
-		UserData:     []byte("#cloud-config\nhostname: web-0\n"),
-		PowerState:   "PoweredOn",
+		Disks:      []providers.Disk{{SizeGiB: 20}, {SizeGiB: 50}},
+		UserData:   []byte("#cloud-config\nhostname: web-0\n"),
+		PowerState: "PoweredOn",
 	}
 	var rec recorder
 	st, err := c.EnsureMachine(ctx, spec, rec.record)

@@ -56,7 +56,7 @@ func tenantMachine(namespace, name, provider string, mutate func(*infrav1.VSpher
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 			Annotations: map[string]string{infrav1.ProviderAnnotation: provider}},
 		Spec: infrav1.VSphereMachineSpec{Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C1",
-			CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn},
+			CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn}},
 	}
 	if mutate != nil {
 		mutate(vsm)

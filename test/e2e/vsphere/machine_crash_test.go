@@ -50,7 +50,7 @@ func crashMachine(name, provider string) *infrav1.VSphereMachine {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 			Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/" + provider}},
 		Spec: infrav1.VSphereMachineSpec{Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C0",
-			CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn},
+			CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn}},
 	}
 }
 

@@ -110,7 +110,8 @@ func TestMachineInTenantNamespace(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant,
 				Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/tenant-vsphere"}},
 			Spec: infrav1.VSphereMachineSpec{
-				Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C2", CPUs: 2, MemoryMiB: 1024,
+				Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C2",
+				CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 2, MemoryMiB: 1024},
 				Disks: []infrav1.VSphereDisk{{Name: "root", SizeGiB: 12}},
 			},
 		}

@@ -39,6 +39,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VSphereMachine{}, &VSphereMachineList{},
 		&VSphereMachineTemplate{}, &VSphereMachineTemplateList{},
 		&VSphereCluster{}, &VSphereClusterList{},
+		&LibvirtMachine{}, &LibvirtMachineList{},
+		&LibvirtMachineTemplate{}, &LibvirtMachineTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

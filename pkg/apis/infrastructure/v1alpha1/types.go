@@ -66,15 +66,14 @@ const (
 // ---------------------------------------------------------------------------
 // VSphereMachine
 
-// VSphereMachineSpec is everything the vSphere provider needs to build and
-// run one VM. banlieue's controller fills it from a VirtualMachine's resolved
-// class and its placement; Cluster API fills it from a VSphereMachineTemplate.
-// +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
-// +kubebuilder:validation:XValidation:rule="!(has(self.userDataSecretRef) && has(self.userDataConfigMapRef))",message="userDataSecretRef and userDataConfigMapRef are mutually exclusive"
-type VSphereMachineSpec struct {
-	// providerID is the VM's identity for Cluster API and Kubernetes nodes:
-	// vsphere://<BIOS UUID>. Set by the provider once the VM exists; it never
-	// changes after that.
+// CommonMachineSpec is what every banlieue infrastructure machine's spec
+// has, whatever its backend: identity, failure domain, size, firmware,
+// power and user data. Each kind embeds it, so the provider's generic
+// machine reconciler reads them alike.
+type CommonMachineSpec struct {
+	// providerID is the VM's identity for Cluster API and Kubernetes nodes
+	// (vsphere://<BIOS UUID>, libvirt://<domain UUID>). Set by the provider
+	// once the VM exists; it never changes after that.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="providerID is immutable once set"
@@ -85,6 +84,51 @@ type VSphereMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// cpus is the number of virtual CPUs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=768
+	CPUs int32 `json:"cpus"`
+
+	// memoryMiB is the memory in MiB.
+	// +kubebuilder:validation:Minimum=1
+	MemoryMiB int64 `json:"memoryMiB"`
+
+	// firmware is bios, efi or efi-secure.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+
+	// tpmEnabled attaches a virtual TPM (requires efi or efi-secure firmware).
+	// +optional
+	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+
+	// powerState is the power state to drive the VM to. Defaults to PoweredOn.
+	// +optional
+	// +kubebuilder:default=PoweredOn
+	PowerState PowerState `json:"powerState,omitempty"`
+
+	// userDataSecretRef names the Secret, in this namespace, holding the
+	// first-boot payload (cloud-init), handed to the guest the backend's way
+	// (guestinfo on vSphere, a NoCloud seed on libvirt). When a Cluster API
+	// Machine owns this object, the
+	// Machine's bootstrap data secret is used instead.
+	// +optional
+	UserDataSecretRef *SecretKeyReference `json:"userDataSecretRef,omitempty"`
+
+	// userDataConfigMapRef names a ConfigMap key, in this namespace, holding a
+	// first-boot payload that is not sensitive. At most one of
+	// userDataSecretRef and userDataConfigMapRef is set.
+	// +optional
+	UserDataConfigMapRef *ConfigMapKeyReference `json:"userDataConfigMapRef,omitempty"`
+}
+
+// VSphereMachineSpec is everything the vSphere provider needs to build and
+// run one VM. banlieue's controller fills it from a VirtualMachine's resolved
+// class and its placement; Cluster API fills it from a VSphereMachineTemplate.
+// +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
+// +kubebuilder:validation:XValidation:rule="!(has(self.userDataSecretRef) && has(self.userDataConfigMapRef))",message="userDataSecretRef and userDataConfigMapRef are mutually exclusive"
+type VSphereMachineSpec struct {
+	CommonMachineSpec `json:",inline"`
 
 	// template is the name of the vCenter VM template to clone.
 	// +kubebuilder:validation:MinLength=1
@@ -113,15 +157,6 @@ type VSphereMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Folder string `json:"folder,omitempty"`
 
-	// cpus is the number of virtual CPUs.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=768
-	CPUs int32 `json:"cpus"`
-
-	// memoryMiB is the memory in MiB.
-	// +kubebuilder:validation:Minimum=1
-	MemoryMiB int64 `json:"memoryMiB"`
-
 	// disks of the VM, the first being the boot disk.
 	// +optional
 	// +listType=map
@@ -135,32 +170,6 @@ type VSphereMachineSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	Network []VSphereNetworkDevice `json:"network,omitempty"`
-
-	// firmware is bios, efi or efi-secure.
-	// +optional
-	Firmware Firmware `json:"firmware,omitempty"`
-
-	// tpmEnabled attaches a virtual TPM (requires efi or efi-secure firmware).
-	// +optional
-	TPMEnabled bool `json:"tpmEnabled,omitempty"`
-
-	// powerState is the power state to drive the VM to. Defaults to PoweredOn.
-	// +optional
-	// +kubebuilder:default=PoweredOn
-	PowerState PowerState `json:"powerState,omitempty"`
-
-	// userDataSecretRef names the Secret, in this namespace, holding the
-	// first-boot payload (cloud-init), handed to the guest as
-	// guestinfo.userdata. When a Cluster API Machine owns this object, the
-	// Machine's bootstrap data secret is used instead.
-	// +optional
-	UserDataSecretRef *SecretKeyReference `json:"userDataSecretRef,omitempty"`
-
-	// userDataConfigMapRef names a ConfigMap key, in this namespace, holding a
-	// first-boot payload that is not sensitive. At most one of
-	// userDataSecretRef and userDataConfigMapRef is set.
-	// +optional
-	UserDataConfigMapRef *ConfigMapKeyReference `json:"userDataConfigMapRef,omitempty"`
 }
 
 // VSphereDisk is one virtual disk.
@@ -251,9 +260,10 @@ type ConfigMapKeyReference struct {
 	Key string `json:"key,omitempty"`
 }
 
-// VSphereMachineStatus is the observed state of a VSphereMachine, in the
-// Cluster API v1beta2 InfraMachine shape.
-type VSphereMachineStatus struct {
+// CommonMachineStatus is what every banlieue infrastructure machine's
+// status has, in the Cluster API v1beta2 InfraMachine shape; each kind
+// embeds it.
+type CommonMachineStatus struct {
 	// initialization.provisioned is true once the VM exists with the spec
 	// applied (Cluster API's v1beta2 contract).
 	// +optional
@@ -281,6 +291,27 @@ type VSphereMachineStatus struct {
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
 
+	// vmName is the VM's name in the backend, "<namespace>.<name>" (ending
+	// in a hash when longer than 80 characters): unique across namespaces.
+	// +optional
+	VMName string `json:"vmName,omitempty"`
+
+	// taskRef is the backend task in flight for this VM (a vCenter clone,
+	// power or reconfigure task; a libvirt step), so a restarted provider
+	// resumes instead of repeating it.
+	// +optional
+	TaskRef string `json:"taskRef,omitempty"`
+
+	// observedGeneration is the metadata.generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// VSphereMachineStatus is the observed state of a VSphereMachine, in the
+// Cluster API v1beta2 InfraMachine shape.
+type VSphereMachineStatus struct {
+	CommonMachineStatus `json:",inline"`
+
 	// biosUUID is the VM's BIOS UUID (what providerID is built from).
 	// +optional
 	BIOSUUID string `json:"biosUUID,omitempty"`
@@ -288,20 +319,6 @@ type VSphereMachineStatus struct {
 	// instanceUUID is the VM's vCenter instance UUID.
 	// +optional
 	InstanceUUID string `json:"instanceUUID,omitempty"`
-
-	// vmName is the VM's name in vCenter, "<namespace>.<name>" (ending in
-	// a hash when longer than 80 characters): unique across namespaces.
-	// +optional
-	VMName string `json:"vmName,omitempty"`
-
-	// taskRef is the vCenter task in flight for this VM (clone, power,
-	// reconfigure), so a restarted provider resumes instead of repeating it.
-	// +optional
-	TaskRef string `json:"taskRef,omitempty"`
-
-	// observedGeneration is the metadata.generation last reconciled.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // MachineInitialization follows Cluster API's v1beta2 initialization shape.

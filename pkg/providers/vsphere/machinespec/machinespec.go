@@ -20,10 +20,7 @@ limitations under the License.
 package machinespec
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
@@ -58,58 +55,33 @@ func buildUnstructured(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualM
 // provider. Pure, so that what a VM becomes can be tested without a cluster.
 func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.VSphereMachineSpec, error) {
 	s := vm.Status.Scheduled
-	spec := infrav1.VSphereMachineSpec{
-		FailureDomain: s.FailureDomain,
-		CPUs:          r.Spec.CPUs.Value,
-		MemoryMiB:     r.Spec.MemoryMiB.Value,
-		Firmware:      infrav1.Firmware(r.Spec.Firmware),
-		TPMEnabled:    r.Spec.TPMEnabled,
-		PowerState:    infrav1.PowerState(r.Spec.PowerState),
+	spec := infrav1.VSphereMachineSpec{CommonMachineSpec: infrastructure.CommonSpec(vm, r)}
+	var err error
+	if spec.Template, err = infrastructure.ImageRef(r, provider); err != nil {
+		return spec, err
 	}
-	for _, src := range r.Spec.Image.Sources {
-		if src.ProviderClass == provider.Spec.ProviderClassRef.Name {
-			spec.Template = src.Ref
-		}
+	if fd, ok := infrastructure.FailureDomain(provider, s.FailureDomain); ok {
+		spec.Datacenter, spec.Cluster = fd.Datacenter, fd.Cluster
 	}
-	if spec.Template == "" {
-		return spec, fmt.Errorf("VMImage %s has no source for provider class %q", r.Spec.Image.Name, provider.Spec.ProviderClassRef.Name)
-	}
-	for _, fd := range provider.Status.FailureDomains {
-		if fd.Name == s.FailureDomain {
-			spec.Datacenter, spec.Cluster = fd.Datacenter, fd.Cluster
-		}
-	}
-	datastores := map[string]string{}
-	for _, st := range s.Storage {
-		datastores[st.Name] = st.Target
-	}
+	datastores := infrastructure.Targets(s.Storage)
 	for _, d := range r.Spec.Disks {
 		spec.Disks = append(spec.Disks, infrav1.VSphereDisk{
 			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Datastore: datastores[d.Name],
 		})
 	}
-	portGroups := map[string]string{}
-	for _, n := range s.Network {
-		portGroups[n.Name] = n.Target
-	}
+	portGroups := infrastructure.Targets(s.Network)
 	for _, n := range r.Spec.Interfaces {
-		dev := infrav1.VSphereNetworkDevice{Name: n.Name, PortGroup: portGroups[n.Name]}
-		switch n.Mode {
-		case v1alpha1.IPAMStatic:
-			dev.Static = &infrav1.StaticIP{Address: n.Static.Address, Prefix: ptr.Deref(n.Static.Prefix, 0), Gateway: n.Static.Gateway, Nameservers: n.Static.Nameservers}
-		default:
-			// DHCP; pool allocation is not implemented yet and falls back to DHCP.
-			dev.DHCP4 = true
-		}
-		spec.Network = append(spec.Network, dev)
-	}
-	if u := r.Spec.UserData; u != nil {
-		if u.SecretRef != nil {
-			spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}
-		}
-		if u.ConfigMapRef != nil {
-			spec.UserDataConfigMapRef = &infrav1.ConfigMapKeyReference{Name: u.ConfigMapRef.Name, Key: u.ConfigMapRef.Key}
-		}
+		// No static address is DHCP; pool allocation is not implemented
+		// yet and falls back to DHCP.
+		static := infrastructure.StaticIP(n)
+		spec.Network = append(spec.Network, infrav1.VSphereNetworkDevice{Name: n.Name, PortGroup: portGroups[n.Name], Static: static, DHCP4: static == nil})
 	}
 	return spec, nil
 }
+
+// The vSphere-only settings a VSphereMachine passes to the backend in
+// providers.MachineSpec.Options.
+const (
+	OptionResourcePool = "resourcePool"
+	OptionFolder       = "folder"
+)

@@ -78,8 +78,11 @@ func TestBuildSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := infrav1.VSphereMachineSpec{
-		FailureDomain: "fd-east", Template: "ubuntu-22.04-cloudinit", Datacenter: "DC-E", Cluster: "C-E",
-		CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: "PoweredOff",
+		CommonMachineSpec: infrav1.CommonMachineSpec{
+			FailureDomain: "fd-east", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: "PoweredOff",
+			UserDataSecretRef: &infrav1.SecretKeyReference{Name: "ci", Key: "user-data"},
+		},
+		Template: "ubuntu-22.04-cloudinit", Datacenter: "DC-E", Cluster: "C-E",
 		Disks: []infrav1.VSphereDisk{
 			{Name: "root", SizeGiB: 80, Provisioning: "thin", Datastore: "ds-fast-01"},
 			{Name: "data", SizeGiB: 2000, Provisioning: "eagerZeroed", Datastore: "ds-fast-02"},
@@ -88,7 +91,6 @@ func TestBuildSpec(t *testing.T) {
 			{Name: "eth0", PortGroup: "vmnet-prod", Static: &infrav1.StaticIP{Address: "192.0.2.90", Prefix: 24, Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}},
 			{Name: "eth1", PortGroup: "vmnet-prod", DHCP4: true},
 		},
-		UserDataSecretRef: &infrav1.SecretKeyReference{Name: "ci", Key: "user-data"},
 	}
 	if !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("spec differs:\n%s", diff.Diff(want, got))

@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
 )
@@ -51,12 +52,12 @@ func TestSimulator(t *testing.T) {
 	}
 	noop := func(context.Context, string) error { return nil }
 	_, err = c.EnsureMachine(ctx, providers.MachineSpec{Name: "a", InstanceUUID: "11111111-1111-4111-8111-111111111111",
-		Datacenter: "DC0", Cluster: "DC0_C0", Template: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn"}, noop)
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn"}, noop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	static := providers.MachineSpec{Name: "b", InstanceUUID: "22222222-2222-4222-8222-222222222222",
-		Datacenter: "DC1", Cluster: "DC1_C2", Template: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn",
+		Location: failuredomain.Location{Datacenter: "DC1", Cluster: "DC1_C2"}, Image: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOn",
 		UserData: []byte("#cloud-config\n"),
 		NICs:     []providers.NIC{{Name: "eth0", Static: &providers.StaticIP{Address: "192.0.2.44", Prefix: 24}}}}
 	if _, err := c.EnsureMachine(ctx, static, noop); err != nil {

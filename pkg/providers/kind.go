@@ -1,0 +1,77 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package providers
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+)
+
+// MachineKind is one backend's infrastructure machine type, as the
+// generic reconcilers (pkg/controllers/provider) drive it: everything they need that
+// differs between VSphereMachine, LibvirtMachine and the kinds to come.
+type MachineKind struct {
+	// Name is the kind's lower-case name (vspheremachine), the controller's.
+	Name string
+	// New returns an empty object of the kind; NewList an empty list.
+	New     func() infrav1.Machine
+	NewList func() client.ObjectList
+	// Items are a list's machines.
+	Items func(client.ObjectList) []infrav1.Machine
+	// Finalizer holds a machine until its VM is destroyed.
+	Finalizer string
+	// CreatedReason is the Event reason when the backend made a VM (Cloned).
+	CreatedReason string
+	// Spec is what the backend builds for m in location (the failure
+	// domain's place; user data aside), with the spec field each part came
+	// from, so a refusal names the field.
+	Spec func(m infrav1.Machine, location v1alpha1.FailureDomain) (MachineSpec, Fields)
+	// Observe writes the kind's own status fields from what the backend saw.
+	Observe func(m infrav1.Machine, st MachineStatus)
+}
+
+// Fields are the spec fields a machine's backend references came from,
+// and what the backend calls them, for admission's refusals.
+type Fields struct {
+	// Location is the field(s) naming the place ("spec.datacenter,
+	// spec.cluster"); empty when the failure domain alone says it.
+	Location string
+	// Disk and NIC are the field of disk or NIC i's target.
+	Disk func(i int) string
+	NIC  func(i int) string
+	// Image is the field of the image ref.
+	Image string
+	// Storage, Network and ImageWord name the targets in reasons
+	// (Datastore → DatastoreNotPublished).
+	Storage, Network, ImageWord string
+}
+
+// ImageKind is how one backend's image sources are checked and reported.
+type ImageKind struct {
+	// Word is what the backend calls a source (template, volume).
+	Word string
+	// NotFoundReason and NoSourceReason are the reasons of a missing
+	// source and of an image without a source for the class.
+	NotFoundReason, NoSourceReason string
+	// Scope is where a location finds its images (its datacenter, its
+	// host): each scope is checked once; ScopeWord names it.
+	Scope     func(failuredomain.Location) failuredomain.Location
+	ScopeWord string
+}

@@ -1,0 +1,110 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package machinespec
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// MachineFinalizer holds a VSphereMachine until its VM is destroyed.
+const MachineFinalizer = "infrastructure.banlieue.io/vspheremachine"
+
+// MachineKind is VSphereMachine for the provider's generic reconcilers.
+func MachineKind() providers.MachineKind {
+	return providers.MachineKind{
+		Name:          "vspheremachine",
+		New:           func() infrav1.Machine { return &infrav1.VSphereMachine{} },
+		NewList:       func() client.ObjectList { return &infrav1.VSphereMachineList{} },
+		Items:         items,
+		Finalizer:     MachineFinalizer,
+		CreatedReason: "Cloned",
+		Spec:          machineSpec,
+		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
+			vsm := m.(*infrav1.VSphereMachine)
+			vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
+		},
+	}
+}
+
+func items(l client.ObjectList) []infrav1.Machine {
+	list := l.(*infrav1.VSphereMachineList)
+	out := make([]infrav1.Machine, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
+}
+
+// machineSpec is the backend's view of a VSphereMachine: its datacenter
+// and cluster say where, whatever failure domain it names (admission
+// checks the two agree), and its first disk's datastore takes the clone.
+func machineSpec(m infrav1.Machine, _ v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
+	vsm := m.(*infrav1.VSphereMachine)
+	spec := providers.MachineSpec{
+		Location: failuredomain.Location{Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster},
+		Options:  map[string]string{OptionResourcePool: vsm.Spec.ResourcePool, OptionFolder: vsm.Spec.Folder},
+		Image:    vsm.Spec.Template,
+	}
+	for _, n := range vsm.Spec.Network {
+		nic := providers.NIC{Name: n.Name, Network: n.PortGroup}
+		if st := n.Static; st != nil {
+			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
+		}
+		spec.NICs = append(spec.NICs, nic)
+	}
+	for _, d := range vsm.Spec.Disks {
+		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Datastore})
+	}
+	return spec, providers.Fields{
+		Location:  "spec.datacenter, spec.cluster",
+		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
+		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
+		Image:     "spec.template",
+		Storage:   "Datastore",
+		Network:   "PortGroup",
+		ImageWord: "Template",
+	}
+}
+
+// ImageKind: vSphere templates live in a datacenter.
+func ImageKind() providers.ImageKind {
+	return providers.ImageKind{
+		Word:           "template",
+		NotFoundReason: v1alpha1.ImageReasonTemplateNotFound,
+		NoSourceReason: v1alpha1.ImageReasonNoVSphereSource,
+		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Datacenter: l.Datacenter} },
+		ScopeWord:      "datacenter",
+	}
+}
+
+// Credentials are a vSphere account: the Secret's username and password.
+func Credentials(s *corev1.Secret) (providers.Credentials, error) {
+	user, pass := string(s.Data["username"]), string(s.Data["password"])
+	if user == "" || pass == "" {
+		return providers.Credentials{}, errors.New("needs non-empty keys username and password")
+	}
+	return providers.Credentials{Username: user, Password: pass}, nil
+}
