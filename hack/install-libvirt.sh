@@ -19,7 +19,18 @@ packages=(
     # Guest networks inside the test's network namespace (libvirt writes its
     # network's firewall rules there, in that namespace only).
     iproute2 dnsmasq-base iptables
+    # UEFI firmware and the vTPM emulator.
+    ovmf swtpm swtpm-tools
 )
+
+# As root, libvirtd's QEMU driver fails to load unless its default user
+# exists before it reads qemu.conf (which then says root).
+ensure_user() {
+    if [[ $(id -u) -eq 0 ]] && ! getent passwd libvirt-qemu >/dev/null; then
+        getent group kvm >/dev/null || groupadd -r kvm
+        useradd -r -M -g kvm -s /usr/sbin/nologin libvirt-qemu
+    fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,6 +39,7 @@ for p in "${packages[@]}"; do
     fi
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
+    ensure_user
     exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -39,4 +51,5 @@ echo "install-libvirt: installing ${missing[*]} ..."
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+ensure_user
 echo "install-libvirt: done"

@@ -83,7 +83,10 @@ func ISO(volumeID string, files map[string][]byte) ([]byte, error) {
 		}
 		root.Write(rec)
 	}
-	total := next
+	// 150 sectors of padding at the end, as genisoimage writes: readers
+	// probe sectors past the volume descriptors (busybox's findfs reads 32,
+	// and finds no label on a shorter image).
+	total := next + 150
 	img := make([]byte, int(total)*sector)
 	copy(img[pvdLBA*sector:], pvd(volumeID, total, rootLBA, lPathLBA, mPathLBA, stamp))
 	term := img[termLBA*sector:]

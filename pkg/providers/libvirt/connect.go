@@ -1,0 +1,171 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package libvirt is the libvirt backend: hosts reached over libvirt's
+// remote protocol (qemu+tls://HOST/system with a client certificate, or a
+// local socket), domains built from libvirtxml structs, boot disks as
+// copy-on-write overlays of a base image volume, and user data and
+// network config delivered as a NoCloud seed ISO uploaded as a volume.
+// Only this package imports go-libvirt.
+package libvirt
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// tlsPort is libvirtd's TLS port.
+const tlsPort = "16514"
+
+// Options are how this process builds domains on every host.
+type Options struct {
+	// DomainType is kvm, or qemu (software emulation) where KVM does not
+	// work (nested, CI).
+	DomainType string
+	// ShutdownGrace is how long a graceful (ACPI) shutdown may take
+	// before the domain is destroyed.
+	ShutdownGrace time.Duration
+}
+
+// Client is one logged-in libvirt host.
+type Client struct {
+	l    *golibvirt.Libvirt
+	host string
+	opts Options
+}
+
+var _ providers.Backend = &Client{}
+
+// Connect logs in to the host at conn.Endpoint: qemu+tls://HOST[:PORT]/system
+// with the client certificate and key of conn.Credentials, verified with
+// conn.CABundle (or not, with InsecureSkipTLSVerify); or
+// qemu+unix:///system?socket=PATH. Failures wrap providers.ErrConnect.
+func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Client, error) {
+	u, err := url.Parse(conn.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: endpoint: %v", providers.ErrConnect, err)
+	}
+	var l *golibvirt.Libvirt
+	host := u.Hostname()
+	switch u.Scheme {
+	case "qemu+unix":
+		var o []dialers.LocalOption
+		if s := u.Query().Get("socket"); s != "" {
+			o = append(o, dialers.WithSocket(s))
+		}
+		l = golibvirt.NewWithDialer(dialers.NewLocal(o...))
+	case "qemu+tls":
+		c, err := dialTLS(ctx, u, conn)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", providers.ErrConnect, err)
+		}
+		l = golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c))
+	default:
+		return nil, fmt.Errorf("%w: unsupported endpoint scheme %q", providers.ErrConnect, u.Scheme)
+	}
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
+	}
+	if host == "" {
+		// A local socket: the host is the daemon's own.
+		if host, err = l.ConnectGetHostname(); err != nil {
+			_ = l.Disconnect()
+			return nil, fmt.Errorf("%w: reading the host name: %v", providers.ErrConnect, err)
+		}
+	}
+	if opts.DomainType == "" {
+		opts.DomainType = "kvm"
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 2 * time.Minute
+	}
+	return &Client{l: l, host: host, opts: opts}, nil
+}
+
+func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Conn, error) {
+	cert, err := tls.X509KeyPair(conn.Credentials.ClientCertificate, conn.Credentials.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12,
+		InsecureSkipVerify: conn.InsecureSkipTLSVerify} //nolint:gosec // the Provider asked for it explicitly
+	if len(conn.CABundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(conn.CABundle) {
+			return nil, errors.New("the CA bundle holds no PEM certificate")
+		}
+		cfg.RootCAs = pool
+	}
+	port := u.Port()
+	if port == "" {
+		port = tlsPort
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second}, Config: cfg}
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+}
+
+// Close logs out.
+func (c *Client) Close() error { return c.l.Disconnect() }
+
+// Sessions keeps one connection per Provider, replaced when its endpoint
+// or credentials change or the connection drops.
+type Sessions struct {
+	opts Options
+	mu   sync.Mutex
+	m    map[string]*session
+}
+
+type session struct {
+	client *Client
+	key    string
+}
+
+// NewSessions returns an empty session cache building domains with opts.
+func NewSessions(opts Options) *Sessions {
+	return &Sessions{opts: opts, m: map[string]*session{}}
+}
+
+// Get returns owner's connection, logging in when needed.
+func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (*Client, error) {
+	key := conn.Endpoint + "\x00" + conn.CredentialsVersion
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.m[owner]; ok {
+		if cur.key == key && cur.client.l.IsConnected() {
+			return cur.client, nil
+		}
+		_ = cur.client.Close()
+		delete(s.m, owner)
+	}
+	c, err := Connect(ctx, conn, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	s.m[owner] = &session{client: c, key: key}
+	return c, nil
+}

@@ -1,0 +1,149 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package libvirt
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// attachedDisk is a volume as the domain sees it.
+type attachedDisk struct {
+	path, format, dev string
+}
+
+// volumeName is the name of one of a machine's volumes: readable, and
+// never another object's (the UID is in it). deleteVolumes relies on the
+// "-UID." part.
+func volumeName(spec providers.MachineSpec, part, ext string) string {
+	return fmt.Sprintf("%s-%s-%s.%s", spec.Name, part, spec.InstanceUUID, ext)
+}
+
+// macAddress is NIC i's MAC: QEMU's 52:54:00 prefix and three bytes of a
+// hash of the VM's identity, so it stays the same across restarts,
+// redefinitions and a provider crash, and the network config written
+// before the domain exists matches it.
+func macAddress(uuid string, i int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", uuid, i)))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", sum[0], sum[1], sum[2])
+}
+
+func macAddresses(spec providers.MachineSpec) []string {
+	out := make([]string, 0, len(spec.NICs))
+	for i := range spec.NICs {
+		mac := spec.NICs[i].MAC
+		if mac == "" {
+			mac = macAddress(spec.InstanceUUID, i)
+		}
+		out = append(out, mac)
+	}
+	return out
+}
+
+// domainXML is the domain for spec: disks, the seed CD-ROM, NICs on their
+// networks or bridges with stable MACs, firmware, a vTPM when asked, and a
+// serial console (a pty, logged to a file libvirt keeps beside QEMU's log).
+func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, seed string) (string, error) {
+	d := &libvirtxml.Domain{
+		Type: opts.DomainType, Name: spec.Name, UUID: spec.InstanceUUID,
+		Memory: &libvirtxml.DomainMemory{Value: uint(spec.MemoryMiB), Unit: "MiB"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: uint(spec.CPUs)},
+		OS: &libvirtxml.DomainOS{
+			Type:        &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
+			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}},
+		},
+		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
+		OnPoweroff: "destroy", OnReboot: "restart", OnCrash: "destroy",
+		Devices: &libvirtxml.DomainDeviceList{},
+	}
+	cdromBus := "ide"
+	switch spec.Firmware {
+	case "efi":
+		d.OS.Firmware = "efi"
+	case "efi-secure":
+		// Secure boot needs SMM, which needs the q35 machine (no IDE there).
+		d.OS.Type.Machine = "q35"
+		d.OS.Firmware = "efi"
+		d.OS.FirmwareInfo = &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
+			{Name: "secure-boot", Enabled: "yes"}, {Name: "enrolled-keys", Enabled: "yes"}}}
+		d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+		cdromBus = "sata"
+	case "", "bios":
+	default:
+		return "", fmt.Errorf("firmware %q: want bios, efi or efi-secure", spec.Firmware)
+	}
+	for _, disk := range disks {
+		d.Devices.Disks = append(d.Devices.Disks, libvirtxml.DomainDisk{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: disk.format},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk.path}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: disk.dev, Bus: "virtio"},
+		})
+	}
+	if seed != "" {
+		dev := "hdc"
+		if cdromBus == "sata" {
+			dev = "sdz"
+		}
+		d.Devices.Disks = append(d.Devices.Disks, libvirtxml.DomainDisk{
+			Device:   "cdrom",
+			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: seed}},
+			Target:   &libvirtxml.DomainDiskTarget{Dev: dev, Bus: cdromBus},
+			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		})
+	}
+	for i, nic := range spec.NICs {
+		iface := libvirtxml.DomainInterface{
+			MAC:   &libvirtxml.DomainInterfaceMAC{Address: macAddresses(spec)[i]},
+			Model: &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		}
+		switch {
+		case nic.Bridge != "":
+			iface.Source = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: nic.Bridge}}
+		case nic.Network != "":
+			iface.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: nic.Network}}
+		default:
+			return "", fmt.Errorf("interface %s: needs a network or a bridge", nic.Name)
+		}
+		d.Devices.Interfaces = append(d.Devices.Interfaces, iface)
+	}
+	if spec.TPM {
+		d.Devices.TPMs = []libvirtxml.DomainTPM{{Model: "tpm-crb",
+			Backend: &libvirtxml.DomainTPMBackend{Emulator: &libvirtxml.DomainTPMBackendEmulator{Version: "2.0"}}}}
+	}
+	d.Devices.Serials = []libvirtxml.DomainSerial{{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Log:    &libvirtxml.DomainChardevLog{File: serialLog(spec.Name), Append: "on"},
+	}}
+	d.Devices.Consoles = []libvirtxml.DomainConsole{{Target: &libvirtxml.DomainConsoleTarget{Type: "serial"}}}
+	return d.Marshal()
+}
+
+// serialLog is where the host keeps a domain's serial console output.
+func serialLog(name string) string {
+	return "/var/log/libvirt/qemu/" + name + ".serial.log"
+}
+
+// diskDev is the guest device of disk i: vda, vdb, ...
+func diskDev(i int) string {
+	return "vd" + string(rune('a'+i))
+}

@@ -1,0 +1,257 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+)
+
+// One private libvirtd (hack/install-libvirt.sh installs it) serves the
+// package's tests; its QEMU guests boot the test image
+// (hack/build-guest-image.sh), whose init reports on the serial console.
+var daemon *libvirtd.Daemon
+
+const image = libvirtd.Pool + "/guest.qcow2"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		panic(err)
+	}
+	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the guest image: %v\n%s", err, out)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "banlieue-libvirtd-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	daemon, err = libvirtd.Start(ctx, dir, filepath.Join(root, "bin", ".libvirt-cache"), log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer daemon.Stop()
+	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func connect(t *testing.T) *Client {
+	t.Helper()
+	c, err := Connect(context.Background(), providers.Connection{Endpoint: daemon.URI},
+		Options{DomainType: "qemu", ShutdownGrace: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestInventoryAndImages(t *testing.T) {
+	c := connect(t)
+	locs, err := c.Inventory(context.Background())
+	if err != nil || len(locs) != 1 || locs[0].Host == "" || locs[0].Datacenter != "" {
+		t.Fatalf("inventory %v, %v: want one host", locs, err)
+	}
+	for _, tc := range []struct {
+		ref  string
+		want bool
+	}{{image, true}, {libvirtd.Pool + "/missing.qcow2", false}, {"no-such-pool/guest.qcow2", false}} {
+		got, err := c.ImageExists(context.Background(), locs[0], tc.ref)
+		if err != nil || got != tc.want {
+			t.Errorf("ImageExists(%s) = %v, %v; want %v", tc.ref, got, err, tc.want)
+		}
+	}
+	if _, err := c.ImageExists(context.Background(), locs[0], "no-slash"); err == nil {
+		t.Error("a ref without POOL/ was accepted")
+	}
+}
+
+// recorder keeps the task refs a call persisted, as the reconciler's
+// status.taskRef would.
+type recorder struct{ ref string }
+
+func (r *recorder) record(_ context.Context, ref string) error { r.ref = ref; return nil }
+
+// A machine's whole life on a real host: defined with an overlay, a data
+// disk and a seed; booted, its guest running the user data and taking a
+// DHCP lease; ensured again without a twin; powered off gracefully; and
+// deleted with nothing left behind.
+func TestMachineLifecycle(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	spec := providers.MachineSpec{
+		Name: "ns.web-0", HostName: "web-0", InstanceUUID: "6f1c2a57-3c1e-4a43-9d6b-1b9bfe0c2d11",
+		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+		Disks: []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 2, Provisioning: "thick"}},
+		NICs:  []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
+		UserData:   []byte("#!/bin/sh\necho marker-lifecycle-42\n"),
+		PowerState: "PoweredOn",
+	}
+	rec := &recorder{}
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Created || st.ProviderID != "libvirt://"+spec.InstanceUUID || st.PowerState != "PoweredOn" || st.CPUs != 1 || st.MemoryMiB != 256 {
+		t.Errorf("status after create: %+v", st)
+	}
+	if fmt.Sprint(st.DiskSizesGiB) != "[1 2]" || fmt.Sprint(st.Networks) != "["+libvirtd.Network+"]" || len(st.MACAddresses) != 1 {
+		t.Errorf("disks %v networks %v MACs %v", st.DiskSizesGiB, st.Networks, st.MACAddresses)
+	}
+	log := waitSerial(t, spec.Name, "BANLIEUE-READY")
+	for _, want := range []string{"BANLIEUE-BOOT web-0", "BANLIEUE-USERDATA marker-lifecycle-42", "BANLIEUE-DISK vda 1024", "BANLIEUE-DISK vdb 2048",
+		"BANLIEUE-NET eth0 " + st.MACAddresses[0] + " " + libvirtd.Subnet + "."} {
+		if !strings.Contains(log, want) {
+			t.Errorf("serial log lacks %q:\n%s", want, log)
+		}
+	}
+	// Ensured again: the same domain, not a twin; the lease is seen.
+	deadline := time.Now().Add(30 * time.Second)
+	for st.IPAddress == "" && time.Now().Before(deadline) {
+		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if st.Created || !strings.HasPrefix(st.IPAddress, libvirtd.Subnet+".") {
+		t.Errorf("second ensure: created=%v address %q", st.Created, st.IPAddress)
+	}
+	if n := domainsNamed(t, spec.Name); n != 1 {
+		t.Errorf("%d domains named %s, want 1", n, spec.Name)
+	}
+
+	// Graceful power-off: the guest handles ACPI well within the grace.
+	spec.PowerState = "PoweredOff"
+	deadline = time.Now().Add(30 * time.Second)
+	for st.PowerState != "PoweredOff" && time.Now().Before(deadline) {
+		spec.TaskRef = rec.ref
+		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if st.PowerState != "PoweredOff" || !strings.HasPrefix(rec.ref, shutdownTask) {
+		t.Fatalf("power state %s, task %q", st.PowerState, rec.ref)
+	}
+
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if n := domainsNamed(t, spec.Name); n != 0 {
+		t.Errorf("%d domains left", n)
+	}
+	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 {
+		t.Errorf("volumes left behind: %v", left)
+	}
+	// Deleting again is fine.
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Error(err)
+	}
+}
+
+func waitSerial(t *testing.T, name, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		log := daemon.SerialLog(name)
+		if strings.Contains(log, want) {
+			return log
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q on %s's serial console in 60 s:\n%s", want, name, log)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func domainsNamed(t *testing.T, name string) int {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	doms, _, err := l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range doms {
+		if d.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+func volumesOf(t *testing.T, uid string) []string {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	p, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StoragePoolRefresh(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, v := range vols {
+		if strings.Contains(v.Name, uid) {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+var _ = golibvirt.DomainRunning

@@ -1,0 +1,256 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package libvirtd runs a private libvirtd for tests and the local
+// environment (make run), never for production: as root, in a network
+// namespace and a mount namespace of its own, so its guests' networks
+// (a libvirt network with DHCP, its bridge and firewall rules) exist only
+// there and reach nothing outside, and its state, sockets, logs and
+// storage live under one directory. It is reached from outside over its
+// unix socket, and stopped by PID. Domains are type qemu (TCG): KVM is not
+// relied on.
+package libvirtd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+)
+
+// Names of what Start sets up.
+const (
+	// Network is a libvirt network with DHCP on a bridge in the namespace.
+	Network = "banlieue"
+	// Pool is a directory storage pool.
+	Pool = "default"
+	// Subnet of Network; the host side is .1, DHCP hands out .10 to .200.
+	Subnet = "192.168.150"
+)
+
+// Daemon is a running private libvirtd.
+type Daemon struct {
+	// Dir holds everything: etc, run (the socket), lib, log, pool.
+	Dir string
+	// Socket is the unix socket; URI the endpoint a Provider uses.
+	Socket, URI string
+	cmd         *exec.Cmd
+	done        chan struct{}
+}
+
+// Missing says what this machine lacks to run a libvirtd, or "".
+func Missing() string {
+	if os.Geteuid() != 0 {
+		return "root (libvirtd's system instance, namespaces)"
+	}
+	for _, bin := range []string{"libvirtd", "qemu-system-x86_64", "qemu-img", "unshare", "ip", "iptables", "dnsmasq"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return bin + " (hack/install-libvirt.sh installs it)"
+		}
+	}
+	return ""
+}
+
+// Start runs a libvirtd under dir and sets up Network and Pool. log gets
+// the daemon's output. cacheDir, when set, keeps QEMU's capability probe
+// (≈ 8 s on a first connection) across runs.
+func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, error) {
+	if m := Missing(); m != "" {
+		return nil, fmt.Errorf("libvirtd cannot run here: needs %s", m)
+	}
+	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "run", "libvirt-sock"), done: make(chan struct{})}
+	d.URI = (&url.URL{Scheme: "qemu+unix", Path: "/system", RawQuery: "socket=" + d.Socket}).String()
+	if cacheDir == "" {
+		cacheDir = filepath.Join(dir, "cache")
+	}
+	for _, sub := range []string{"etc", "run", "lib", "log/qemu", "pool"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeConfig(dir); err != nil {
+		return nil, err
+	}
+	// The mount points must exist outside for the bind mounts inside.
+	for _, p := range []string{"/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/cache/libvirt", "/var/log/libvirt"} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	script := strings.Join([]string{
+		"set -e",
+		"mount --make-rprivate /",
+		"mount --bind " + filepath.Join(dir, "etc") + " /etc/libvirt",
+		"mount --bind " + filepath.Join(dir, "run") + " /run/libvirt",
+		"mount --bind " + filepath.Join(dir, "lib") + " /var/lib/libvirt",
+		"mount --bind " + cacheDir + " /var/cache/libvirt",
+		"mount --bind " + filepath.Join(dir, "log") + " /var/log/libvirt",
+		"ip link set lo up",
+		"exec libvirtd -f /etc/libvirt/libvirtd.conf -p " + filepath.Join(dir, "libvirtd.pid"),
+	}, "\n")
+	// unshare execs sh, which execs libvirtd: the PID is the daemon's.
+	d.cmd = exec.Command("unshare", "--net", "--mount", "sh", "-c", script)
+	d.cmd.Stdout, d.cmd.Stderr = log, log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting libvirtd: %w", err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	if err := d.setUp(ctx); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+func writeConfig(dir string) error {
+	files := map[string]string{
+		"libvirtd.conf": `unix_sock_dir = "/run/libvirt"
+auth_unix_rw = "none"
+auth_unix_ro = "none"
+unix_sock_rw_perms = "0700"
+log_outputs = "3:stderr"
+`,
+		// QEMU runs as root here (no libvirt-qemu ownership games); its
+		// output goes to files, as there is no virtlogd.
+		"qemu.conf": `user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+stdio_handler = "file"
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, "etc", name), []byte(body), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Connect returns a new connection to the daemon.
+func (d *Daemon) Connect() (*golibvirt.Libvirt, error) {
+	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(d.Socket)))
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// setUp waits for the socket, then defines and starts Network and Pool.
+func (d *Daemon) setUp(ctx context.Context) error {
+	var l *golibvirt.Libvirt
+	for {
+		var err error
+		if l, err = d.Connect(); err == nil {
+			break
+		}
+		select {
+		case <-d.done:
+			return errors.New("libvirtd exited during start (see its log)")
+		case <-ctx.Done():
+			return fmt.Errorf("libvirtd did not come up: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer func() { _ = l.Disconnect() }()
+	net := fmt.Sprintf(`<network><name>%s</name><bridge name='virbr-bl'/>
+  <ip address='%s.1' netmask='255.255.255.0'><dhcp><range start='%s.10' end='%s.200'/></dhcp></ip></network>`,
+		Network, Subnet, Subnet, Subnet)
+	n, err := l.NetworkDefineXML(net)
+	if err != nil {
+		return fmt.Errorf("defining network %s: %w", Network, err)
+	}
+	if err := l.NetworkCreate(n); err != nil {
+		return fmt.Errorf("starting network %s: %w", Network, err)
+	}
+	pool := fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, Pool, filepath.Join(d.Dir, "pool"))
+	p, err := l.StoragePoolDefineXML(pool, 0)
+	if err != nil {
+		return fmt.Errorf("defining pool %s: %w", Pool, err)
+	}
+	if err := l.StoragePoolCreate(p, 0); err != nil {
+		return fmt.Errorf("starting pool %s: %w", Pool, err)
+	}
+	return nil
+}
+
+// ImportVolume copies the file at src into Pool as a volume named name.
+func (d *Daemon) ImportVolume(src, name string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d.Dir, "pool", name), data, 0o600); err != nil {
+		return err
+	}
+	l, err := d.Connect()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = l.Disconnect() }()
+	p, err := l.StoragePoolLookupByName(Pool)
+	if err != nil {
+		return err
+	}
+	return l.StoragePoolRefresh(p, 0)
+}
+
+// SerialLog is the serial console output of the domain named name so far.
+func (d *Daemon) SerialLog(name string) string {
+	b, _ := os.ReadFile(filepath.Join(d.Dir, "log", "qemu", name+".serial.log"))
+	return string(b)
+}
+
+// Stop destroys every domain and network (their QEMU and dnsmasq
+// processes), then stops the daemon by its PID.
+func (d *Daemon) Stop() {
+	if l, err := d.Connect(); err == nil {
+		if doms, _, err := l.ConnectListAllDomains(1, golibvirt.ConnectListDomainsActive); err == nil {
+			for _, dom := range doms {
+				_ = l.DomainDestroy(dom)
+			}
+		}
+		if nets, _, err := l.ConnectListAllNetworks(1, golibvirt.ConnectListNetworksActive); err == nil {
+			for _, n := range nets {
+				_ = l.NetworkDestroy(n)
+			}
+		}
+		_ = l.Disconnect()
+	}
+	if d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}

@@ -1,0 +1,487 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package libvirt
+
+import (
+	"bytes"
+	"errors"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/google/uuid"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+)
+
+const gib = 1 << 30
+
+// shutdownTask is the TaskRef of a graceful shutdown begun at a time: a
+// provider restarted meanwhile keeps waiting out the same grace period
+// instead of asking again, then destroys the domain.
+const shutdownTask = "shutdown@"
+
+// EnsureMachine finds the domain by its UUID (the object's UID) or
+// defines it with its volumes and seed, grows disks, converges its
+// definition and drives it to spec.PowerState. Each step finds what an
+// interrupted earlier call left (volumes by name, the domain by UUID), so
+// a retry after a crash neither repeats nor duplicates anything.
+func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	id, err := uuid.Parse(spec.InstanceUUID)
+	if err != nil {
+		return providers.MachineStatus{}, fmt.Errorf("instance UUID %q: %w", spec.InstanceUUID, err)
+	}
+	dom, err := c.l.DomainLookupByUUID(golibvirt.UUID(id))
+	if err != nil && !isNotFound(err) {
+		return providers.MachineStatus{}, fmt.Errorf("looking up domain %s: %w", spec.Name, err)
+	}
+	fresh := isNotFound(err)
+	disks, seed, err := c.ensureVolumes(spec, fresh)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	want, err := domainXML(spec, c.opts, disks, seed)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	created := false
+	switch {
+	case fresh:
+		if dom, err = c.l.DomainDefineXML(want); err != nil {
+			return providers.MachineStatus{}, fmt.Errorf("defining domain %s: %w", spec.Name, err)
+		}
+		created = true
+	default:
+		if err := c.converge(dom, want); err != nil {
+			return providers.MachineStatus{}, err
+		}
+	}
+	if err := c.growDisks(dom, spec, disks); err != nil {
+		return providers.MachineStatus{}, err
+	}
+	if err := c.power(ctx, dom, spec, record); err != nil {
+		return providers.MachineStatus{}, err
+	}
+	st, err := c.observe(dom, spec)
+	st.Created = created
+	return st, err
+}
+
+// ensureVolumes creates, when missing, the boot overlay of the image, the
+// further disks and the seed ISO, and returns them as the domain attaches
+// them. The seed's contents are uploaded while the domain is not defined
+// yet (fresh): a crash between creating the seed and filling it is then
+// repaired by the retry, and a defined domain's seed is never rewritten
+// (cloud-init's first boot data stays what the VM was created with).
+func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attachedDisk, string, error) {
+	base, err := c.lookupVolume(spec.Image)
+	if err != nil {
+		return nil, "", err
+	}
+	baseXML, err := c.volumeXML(base)
+	if err != nil {
+		return nil, "", err
+	}
+	disks := spec.Disks
+	if len(disks) == 0 {
+		disks = []providers.Disk{{Name: "root"}}
+	}
+	var out []attachedDisk
+	for i, d := range disks {
+		pool := d.Target
+		if pool == "" {
+			pool = base.Pool
+		}
+		v := libvirtxml.StorageVolume{Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(d.SizeGiB) * gib}}
+		format := "qcow2"
+		if i == 0 {
+			// The boot disk: a copy-on-write overlay, at least the image's size.
+			v.Capacity.Value = max(v.Capacity.Value, baseXML.Capacity.Value)
+			v.BackingStore = &libvirtxml.StorageVolumeBackingStore{Path: baseXML.Target.Path,
+				Format: &libvirtxml.StorageVolumeTargetFormat{Type: baseXML.Target.Format.Type}}
+		} else {
+			switch d.Provisioning {
+			case "thick":
+				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+			case "eagerZeroed":
+				// Raw and allocated in full: every block written up front.
+				format = "raw"
+				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+			default:
+				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
+			}
+		}
+		v.Name = volumeName(spec, d.Name, format)
+		v.Target = &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}}
+		path, err := c.ensureVolume(pool, v, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, attachedDisk{path: path, format: format, dev: diskDev(i)})
+	}
+	var iso []byte
+	if fresh {
+		if iso, err = cloudinit.NoCloudSeed(spec, macAddresses(spec)); err != nil {
+			return nil, "", err
+		}
+	}
+	seed := libvirtxml.StorageVolume{Name: volumeName(spec, "seed", "iso"),
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(iso), 1))},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
+	seedPath, err := c.ensureVolume(base.Pool, seed, iso)
+	return out, seedPath, err
+}
+
+// ensureVolume creates v in pool unless a volume of its name exists,
+// uploads contents when given, and returns its path.
+func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents []byte) (string, error) {
+	p, err := c.l.StoragePoolLookupByName(pool)
+	if err != nil {
+		return "", fmt.Errorf("storage pool %s: %w", pool, err)
+	}
+	vol, err := c.l.StorageVolLookupByName(p, v.Name)
+	if err == nil && contents != nil {
+		// Left by a call interrupted before its domain was defined: made
+		// again, as its contents (and size) may differ now.
+		if err := c.l.StorageVolDelete(vol, 0); err != nil {
+			return "", fmt.Errorf("volume %s/%s: %w", pool, v.Name, err)
+		}
+		_, err = c.l.StorageVolLookupByName(p, v.Name)
+	}
+	if isNotFound(err) {
+		doc, merr := v.Marshal()
+		if merr != nil {
+			return "", merr
+		}
+		vol, err = c.l.StorageVolCreateXML(p, doc, 0)
+	}
+	if err != nil {
+		return "", fmt.Errorf("volume %s/%s: %w", pool, v.Name, err)
+	}
+	if contents != nil {
+		if err := c.l.StorageVolUpload(vol, bytes.NewReader(contents), 0, uint64(len(contents)), 0); err != nil {
+			return "", fmt.Errorf("uploading %s/%s: %w", pool, v.Name, err)
+		}
+	}
+	return c.l.StorageVolGetPath(vol)
+}
+
+func (c *Client) volumeXML(v golibvirt.StorageVol) (*libvirtxml.StorageVolume, error) {
+	doc, err := c.l.StorageVolGetXMLDesc(v, 0)
+	if err != nil {
+		return nil, fmt.Errorf("volume %s/%s: %w", v.Pool, v.Name, err)
+	}
+	out := &libvirtxml.StorageVolume{}
+	if err := out.Unmarshal(doc); err != nil {
+		return nil, err
+	}
+	if out.Target == nil || out.Target.Format == nil || out.Capacity == nil {
+		return nil, fmt.Errorf("volume %s/%s: no format or capacity", v.Pool, v.Name)
+	}
+	return out, nil
+}
+
+// converge redefines the domain when its persistent definition differs
+// from want in what the spec controls (CPUs, memory, disks, NICs); a
+// running domain takes the change at its next boot.
+func (c *Client) converge(dom golibvirt.Domain, want string) error {
+	have, err := c.definition(dom)
+	if err != nil {
+		return err
+	}
+	w := &libvirtxml.Domain{}
+	if err := w.Unmarshal(want); err != nil {
+		return err
+	}
+	if summary(have) == summary(w) {
+		return nil
+	}
+	if _, err := c.l.DomainDefineXML(want); err != nil {
+		return fmt.Errorf("redefining domain %s: %w", dom.Name, err)
+	}
+	return nil
+}
+
+// summary is what converge compares of a definition.
+func summary(d *libvirtxml.Domain) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "vcpu=%d mem=%d%s", d.VCPU.Value, d.Memory.Value, d.Memory.Unit)
+	for _, disk := range d.Devices.Disks {
+		if disk.Source != nil && disk.Source.File != nil {
+			fmt.Fprintf(&b, " disk=%s", disk.Source.File.File)
+		}
+	}
+	for _, n := range d.Devices.Interfaces {
+		if n.Source != nil && n.Source.Network != nil {
+			fmt.Fprintf(&b, " net=%s", n.Source.Network.Network)
+		}
+		if n.Source != nil && n.Source.Bridge != nil {
+			fmt.Fprintf(&b, " bridge=%s", n.Source.Bridge.Bridge)
+		}
+		if n.MAC != nil {
+			fmt.Fprintf(&b, "/%s", n.MAC.Address)
+		}
+	}
+	return b.String()
+}
+
+// definition is the domain's persistent (inactive) definition.
+func (c *Client) definition(dom golibvirt.Domain) (*libvirtxml.Domain, error) {
+	doc, err := c.l.DomainGetXMLDesc(dom, golibvirt.DomainXMLInactive)
+	if err != nil {
+		return nil, fmt.Errorf("reading domain %s: %w", dom.Name, err)
+	}
+	d := &libvirtxml.Domain{}
+	return d, d.Unmarshal(doc)
+}
+
+// growDisks grows every volume smaller than its spec size (never shrinks):
+// through the running domain when it runs, so the guest sees it at once.
+func (c *Client) growDisks(dom golibvirt.Domain, spec providers.MachineSpec, disks []attachedDisk) error {
+	active, err := c.l.DomainIsActive(dom)
+	if err != nil {
+		return err
+	}
+	for i, d := range spec.Disks {
+		if i >= len(disks) {
+			break
+		}
+		vol, err := c.l.StorageVolLookupByPath(disks[i].path)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		_, capacity, _, err := c.l.StorageVolGetInfo(vol)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		want := uint64(d.SizeGiB) * gib
+		if capacity >= want {
+			continue
+		}
+		if active == 1 {
+			err = c.l.DomainBlockResize(dom, disks[i].dev, want, golibvirt.DomainBlockResizeBytes)
+		} else {
+			err = c.l.StorageVolResize(vol, want, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("growing disk %s to %d GiB: %w", d.Name, d.SizeGiB, err)
+		}
+	}
+	return nil
+}
+
+// power drives the domain to spec.PowerState. Powering off asks the guest
+// first (ACPI) and destroys the domain only when the grace period, started
+// at the recorded task, has passed; until then the domain reports
+// PoweredOn and the caller looks again.
+func (c *Client) power(ctx context.Context, dom golibvirt.Domain, spec providers.MachineSpec, record providers.TaskRecorder) error {
+	state, _, err := c.l.DomainGetState(dom, 0)
+	if err != nil {
+		return fmt.Errorf("domain %s state: %w", dom.Name, err)
+	}
+	have := powerState(golibvirt.DomainState(state))
+	switch want := spec.PowerState; {
+	case want == have:
+		return nil
+	case want == "PoweredOn" && have == "Suspended":
+		return c.l.DomainResume(dom)
+	case want == "PoweredOn" || want == "Suspended" && have == "PoweredOff":
+		if err := c.l.DomainCreate(dom); err != nil {
+			return fmt.Errorf("starting domain %s: %w", dom.Name, err)
+		}
+		if want == "Suspended" {
+			return c.l.DomainSuspend(dom)
+		}
+		return nil
+	case want == "Suspended":
+		return c.l.DomainSuspend(dom)
+	case want == "PoweredOff":
+		return c.shutdown(ctx, dom, spec.TaskRef, record)
+	}
+	return fmt.Errorf("power state %q: want PoweredOn, PoweredOff or Suspended", spec.PowerState)
+}
+
+func (c *Client) shutdown(ctx context.Context, dom golibvirt.Domain, taskRef string, record providers.TaskRecorder) error {
+	if since, ok := strings.CutPrefix(taskRef, shutdownTask); ok {
+		started, err := strconv.ParseInt(since, 10, 64)
+		if err == nil && time.Since(time.Unix(started, 0)) > c.opts.ShutdownGrace {
+			if err := c.l.DomainDestroy(dom); err != nil && !isNotRunning(err) {
+				return fmt.Errorf("destroying domain %s after a %s grace period: %w", dom.Name, c.opts.ShutdownGrace, err)
+			}
+			return nil
+		}
+		if err == nil {
+			return nil // still within the grace period
+		}
+	}
+	if err := record(ctx, shutdownTask+strconv.FormatInt(time.Now().Unix(), 10)); err != nil {
+		return err
+	}
+	// A paused guest cannot handle ACPI: resume it first.
+	if state, _, err := c.l.DomainGetState(dom, 0); err == nil && golibvirt.DomainState(state) == golibvirt.DomainPaused {
+		_ = c.l.DomainResume(dom)
+	}
+	if err := c.l.DomainShutdown(dom); err != nil && !isNotRunning(err) {
+		return fmt.Errorf("shutting down domain %s: %w", dom.Name, err)
+	}
+	return nil
+}
+
+func isNotRunning(err error) bool {
+	var e golibvirt.Error
+	return errors.As(err, &e) && golibvirt.ErrorNumber(e.Code) == golibvirt.ErrOperationInvalid
+}
+
+func powerState(s golibvirt.DomainState) string {
+	switch s {
+	case golibvirt.DomainRunning, golibvirt.DomainBlocked, golibvirt.DomainShutdown:
+		return "PoweredOn"
+	case golibvirt.DomainPaused, golibvirt.DomainPmsuspended:
+		return "Suspended"
+	}
+	return "PoweredOff"
+}
+
+// observe reads back what the domain is: identity, power, size, disks,
+// networks, firmware, and the first IPv4 address (the DHCP lease of a
+// libvirt network, else the static address the spec gave).
+func (c *Client) observe(dom golibvirt.Domain, spec providers.MachineSpec) (providers.MachineStatus, error) {
+	def, err := c.definition(dom)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	state, _, err := c.l.DomainGetState(dom, 0)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	st := providers.MachineStatus{
+		InstanceUUID: def.UUID, ProviderID: "libvirt://" + def.UUID,
+		PowerState: powerState(golibvirt.DomainState(state)),
+		CPUs:       int32(def.VCPU.Value), MemoryMiB: int64(def.Memory.Value) / 1024, // libvirt reports KiB
+		Firmware: "bios", TPM: len(def.Devices.TPMs) > 0,
+	}
+	if def.OS.Firmware == "efi" {
+		st.Firmware = "efi"
+		if def.Features != nil && def.Features.SMM != nil {
+			st.Firmware = "efi-secure"
+		}
+	}
+	for _, d := range def.Devices.Disks {
+		if d.Device != "disk" || d.Source == nil || d.Source.File == nil {
+			continue
+		}
+		vol, err := c.l.StorageVolLookupByPath(d.Source.File.File)
+		if err != nil {
+			return st, fmt.Errorf("disk %s: %w", d.Source.File.File, err)
+		}
+		_, capacity, _, err := c.l.StorageVolGetInfo(vol)
+		if err != nil {
+			return st, err
+		}
+		st.DiskSizesGiB = append(st.DiskSizesGiB, int64(capacity/gib))
+	}
+	for _, n := range def.Devices.Interfaces {
+		switch {
+		case n.Source != nil && n.Source.Network != nil:
+			st.Networks = append(st.Networks, n.Source.Network.Network)
+		case n.Source != nil && n.Source.Bridge != nil:
+			st.Networks = append(st.Networks, n.Source.Bridge.Bridge)
+		}
+		if n.MAC != nil {
+			st.MACAddresses = append(st.MACAddresses, n.MAC.Address)
+		}
+	}
+	if st.PowerState == "PoweredOn" {
+		st.IPAddress = c.address(dom, spec)
+	}
+	return st, nil
+}
+
+func (c *Client) address(dom golibvirt.Domain, spec providers.MachineSpec) string {
+	if ifaces, err := c.l.DomainInterfaceAddresses(dom, uint32(golibvirt.DomainInterfaceAddressesSrcLease), 0); err == nil {
+		for _, i := range ifaces {
+			for _, a := range i.Addrs {
+				if a.Type == int32(golibvirt.IPAddrTypeIpv4) {
+					return a.Addr
+				}
+			}
+		}
+	}
+	for _, n := range spec.NICs {
+		if n.Static != nil {
+			return n.Static.Address
+		}
+	}
+	return ""
+}
+
+// DeleteMachine destroys and undefines the domain (its NVRAM, TPM state
+// and managed save with it) and deletes every volume of the machine: the
+// overlays, data disks and seed, found by the UID in their names, so a
+// retry after a crash finishes the job.
+func (c *Client) DeleteMachine(_ context.Context, spec providers.MachineSpec, _ providers.TaskRecorder) error {
+	id, err := uuid.Parse(spec.InstanceUUID)
+	if err != nil {
+		return fmt.Errorf("instance UUID %q: %w", spec.InstanceUUID, err)
+	}
+	dom, err := c.l.DomainLookupByUUID(golibvirt.UUID(id))
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return fmt.Errorf("looking up domain %s: %w", spec.Name, err)
+	default:
+		if active, err := c.l.DomainIsActive(dom); err == nil && active == 1 {
+			if err := c.l.DomainDestroy(dom); err != nil && !isNotRunning(err) {
+				return fmt.Errorf("destroying domain %s: %w", spec.Name, err)
+			}
+		}
+		flags := golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineNvram | golibvirt.DomainUndefineTpm
+		if err := c.l.DomainUndefineFlags(dom, flags); err != nil && !isNotFound(err) {
+			return fmt.Errorf("undefining domain %s: %w", spec.Name, err)
+		}
+	}
+	return c.deleteVolumes(spec.InstanceUUID)
+}
+
+// deleteVolumes deletes the volumes, in every pool, named for the machine
+// of uid (volumeName).
+func (c *Client) deleteVolumes(uid string) error {
+	pools, _, err := c.l.ConnectListAllStoragePools(1, golibvirt.ConnectListStoragePoolsActive)
+	if err != nil {
+		return fmt.Errorf("listing storage pools: %w", err)
+	}
+	for _, p := range pools {
+		vols, _, err := c.l.StoragePoolListAllVolumes(p, 1, 0)
+		if err != nil {
+			return fmt.Errorf("listing volumes of %s: %w", p.Name, err)
+		}
+		for _, v := range vols {
+			if !strings.Contains(v.Name, "-"+uid+".") {
+				continue
+			}
+			if err := c.l.StorageVolDelete(v, 0); err != nil && !isNotFound(err) {
+				return fmt.Errorf("deleting volume %s/%s: %w", p.Name, v.Name, err)
+			}
+		}
+	}
+	return nil
+}
