@@ -244,8 +244,8 @@ func machineSpec() infrav1.VSphereMachineSpec {
 		Template:   "ubuntu-22.04-cloudinit",
 		Datacenter: "DC0", Cluster: "DC0_C0",
 		CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 2, MemoryMiB: 4096},
-		Disks:   []infrav1.VSphereDisk{{Name: "root", SizeGiB: 40, Datastore: "LocalDS_0"}},
-		Network: []infrav1.VSphereNetworkDevice{{Name: "eth0", PortGroup: "VM Network", DHCP4: true}},
+		Disks:             []infrav1.VSphereDisk{{Name: "root", SizeGiB: 40, Datastore: "LocalDS_0"}},
+		Network:           []infrav1.VSphereNetworkDevice{{Name: "eth0", PortGroup: "VM Network", DHCP4: true}},
 	}
 }
 

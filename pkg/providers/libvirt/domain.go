@@ -70,7 +70,7 @@ func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, s
 			Type:        &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
 			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}},
 		},
-		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
+		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
 		OnPoweroff: "destroy", OnReboot: "restart", OnCrash: "destroy",
 		Devices: &libvirtxml.DomainDeviceList{},
 	}

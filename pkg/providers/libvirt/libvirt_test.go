@@ -125,8 +125,8 @@ func TestMachineLifecycle(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns.web-0", HostName: "web-0", InstanceUUID: "6f1c2a57-3c1e-4a43-9d6b-1b9bfe0c2d11",
 		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
-		Disks: []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 2, Provisioning: "thick"}},
-		NICs:  []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
+		Disks:      []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 2, Provisioning: "thick"}},
+		NICs:       []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
 		UserData:   []byte("#!/bin/sh\necho marker-lifecycle-42\n"),
 		PowerState: "PoweredOn",
 	}

@@ -18,8 +18,8 @@ package libvirt
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"

@@ -112,7 +112,7 @@ func TestMachineInTenantNamespace(t *testing.T) {
 			Spec: infrav1.VSphereMachineSpec{
 				Template: "ubuntu-22.04-cloudinit", Datacenter: "DC0", Cluster: "DC0_C2",
 				CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 2, MemoryMiB: 1024},
-				Disks: []infrav1.VSphereDisk{{Name: "root", SizeGiB: 12}},
+				Disks:             []infrav1.VSphereDisk{{Name: "root", SizeGiB: 12}},
 			},
 		}
 		mutate(vsm)

@@ -95,8 +95,10 @@ func ImageKind() providers.ImageKind {
 		Word:           "template",
 		NotFoundReason: v1alpha1.ImageReasonTemplateNotFound,
 		NoSourceReason: v1alpha1.ImageReasonNoVSphereSource,
-		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Datacenter: l.Datacenter} },
-		ScopeWord:      "datacenter",
+		Scope: func(l failuredomain.Location) failuredomain.Location {
+			return failuredomain.Location{Datacenter: l.Datacenter}
+		},
+		ScopeWord: "datacenter",
 	}
 }
 
