@@ -47,6 +47,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
+	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/pki"
 )
 
@@ -456,14 +457,7 @@ func (e *Env) pickPorts() error {
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return loopback.FreePort() }
 
 func (e *Env) startEtcd(ctx context.Context) error {
 	n := e.etcdMembers()

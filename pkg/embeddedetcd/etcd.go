@@ -20,12 +20,12 @@ package embeddedetcd
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/firestoned/banlieue/pkg/loopback"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
 )
@@ -90,11 +90,4 @@ func (e *Etcd) Stop() {
 	e.etcd.Close()
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return loopback.FreePort() }
