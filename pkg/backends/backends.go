@@ -20,6 +20,7 @@ package backends
 
 import (
 	"github.com/firestoned/banlieue/pkg/infrastructure"
+	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
@@ -27,5 +28,6 @@ import (
 func Infrastructure() (*infrastructure.Registry, error) {
 	return infrastructure.NewRegistry(
 		vspheremachines.Kind(),
+		libvirtmachines.Kind(),
 	)
 }

@@ -190,11 +190,23 @@ func (p Process) Stop() { p.p.stop() }
 // environment's namespace, authenticated as its ServiceAccount, re-walking
 // inventories every resync. Extra flags follow the environment's.
 func (e *Env) StartVSphereProvider(name string, resync time.Duration, extra ...string) (Process, error) {
-	kubeconfig, err := e.serviceAccountKubeconfig("provider-vsphere", ProviderUser)
+	return e.StartProvider("vsphere", name, resync, extra...)
+}
+
+// ProviderUserOf is the ServiceAccount user of class's provider.
+func ProviderUserOf(class string) string {
+	return "system:serviceaccount:" + Namespace + ":banlieue-provider-" + class
+}
+
+// StartProvider starts "banlieue provider CLASS" for the environment's
+// namespace, authenticated as the class's ServiceAccount, re-walking
+// inventories every resync. Extra flags follow the environment's.
+func (e *Env) StartProvider(class, name string, resync time.Duration, extra ...string) (Process, error) {
+	kubeconfig, err := e.serviceAccountKubeconfig("provider-"+class, ProviderUserOf(class))
 	if err != nil {
 		return Process{}, err
 	}
-	args := append([]string{"provider", "vsphere", "--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--resync=" + resync.String(),
+	args := append([]string{"provider", class, "--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--resync=" + resync.String(),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
 	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err

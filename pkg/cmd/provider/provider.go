@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,13 +34,15 @@ import (
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt"
+	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // NewCommand returns "banlieue provider".
 func NewCommand(ctx context.Context) *cobra.Command {
-	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere)"}
+	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere, libvirt)"}
 	for _, b := range backends() {
 		cmd.AddCommand(newBackendCommand(ctx, b))
 	}
@@ -51,8 +54,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 type backend struct {
 	class, title string
 	// connector returns a function logging in to the backend, keeping
-	// sessions for the life of the process.
+	// sessions for the life of the process; flags are the backend's own.
 	connector   func() providerctrl.Connector
+	flags       func(*pflag.FlagSet)
 	machine     providers.MachineKind
 	image       providers.ImageKind
 	credentials func(*corev1.Secret) (providers.Credentials, error)
@@ -71,6 +75,25 @@ func backends() []backend {
 			},
 			machine: vspheremachines.MachineKind(), image: vspheremachines.ImageKind(), credentials: vspheremachines.Credentials,
 		},
+		libvirtBackend(),
+	}
+}
+
+func libvirtBackend() backend {
+	opts := libvirt.Options{}
+	return backend{
+		class: "libvirt", title: "libvirt",
+		connector: func() providerctrl.Connector {
+			sessions := libvirt.NewSessions(opts)
+			return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+				return sessions.Get(ctx, owner, conn)
+			}
+		},
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.DomainType, "domain-type", "kvm", "The libvirt domain type of new domains: kvm, or qemu (software emulation) where KVM does not work.")
+			f.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 2*time.Minute, "How long a guest may take to shut down on ACPI before its domain is destroyed.")
+		},
+		machine: libvirtmachines.MachineKind(), image: libvirtmachines.ImageKind(), credentials: libvirtmachines.Credentials,
 	}
 }
 
@@ -154,5 +177,8 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
 	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
 	f.StringVar(&pprofAddr, "pprof-bind-address", "", "Address serving /debug/pprof (empty disables).")
+	if b.flags != nil {
+		b.flags(f)
+	}
 	return cmd
 }

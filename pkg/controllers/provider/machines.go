@@ -388,13 +388,13 @@ func (r *MachineReconciler) paused(ctx context.Context, m infrav1.Machine) (bool
 // non-empty reason means the VM must not be created yet.
 func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]byte, string, error) {
 	if owner := capiMachine(m); owner != nil {
-		m := &unstructured.Unstructured{}
-		m.SetAPIVersion(owner.APIVersion)
-		m.SetKind(owner.Kind)
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: owner.Name}, m); err != nil {
+		machine := &unstructured.Unstructured{}
+		machine.SetAPIVersion(owner.APIVersion)
+		machine.SetKind(owner.Kind)
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: owner.Name}, machine); err != nil {
 			return nil, "", fmt.Errorf("reading Machine %s: %w", owner.Name, err)
 		}
-		name, _, _ := unstructured.NestedString(m.Object, "spec", "bootstrap", "dataSecretName")
+		name, _, _ := unstructured.NestedString(machine.Object, "spec", "bootstrap", "dataSecretName")
 		if name == "" {
 			return nil, ReasonWaitingForBootstrapData, nil
 		}

@@ -1,0 +1,182 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package machinespec is how a VirtualMachine becomes a LibvirtMachine and
+// how the generic provider reconcilers see one: the libvirt backend's
+// registrations with the core (pkg/infrastructure) and with the provider
+// SDK (pkg/providers). It imports no libvirt SDK.
+package machinespec
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// ProviderClass is the libvirt backend's providerClassRef.name.
+const ProviderClass = "libvirt"
+
+// Reasons of a VMImage's libvirt source.
+const (
+	ImageReasonVolumeNotFound  = "VolumeNotFound"
+	ImageReasonNoLibvirtSource = "NoLibvirtSource"
+)
+
+// Kind registers LibvirtMachine for the libvirt provider class. The
+// provider owns spec.providerID; status.taskRef alone tells the core
+// nothing.
+func Kind() infrastructure.Kind {
+	return infrastructure.Kind{
+		ProviderClass:     ProviderClass,
+		GroupVersionKind:  infrav1.GroupVersion.WithKind("LibvirtMachine"),
+		BuildSpec:         buildUnstructured,
+		OwnedFields:       []string{"providerID"},
+		QuietStatusFields: []string{"taskRef"},
+	}
+}
+
+func buildUnstructured(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (map[string]interface{}, error) {
+	spec, err := BuildSpec(vm, r, provider)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+}
+
+// BuildSpec is the LibvirtMachine spec for a resolved, scheduled VM on
+// provider: disks in the pools and interfaces on the networks or bridges
+// the Provider maps their classes to. Pure.
+func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.LibvirtMachineSpec, error) {
+	s := vm.Status.Scheduled
+	spec := infrav1.LibvirtMachineSpec{CommonMachineSpec: infrastructure.CommonSpec(vm, r)}
+	var err error
+	if spec.Image, err = infrastructure.ImageRef(r, provider); err != nil {
+		return spec, err
+	}
+	pools := infrastructure.Targets(s.Storage)
+	for _, d := range r.Spec.Disks {
+		spec.Disks = append(spec.Disks, infrav1.LibvirtDisk{
+			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Pool: pools[d.Name],
+		})
+	}
+	targets := map[string]v1alpha1.NetworkTarget{}
+	for _, n := range provider.Spec.Capabilities.NetworkClasses {
+		targets[n.Name] = n.Target
+	}
+	for _, n := range r.Spec.Interfaces {
+		t, ok := targets[n.NetworkClass]
+		if !ok {
+			return spec, fmt.Errorf("interface %s: Provider %s has no network class %q", n.Name, provider.Name, n.NetworkClass)
+		}
+		static := infrastructure.StaticIP(n)
+		spec.Network = append(spec.Network, infrav1.LibvirtNetworkDevice{Name: n.Name, Network: t.Network, Bridge: t.Bridge, Static: static, DHCP4: static == nil})
+	}
+	return spec, nil
+}
+
+// MachineFinalizer holds a LibvirtMachine until its domain is destroyed.
+const MachineFinalizer = "infrastructure.banlieue.io/libvirtmachine"
+
+// MachineKind is LibvirtMachine for the provider's generic reconcilers.
+func MachineKind() providers.MachineKind {
+	return providers.MachineKind{
+		Name:          "libvirtmachine",
+		New:           func() infrav1.Machine { return &infrav1.LibvirtMachine{} },
+		NewList:       func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
+		Items:         items,
+		Finalizer:     MachineFinalizer,
+		CreatedReason: "Defined",
+		Spec:          machineSpec,
+		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
+			lm := m.(*infrav1.LibvirtMachine)
+			lm.Status.DomainUUID, lm.Status.MACAddresses = st.InstanceUUID, st.MACAddresses
+		},
+	}
+}
+
+func items(l client.ObjectList) []infrav1.Machine {
+	list := l.(*infrav1.LibvirtMachineList)
+	out := make([]infrav1.Machine, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
+}
+
+// machineSpec is the backend's view of a LibvirtMachine: the host is the
+// failure domain's (admission refuses a machine whose failure domain the
+// Provider does not publish).
+func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
+	lm := m.(*infrav1.LibvirtMachine)
+	spec := providers.MachineSpec{Location: failuredomain.Location{Host: fd.Host}, Image: lm.Spec.Image}
+	for _, n := range lm.Spec.Network {
+		nic := providers.NIC{Name: n.Name, Network: n.Network, Bridge: n.Bridge}
+		if st := n.Static; st != nil {
+			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
+		}
+		spec.NICs = append(spec.NICs, nic)
+	}
+	for _, d := range lm.Spec.Disks {
+		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Pool})
+	}
+	return spec, providers.Fields{
+		Disk: func(i int) string { return fmt.Sprintf("spec.disks[%d].pool", i) },
+		NIC: func(i int) string {
+			if lm.Spec.Network[i].Bridge != "" {
+				return fmt.Sprintf("spec.network[%d].bridge", i)
+			}
+			return fmt.Sprintf("spec.network[%d].network", i)
+		},
+		Image:     "spec.image",
+		Storage:   "Pool",
+		Network:   "Network",
+		ImageWord: "Image",
+	}
+}
+
+// ImageKind: libvirt image volumes live on each host.
+func ImageKind() providers.ImageKind {
+	return providers.ImageKind{
+		Word:           "volume",
+		NotFoundReason: ImageReasonVolumeNotFound,
+		NoSourceReason: ImageReasonNoLibvirtSource,
+		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
+		ScopeWord:      "host",
+	}
+}
+
+// Credentials are a TLS client certificate: the Secret's tls.crt and
+// tls.key (a kubernetes.io/tls Secret). An endpoint that takes none (a
+// local socket) reads an empty Secret and gets none.
+func Credentials(s *corev1.Secret) (providers.Credentials, error) {
+	if s.Name == "" {
+		return providers.Credentials{}, nil
+	}
+	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	if len(crt) == 0 || len(key) == 0 {
+		return providers.Credentials{}, errors.New("needs non-empty keys tls.crt and tls.key (a client certificate libvirtd trusts)")
+	}
+	return providers.Credentials{ClientCertificate: crt, ClientKey: key}, nil
+}
