@@ -609,6 +609,8 @@ type ImageSourceKind string
 const (
 	// ImageSourceTemplate: ref names a VM template in the backend.
 	ImageSourceTemplate ImageSourceKind = "Template"
+	// ImageSourceVolume: ref names a base image volume, POOL/VOLUME (libvirt).
+	ImageSourceVolume ImageSourceKind = "Volume"
 )
 
 // InstallMode says when an image's OS is installed.
@@ -672,10 +674,11 @@ type VMImageSpec struct {
 type ImageSource struct {
 	// providerClass this source serves, e.g. vsphere.
 	ProviderClass string `json:"providerClass"`
-	// kind of source. Only Template today.
+	// kind of source: Template (vsphere), Volume (libvirt).
 	Kind ImageSourceKind `json:"kind"`
-	// ref is the backend name of the source (for vSphere, the template's
-	// name, which must exist in every failure-domain datacenter).
+	// ref is the backend name of the source: for vSphere, the template's
+	// name, which must exist in every failure-domain datacenter; for
+	// libvirt, POOL/VOLUME, which must exist on every failure-domain host.
 	Ref string `json:"ref"`
 }
 

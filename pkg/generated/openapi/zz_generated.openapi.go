@@ -565,16 +565,16 @@ func schema_pkg_apis_banlieue_v1alpha1_ImageSource(ref common.ReferenceCallback)
 					},
 					"kind": {
 						SchemaProps: spec.SchemaProps{
-							Description: "kind of source. Only Template today.\n\nPossible enum values:\n - `\"Template\"` : ref names a VM template in the backend.",
+							Description: "kind of source: Template (vsphere), Volume (libvirt).\n\nPossible enum values:\n - `\"Template\"` : ref names a VM template in the backend.\n - `\"Volume\"` : ref names a base image volume, POOL/VOLUME (libvirt).",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Template"},
+							Enum:        []interface{}{"Template", "Volume"},
 						},
 					},
 					"ref": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ref is the backend name of the source (for vSphere, the template's name, which must exist in every failure-domain datacenter).",
+							Description: "ref is the backend name of the source: for vSphere, the template's name, which must exist in every failure-domain datacenter; for libvirt, POOL/VOLUME, which must exist on every failure-domain host.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

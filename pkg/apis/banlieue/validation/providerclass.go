@@ -38,6 +38,10 @@ type classRules struct {
 	storage       []string // StorageTarget fields
 	network       []string // NetworkTarget fields
 	location      []string // FailureDomainNameOverride fields naming the domain
+	// source is the kind of VMImage source the class reads; ref checks
+	// its ref (why it is refused, or "").
+	source banlieue.ImageSourceKind
+	ref    func(string) string
 }
 
 // vsphereRules also apply to classes banlieue does not know, as before
@@ -52,6 +56,7 @@ var vsphereRules = classRules{
 	storage:  []string{"datastore"},
 	network:  []string{"portGroup"},
 	location: []string{"datacenter", "cluster"},
+	source:   banlieue.ImageSourceTemplate,
 }
 
 var providerClasses = map[string]classRules{
@@ -70,6 +75,13 @@ var providerClasses = map[string]classRules{
 		storage:       []string{"pool"},
 		network:       []string{"network", "bridge"},
 		location:      []string{"host"},
+		source:        banlieue.ImageSourceVolume,
+		ref: func(ref string) string {
+			if pool, vol, ok := strings.Cut(ref, "/"); !ok || pool == "" || vol == "" || strings.Contains(vol, "/") {
+				return "must be POOL/VOLUME, a base image volume in a libvirt storage pool"
+			}
+			return ""
+		},
 	},
 }
 
@@ -156,6 +168,25 @@ func validateOverrideLocation(class string, o *banlieue.FailureDomainNameOverrid
 			allErrs = append(allErrs, validateFreeText(v, true, p.Child(name))...)
 		case v != "":
 			allErrs = append(allErrs, field.Forbidden(p.Child(name), fmt.Sprintf("provider class %q names failure domains by %s", class, strings.Join(rulesFor(class).location, " and "))))
+		}
+	}
+	return allErrs
+}
+
+// validateSource checks an image source against its class: the kind the
+// class reads (classes banlieue does not know take any kind) and its ref.
+func validateSource(s banlieue.ImageSource, p *field.Path) field.ErrorList {
+	rules, known := providerClasses[s.ProviderClass]
+	if !known || !sourceKinds.Has(s.Kind) {
+		return nil // an unknown kind is refused once, by the enum
+	}
+	var allErrs field.ErrorList
+	if s.Kind != rules.source {
+		allErrs = append(allErrs, field.NotSupported(p.Child("kind"), s.Kind, []string{string(rules.source)}))
+	}
+	if rules.ref != nil && s.Ref != "" {
+		if why := rules.ref(s.Ref); why != "" {
+			allErrs = append(allErrs, field.Invalid(p.Child("ref"), s.Ref, why))
 		}
 	}
 	return allErrs

@@ -311,6 +311,7 @@ func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorL
 		allErrs = append(allErrs, validateUniqueLabel(s.ProviderClass, classes, ip.Child("providerClass"))...)
 		allErrs = append(allErrs, validateEnum(s.Kind, sourceKinds, true, ip.Child("kind"))...)
 		allErrs = append(allErrs, validateFreeText(s.Ref, true, ip.Child("ref"))...)
+		allErrs = append(allErrs, validateSource(s, ip)...)
 	}
 	if t := spec.Template; t != nil {
 		allErrs = append(allErrs, validateEnum(t.Firmware, firmwares, false, p.Child("template", "firmware"))...)
@@ -438,7 +439,7 @@ var (
 	firmwares     = sets.New(banlieue.FirmwareBIOS, banlieue.FirmwareEFI, banlieue.FirmwareEFISecure)
 	provisionings = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
 	installModes  = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
-	sourceKinds   = sets.New(banlieue.ImageSourceTemplate)
+	sourceKinds   = sets.New(banlieue.ImageSourceTemplate, banlieue.ImageSourceVolume)
 	addressTypes  = sets.New(banlieue.MachineHostName, banlieue.MachineExternalIP, banlieue.MachineInternalIP,
 		banlieue.MachineExternalDNS, banlieue.MachineInternalDNS)
 )

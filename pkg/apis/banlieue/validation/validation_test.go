@@ -293,6 +293,18 @@ func TestValidateVMImage(t *testing.T) {
 		{"duplicate provider class", func(i *banlieue.VMImage) { i.Spec.Sources = append(i.Spec.Sources, i.Spec.Sources[0]) }, []want{{field.ErrorTypeDuplicate, "spec.sources[1].providerClass"}}},
 		{"unknown source kind", func(i *banlieue.VMImage) { i.Spec.Sources[0].Kind = "ISO" }, []want{{field.ErrorTypeNotSupported, "spec.sources[0].kind"}}},
 		{"missing ref", func(i *banlieue.VMImage) { i.Spec.Sources[0].Ref = "" }, []want{{field.ErrorTypeRequired, "spec.sources[0].ref"}}},
+		{"libvirt volume source", func(i *banlieue.VMImage) {
+			i.Spec.Sources = append(i.Spec.Sources, banlieue.ImageSource{ProviderClass: "libvirt", Kind: "Volume", Ref: "images/debian-12.qcow2"})
+		}, nil},
+		{"libvirt template source", func(i *banlieue.VMImage) {
+			i.Spec.Sources = append(i.Spec.Sources, banlieue.ImageSource{ProviderClass: "libvirt", Kind: "Template", Ref: "images/debian-12.qcow2"})
+		}, []want{{field.ErrorTypeNotSupported, "spec.sources[1].kind"}}},
+		{"libvirt ref without pool", func(i *banlieue.VMImage) {
+			i.Spec.Sources = append(i.Spec.Sources, banlieue.ImageSource{ProviderClass: "libvirt", Kind: "Volume", Ref: "debian-12.qcow2"})
+		}, []want{{field.ErrorTypeInvalid, "spec.sources[1].ref"}}},
+		{"vsphere volume source", func(i *banlieue.VMImage) {
+			i.Spec.Sources = []banlieue.ImageSource{{ProviderClass: "vsphere", Kind: "Volume", Ref: "x"}}
+		}, []want{{field.ErrorTypeNotSupported, "spec.sources[0].kind"}}},
 		{"unknown install mode", func(i *banlieue.VMImage) { i.Spec.Template.InstallMode = "later" }, []want{{field.ErrorTypeNotSupported, "spec.template.installMode"}}},
 		{"bad cloud config ref", func(i *banlieue.VMImage) { i.Spec.CloudConfigs[0].SecretRef.Name = "" }, []want{{field.ErrorTypeRequired, "spec.cloudConfigs[0].secretRef.name"}}},
 		{"overlong os version", func(i *banlieue.VMImage) { i.Spec.OSVersion = strings.Repeat("9", MaxFreeTextLength+1) }, []want{{field.ErrorTypeTooLong, "spec.osVersion"}}},

@@ -29,10 +29,11 @@ import (
 type ImageSourceApplyConfiguration struct {
 	// providerClass this source serves, e.g. vsphere.
 	ProviderClass *string `json:"providerClass,omitempty"`
-	// kind of source. Only Template today.
+	// kind of source: Template (vsphere), Volume (libvirt).
 	Kind *banlieuev1alpha1.ImageSourceKind `json:"kind,omitempty"`
-	// ref is the backend name of the source (for vSphere, the template's
-	// name, which must exist in every failure-domain datacenter).
+	// ref is the backend name of the source: for vSphere, the template's
+	// name, which must exist in every failure-domain datacenter; for
+	// libvirt, POOL/VOLUME, which must exist on every failure-domain host.
 	Ref *string `json:"ref,omitempty"`
 }
 

@@ -1,0 +1,137 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package libvirt runs "banlieue provider libvirt" as a process against the
+// devenv harness and a real libvirtd (pkg/providers/libvirt/libvirtd: in
+// network and mount namespaces of its own), whose QEMU guests boot the
+// repo's test image and report on their serial consoles.
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+)
+
+const (
+	ns = devenv.Namespace
+	// image is the base volume every test VM's boot disk overlays.
+	image = libvirtd.Pool + "/guest.qcow2"
+)
+
+var (
+	daemon     *libvirtd.Daemon
+	env        *devenv.Env
+	c          client.Client
+	kubectlBin string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	kubectlBin = filepath.Join(root, "bin", "kubectl")
+	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: building the guest image: %v\n%s", err, out)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "banlieue-libvirt-")
+	if err != nil {
+		panic(err)
+	}
+	logs := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		panic(err)
+	}
+	log, err := os.Create(filepath.Join(logs, "libvirtd.log"))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if daemon, err = libvirtd.Start(ctx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log); err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: %v (log in %s)\n", err, logs)
+		return 1
+	}
+	defer daemon.Stop()
+	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 1})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: environment: %v (logs in %s)\n", err, logs)
+		return 1
+	}
+	defer env.Stop()
+	if _, err := env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s"); err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: provider: %v\n", err)
+		return 1
+	}
+	scheme, _ := controllers.Scheme()
+	if c, err = client.New(rest.CopyConfig(env.Admin), client.Options{Scheme: scheme}); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if err := env.NoConflictErrors("*"); err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: %v\n", err)
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "libvirt: logs in %s\n", logs)
+		return code
+	}
+	_ = os.RemoveAll(dir)
+	return 0
+}
+
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("not within %s: %v", timeout, last)
+	}
+}
+
+// lv is a connection to the test's libvirtd, to look at what the provider
+// did there.
+func lv(t *testing.T) *golibvirt.Libvirt {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Disconnect() })
+	return l
+}
