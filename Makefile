@@ -19,8 +19,13 @@ build: ## Build the banlieue binary into bin/.
 	$(GO) build -o $(BIN)/banlieue ./cmd/banlieue
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes).
+tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes); as root, also install libvirt and QEMU (make libvirt).
 	hack/build-tools.sh
+	@hack/install-libvirt.sh || echo "tools: libvirt and QEMU are not installed; make run leaves the local libvirt host out"
+
+.PHONY: libvirt
+libvirt: ## Install libvirtd, QEMU and the guest-image tools from Debian packages (as root; otherwise prints the apt command).
+	hack/install-libvirt.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, listers, informers, apply configurations.
@@ -36,7 +41,7 @@ verify: ## Fail on stale generated code, unformatted files, untidy go.mod or go 
 	hack/verify-codegen.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing.
+test-unit: libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd.
 	$(GO) test $(TEST_FLAGS) ./pkg/...
 
 .PHONY: test-integration
@@ -44,7 +49,7 @@ test-integration: ## The real API server in-process on a real embedded etcd.
 	$(GO) test $(TEST_FLAGS) ./test/integration/...
 
 .PHONY: test-e2e
-test-e2e: build tools ## kubectl against a real kube-apiserver aggregating the banlieue binary.
+test-e2e: build tools libvirt ## kubectl against a real kube-apiserver aggregating the banlieue binary; providers against vcsim and a real libvirtd.
 	$(GO) test $(TEST_FLAGS) ./test/e2e/...
 
 .PHONY: test-reliability
@@ -88,6 +93,7 @@ DEV_ARGS ?=
 
 .PHONY: run
 run: build tools ## A local control plane with banlieue aggregated into it; data kept in .banlieue/. Ctrl-C stops it.
+	@hack/build-guest-image.sh $(BIN)/guest/guest.qcow2 2>/dev/null || echo "run: no guest image (make libvirt installs its tools); the local libvirt host is left out"
 	$(BIN)/banlieue dev $(DEV_ARGS)
 
 .PHONY: clean

@@ -34,6 +34,8 @@ import (
 
 	"github.com/firestoned/banlieue/artifacts"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -43,6 +45,8 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		dir, binDir string
 		noExamples  bool
 		noVCSim     bool
+		noLibvirt   bool
+		guestImage  string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -60,7 +64,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
 				}
 				binDir = filepath.Dir(exe)
 			}
-			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim)
+			if guestImage == "" {
+				guestImage = filepath.Join(binDir, "guest", "guest.qcow2")
+			}
+			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim, !noLibvirt, guestImage)
 		},
 	}
 	cmd.SetContext(ctx)
@@ -68,10 +75,12 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue (default: this binary's folder).")
 	cmd.Flags().BoolVar(&noExamples, "no-examples", false, "Do not apply the seed examples.")
 	cmd.Flags().BoolVar(&noVCSim, "no-vcsim", false, "Do not start the simulated vCenter and the vSphere provider.")
+	cmd.Flags().BoolVar(&noLibvirt, "no-libvirt", false, "Do not start a private libvirtd and the libvirt provider (started when libvirtd and QEMU are installed and this runs as root).")
+	cmd.Flags().StringVar(&guestImage, "guest-image", "", "The qcow2 image the local libvirt VM boots (default: guest/guest.qcow2 beside the binaries, built by make run).")
 	return cmd
 }
 
-func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate bool) error {
+func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate, withLibvirt bool, guestImage string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -114,11 +123,32 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 			return fmt.Errorf("starting the vSphere provider: %w", err)
 		}
 	}
+	var daemon *libvirtd.Daemon
+	var noLibvirt string
+	if withLibvirt {
+		fmt.Fprintln(out, "banlieue dev: starting a private libvirtd...")
+		if daemon, noLibvirt, err = startLibvirt(ctx, env, abs, guestImage); err != nil {
+			return fmt.Errorf("starting libvirtd: %w", err)
+		}
+		if daemon != nil {
+			defer daemon.Stop()
+			if _, err := env.StartProvider("libvirt", "provider-libvirt", time.Minute, "--domain-type=qemu", "--shutdown-grace=30s"); err != nil {
+				return fmt.Errorf("starting the libvirt provider: %w", err)
+			}
+		}
+	}
 	kubectl := filepath.Join(binDir, "kubectl")
 	fmt.Fprintf(out, readyMessage, time.Since(start).Round(100*time.Millisecond), env.KubeAPIServerURL, devenv.APIServiceName, env.Logs(),
 		env.AdminKubeconfig, kubectl, kubectl, kubectl)
 	if sim != nil {
 		fmt.Fprintf(out, simulatorMessage, sim.Endpoint, kubectl, kubectl)
+	}
+	switch {
+	case daemon != nil:
+		fmt.Fprintf(out, libvirtMessage, libvirtProvider, libvirtVM, kubectl, kubectl, libvirtVM,
+			daemon.SerialLogPath(providers.BackendName(devenv.Namespace, libvirtVM)))
+	case withLibvirt:
+		fmt.Fprintf(out, "\nNo local libvirt host: %s.\n", noLibvirt)
 	}
 	fmt.Fprint(out, stopMessage)
 	<-ctx.Done()

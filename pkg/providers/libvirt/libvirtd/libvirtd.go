@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,9 @@ type Daemon struct {
 	Socket, URI string
 	cmd         *exec.Cmd
 	done        chan struct{}
+	// netns is the daemon's network namespace (/proc/PID/ns/net's link):
+	// Stop kills whatever still runs in it (dnsmasq, QEMU).
+	netns string
 }
 
 // Missing says what this machine lacks to run a libvirtd, or "".
@@ -126,6 +130,13 @@ func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, e
 		d.Stop()
 		return nil, err
 	}
+	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", d.cmd.Process.Pid))
+	own, _ := os.Readlink("/proc/self/ns/net")
+	if err != nil || netns == own {
+		d.Stop()
+		return nil, fmt.Errorf("libvirtd is not in a network namespace of its own (%s, %v)", netns, err)
+	}
+	d.netns = netns
 	return d, nil
 }
 
@@ -183,20 +194,29 @@ func (d *Daemon) setUp(ctx context.Context) error {
 	net := fmt.Sprintf(`<network><name>%s</name><bridge name='virbr-bl'/>
   <ip address='%s.1' netmask='255.255.255.0'><dhcp><range start='%s.10' end='%s.200'/></dhcp></ip></network>`,
 		Network, Subnet, Subnet, Subnet)
-	n, err := l.NetworkDefineXML(net)
+	// A kept directory (make run) has them defined already: start them.
+	n, err := l.NetworkLookupByName(Network)
 	if err != nil {
-		return fmt.Errorf("defining network %s: %w", Network, err)
+		if n, err = l.NetworkDefineXML(net); err != nil {
+			return fmt.Errorf("defining network %s: %w", Network, err)
+		}
 	}
-	if err := l.NetworkCreate(n); err != nil {
-		return fmt.Errorf("starting network %s: %w", Network, err)
+	if active, _ := l.NetworkIsActive(n); active == 0 {
+		if err := l.NetworkCreate(n); err != nil {
+			return fmt.Errorf("starting network %s: %w", Network, err)
+		}
 	}
 	pool := fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, Pool, filepath.Join(d.Dir, "pool"))
-	p, err := l.StoragePoolDefineXML(pool, 0)
+	p, err := l.StoragePoolLookupByName(Pool)
 	if err != nil {
-		return fmt.Errorf("defining pool %s: %w", Pool, err)
+		if p, err = l.StoragePoolDefineXML(pool, 0); err != nil {
+			return fmt.Errorf("defining pool %s: %w", Pool, err)
+		}
 	}
-	if err := l.StoragePoolCreate(p, 0); err != nil {
-		return fmt.Errorf("starting pool %s: %w", Pool, err)
+	if active, _ := l.StoragePoolIsActive(p); active == 0 {
+		if err := l.StoragePoolCreate(p, 0); err != nil {
+			return fmt.Errorf("starting pool %s: %w", Pool, err)
+		}
 	}
 	return nil
 }
@@ -222,9 +242,15 @@ func (d *Daemon) ImportVolume(src, name string) error {
 	return l.StoragePoolRefresh(p, 0)
 }
 
+// SerialLogPath is the file the serial console of the domain named name
+// is logged to.
+func (d *Daemon) SerialLogPath(name string) string {
+	return filepath.Join(d.Dir, "log", "qemu", name+".serial.log")
+}
+
 // SerialLog is the serial console output of the domain named name so far.
 func (d *Daemon) SerialLog(name string) string {
-	b, _ := os.ReadFile(filepath.Join(d.Dir, "log", "qemu", name+".serial.log"))
+	b, _ := os.ReadFile(d.SerialLogPath(name))
 	return string(b)
 }
 
@@ -252,5 +278,24 @@ func (d *Daemon) Stop() {
 	case <-time.After(15 * time.Second):
 		_ = d.cmd.Process.Kill()
 		<-d.done
+	}
+	d.killNamespace()
+}
+
+// killNamespace SIGKILLs every process left in the daemon's network
+// namespace: libvirt leaves its networks' dnsmasq running when it stops.
+func (d *Daemon) killNamespace() {
+	if d.netns == "" {
+		return
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns == d.netns {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

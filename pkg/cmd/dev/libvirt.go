@@ -1,0 +1,130 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package dev
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+)
+
+// The local libvirt host's objects: a Provider of the private libvirtd, an
+// image of the test guest and a small class, and one VM on them.
+const (
+	libvirtProvider = "lab-libvirt"
+	libvirtImage    = "banlieue-guest"
+	libvirtClass    = "lab-small"
+	libvirtVM       = "lab-vm-01"
+)
+
+// startLibvirt starts a private libvirtd (in namespaces of its own, its
+// state under dir/libvirtd) with the guest image as a base volume, and
+// creates or updates the local libvirt Provider, image, class and VM. It
+// returns nil and why when this machine cannot run one.
+func startLibvirt(ctx context.Context, env *devenv.Env, dir, guestImage string) (*libvirtd.Daemon, string, error) {
+	if m := libvirtd.Missing(); m != "" {
+		return nil, "needs " + m + "; as root: make libvirt", nil
+	}
+	if _, err := os.Stat(guestImage); err != nil {
+		return nil, "no guest image at " + guestImage + " (make run builds it: hack/build-guest-image.sh)", nil
+	}
+	log, err := os.OpenFile(filepath.Join(env.Logs(), "libvirtd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	d, err := libvirtd.Start(startCtx, filepath.Join(dir, "libvirtd"), filepath.Join(dir, "libvirt-cache"), log)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := d.ImportVolume(guestImage, "guest.qcow2"); err != nil {
+		d.Stop()
+		return nil, "", err
+	}
+	if err := applyLibvirtObjects(ctx, env, d); err != nil {
+		d.Stop()
+		return nil, "", err
+	}
+	return d, "", nil
+}
+
+func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemon) error {
+	c, err := adminClient(env)
+	if err != nil {
+		return err
+	}
+	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: libvirtProvider, Namespace: devenv.Namespace}}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: libvirtImage}}
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: libvirtClass}}
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: libvirtVM, Namespace: devenv.Namespace}}
+	for _, o := range []struct {
+		obj    client.Object
+		mutate func()
+	}{
+		{p, func() {
+			p.Labels = map[string]string{"env": "lab"}
+			p.Spec.ProviderClassRef.Name = "libvirt"
+			p.Spec.Connection = v1alpha1.ProviderConnection{Endpoint: d.URI}
+			p.Spec.Capabilities = v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
+			}
+		}},
+		{img, func() {
+			img.Spec.OSFamily, img.Spec.GuestAgent = "linux", "cloud-init"
+			img.Spec.Sources = []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: libvirtd.Pool + "/guest.qcow2"}}
+		}},
+		{class, func() {
+			class.Spec.Hardware = v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256,
+				Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold", Provisioning: "thin"}}}
+			class.Spec.Network = &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}}
+			class.Spec.Firmware = "bios"
+		}},
+		{vm, func() {
+			vm.Spec.ClassRef.Name, vm.Spec.ImageRef.Name = libvirtClass, libvirtImage
+			vm.Spec.Placement = &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "lab"}}}
+			if vm.Spec.DesiredPowerState == "" {
+				vm.Spec.DesiredPowerState = v1alpha1.PowerStatePoweredOn
+			}
+		}},
+	} {
+		if _, err := controllerutil.CreateOrUpdate(ctx, c, o.obj, func() error { o.mutate(); return nil }); err != nil {
+			return fmt.Errorf("applying %T %s: %w", o.obj, o.obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+const libvirtMessage = `
+A private libvirtd (in its own network namespace; QEMU guests under software
+emulation) serves the Provider %s; VM %s boots the repo's test guest there:
+
+  %s get provider,vm,libvirtmachine -n banlieue-system
+  %s wait -n banlieue-system --for=condition=Ready vm/%s --timeout=2m
+  cat %s       # the guest's serial console
+`
