@@ -47,10 +47,11 @@ const (
 )
 
 var (
-	daemon     *libvirtd.Daemon
-	env        *devenv.Env
-	c          client.Client
-	kubectlBin string
+	daemon       *libvirtd.Daemon
+	providerProc devenv.Process
+	env          *devenv.Env
+	c            client.Client
+	kubectlBin   string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -92,7 +93,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	if _, err := env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s"); err != nil {
+	if providerProc, err = startProvider(); err != nil {
 		fmt.Fprintf(os.Stderr, "libvirt: provider: %v\n", err)
 		return 1
 	}
@@ -111,6 +112,11 @@ func run(m *testing.M) int {
 	}
 	_ = os.RemoveAll(dir)
 	return 0
+}
+
+// startProvider starts "banlieue provider libvirt" (again, after a kill).
+func startProvider() (devenv.Process, error) {
+	return env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
