@@ -44,7 +44,8 @@ import (
 // libvirt host's volumes), and reports it in
 // status.perProvider[namespace/name] (reasons: the kind's not-found and
 // no-source reasons, ConnectFailed, LookupFailed). Entries of Providers in
-// other namespaces belong to other provider processes and are kept.
+// other namespaces, or of other classes, belong to other provider
+// processes and are kept.
 type ImageReconciler struct {
 	Client    client.Client
 	Class     string
@@ -96,10 +97,18 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		st.Provider = placement.ImageStatusKey(p)
 		mine[st.Provider] = st
 	}
+	// Entries of another namespace's Providers, or of this namespace's
+	// Providers of another class, belong to other provider processes.
+	others := map[string]bool{}
+	for i := range providers.Items {
+		if p := &providers.Items[i]; p.Spec.ProviderClassRef.Name != r.Class {
+			others[placement.ImageStatusKey(p)] = true
+		}
+	}
 	var next []v1alpha1.ImageProviderStatus
 	for _, s := range img.Status.PerProvider {
-		if !strings.HasPrefix(s.Provider, r.Namespace+"/") {
-			next = append(next, s) // another namespace's provider process owns it
+		if !strings.HasPrefix(s.Provider, r.Namespace+"/") || others[s.Provider] {
+			next = append(next, s)
 		}
 	}
 	for _, s := range mine {

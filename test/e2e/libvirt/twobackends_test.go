@@ -1,0 +1,167 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+)
+
+// TestOneManifestTwoBackends: one VirtualMachine manifest, its image
+// having a vSphere template and a libvirt volume, lands on a simulated
+// vCenter or on the real libvirtd by placement.providerSelector alone. Both
+// become Ready; /resolved is the same for both; /placement explains both
+// Providers for each.
+func TestOneManifestTwoBackends(t *testing.T) {
+	ctx := context.Background()
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "two-backends", DHCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	vsphere, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vsphere.Stop()
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-vsphere-creds", Namespace: ns},
+		StringData: map[string]string{"username": "admin@vsphere.local", "password": "two-backends"}}
+	if err := c.Create(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
+	vp := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "two-vsphere", Namespace: ns, Labels: map[string]string{"two": "yes", "backend": "vsphere"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds.Name},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
+			},
+		},
+	}
+	lp := libvirtProvider("two-libvirt", map[string]string{"two": "yes", "backend": "libvirt"})
+	for _, p := range []*v1alpha1.Provider{vp, lp} {
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		waitProviderReady(t, p.Name)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "two-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
+		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},
+		{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: image},
+	}}}
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "two-class"}, Spec: v1alpha1.VMClassSpec{
+		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold", Provisioning: "thin"}}},
+		Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
+		Firmware: "bios",
+	}}
+	for _, o := range []client.Object{img, class} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The one manifest; only the selector's backend label differs.
+	manifest := func(name, backend string) *v1alpha1.VirtualMachine {
+		return &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
+			ClassRef: v1alpha1.LocalObjectReference{Name: "two-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "two-image"},
+			Placement:         &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"two": "yes", "backend": backend}}},
+			DesiredPowerState: v1alpha1.PowerStatePoweredOn,
+		}}
+	}
+	vms := map[string]*v1alpha1.VirtualMachine{"vsphere": manifest("two-on-vsphere", "vsphere"), "libvirt": manifest("two-on-libvirt", "libvirt")}
+	for _, vm := range vms {
+		if err := c.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantKind := map[string]string{"vsphere": "VSphereMachine", "libvirt": "LibvirtMachine"}
+	for backend, vm := range vms {
+		eventually(t, 3*time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
+				return fmt.Errorf("%s not Ready: %+v", vm.Name, vm.Status.Conditions)
+			}
+			return nil
+		})
+		if vm.Status.Scheduled.Provider != "two-"+backend || vm.Status.InfrastructureRef == nil || vm.Status.InfrastructureRef.Kind != wantKind[backend] {
+			t.Errorf("%s: scheduled %+v, infrastructure %+v", vm.Name, vm.Status.Scheduled, vm.Status.InfrastructureRef)
+		}
+	}
+	// The backends hold them: a vcsim VM and a libvirt domain.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "two-on-vsphere"}, &infrav1.VSphereMachine{}); err != nil {
+		t.Error(err)
+	}
+	if _, err := lv(t).DomainLookupByName(ns + ".two-on-libvirt"); err != nil {
+		t.Errorf("no libvirt domain: %v", err)
+	}
+
+	cs, err := clientset.NewForConfig(env.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := cs.BanlieueV1alpha1().VirtualMachines(ns)
+	ra, err := api.GetResolved(ctx, "two-on-vsphere", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := api.GetResolved(ctx, "two-on-libvirt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The selector is the one difference the manifests have.
+	ra.Spec.Placement, rb.Spec.Placement = nil, nil
+	if !apiequality.Semantic.DeepEqual(ra.Spec, rb.Spec) {
+		t.Errorf("/resolved differs between the backends:\n%s", diff.Diff(ra.Spec, rb.Spec))
+	}
+	for backend, vm := range vms {
+		pl, err := api.GetPlacement(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts := map[string]v1alpha1.ProviderPlacement{}
+		for _, p := range pl.Result.Providers {
+			verdicts[p.Provider] = p
+		}
+		other := map[string]string{"vsphere": "libvirt", "libvirt": "vsphere"}[backend]
+		if !verdicts["two-"+backend].Fits || verdicts["two-"+other].Fits || verdicts["two-"+other].Message == "" {
+			t.Errorf("%s: /placement on two-%s %+v, on two-%s %+v", vm.Name, backend, verdicts["two-"+backend], other, verdicts["two-"+other])
+		}
+	}
+	for _, vm := range vms {
+		if err := c.Delete(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
