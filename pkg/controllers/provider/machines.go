@@ -400,6 +400,12 @@ func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]
 		}
 		return r.secretKey(ctx, m.GetNamespace(), name, capiBootstrapKey)
 	}
+	if capiManaged(m) {
+		// Cluster API made it (a MachineSet, a control plane) but has not
+		// set the owning Machine yet: its bootstrap data comes with it, and
+		// a VM built now would boot without (a libvirt seed is written once).
+		return nil, ReasonWaitingForBootstrapData, nil
+	}
 	if ref := m.CommonSpec().UserDataSecretRef; ref != nil {
 		key := ref.Key
 		if key == "" {
@@ -458,6 +464,20 @@ func annotatedProvider(m infrav1.Machine) (key client.ObjectKey, named bool) {
 		return client.ObjectKey{Namespace: ns, Name: name}, true
 	}
 	return client.ObjectKey{Namespace: m.GetNamespace(), Name: want}, true
+}
+
+// capiManaged tells whether Cluster API manages m: it carries the
+// cluster-name label or a Cluster API owner.
+func capiManaged(m infrav1.Machine) bool {
+	if _, ok := m.GetLabels()[capiClusterLabel]; ok {
+		return true
+	}
+	for _, o := range m.GetOwnerReferences() {
+		if strings.HasPrefix(o.APIVersion, capiGroup+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // capiMachine is the Cluster API Machine owning m, or nil.

@@ -107,6 +107,7 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 	return &Client{l: l, host: host, opts: opts}, nil
 }
 
+// dialTLS connects to libvirtd's TLS port with conn's client certificate.
 func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Conn, error) {
 	cert, err := tls.X509KeyPair(conn.Credentials.ClientCertificate, conn.Credentials.ClientKey)
 	if err != nil {
@@ -126,7 +127,24 @@ func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Co
 		port = tlsPort
 	}
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second}, Config: cfg}
-	return d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return nil, err
+	}
+	// After the handshake libvirtd sends one byte: 1 when it accepted our
+	// certificate (under TLS 1.3 a refused client learns it only now).
+	// Without reading it the first call waits forever.
+	check := make([]byte, 1)
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if n, err := c.Read(check); err != nil || n != 1 || check[0] != 1 {
+		_ = c.Close()
+		if err == nil {
+			err = errors.New("the host refused our client certificate")
+		}
+		return nil, fmt.Errorf("the host's check of our client certificate: %w", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c, nil
 }
 
 // Close logs out.

@@ -78,10 +78,29 @@ func Missing() string {
 	return ""
 }
 
+// TLS makes a daemon listen for qemu+tls:// on 127.0.0.1:Port with the
+// server certificate and key (PEM), trusting client certificates CA signs.
+// Such a daemon cannot be in a network namespace of its own (it would be
+// unreachable), so it gets no guest network: it serves connection tests.
+type TLS struct {
+	Port                      int
+	CA, ServerCert, ServerKey []byte
+}
+
 // Start runs a libvirtd under dir and sets up Network and Pool. log gets
 // the daemon's output. cacheDir, when set, keeps QEMU's capability probe
 // (≈ 8 s on a first connection) across runs.
 func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, error) {
+	return start(ctx, dir, cacheDir, log, nil)
+}
+
+// StartTLS runs a libvirtd under dir that also listens for TLS (see TLS),
+// with Pool but no Network.
+func StartTLS(ctx context.Context, dir, cacheDir string, log io.Writer, tls TLS) (*Daemon, error) {
+	return start(ctx, dir, cacheDir, log, &tls)
+}
+
+func start(ctx context.Context, dir, cacheDir string, log io.Writer, tls *TLS) (*Daemon, error) {
 	if m := Missing(); m != "" {
 		return nil, fmt.Errorf("libvirtd cannot run here: needs %s", m)
 	}
@@ -98,7 +117,7 @@ func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, e
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := writeConfig(dir); err != nil {
+	if err := writeConfig(dir, tls); err != nil {
 		return nil, err
 	}
 	// The mount points must exist outside for the bind mounts inside.
@@ -118,17 +137,26 @@ func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, e
 		"ip link set lo up",
 		"exec libvirtd -f /etc/libvirt/libvirtd.conf -p " + filepath.Join(dir, "libvirtd.pid"),
 	}, "\n")
+	namespaces := []string{"--net", "--mount"}
+	if tls != nil {
+		script = strings.Replace(script, "ip link set lo up", "true", 1)
+		script = strings.Replace(script, "exec libvirtd ", "exec libvirtd --listen ", 1)
+		namespaces = []string{"--mount"}
+	}
 	// unshare execs sh, which execs libvirtd: the PID is the daemon's.
-	d.cmd = exec.Command("unshare", "--net", "--mount", "sh", "-c", script)
+	d.cmd = exec.Command("unshare", append(namespaces, "sh", "-c", script)...)
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting libvirtd: %w", err)
 	}
 	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	if err := d.setUp(ctx); err != nil {
+	if err := d.setUp(ctx, tls == nil); err != nil {
 		d.Stop()
 		return nil, err
+	}
+	if tls != nil {
+		return d, nil
 	}
 	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", d.cmd.Process.Pid))
 	own, _ := os.Readlink("/proc/self/ns/net")
@@ -140,14 +168,38 @@ func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, e
 	return d, nil
 }
 
-func writeConfig(dir string) error {
-	files := map[string]string{
-		"libvirtd.conf": `unix_sock_dir = "/run/libvirt"
+func writeConfig(dir string, tls *TLS) error {
+	conf := `unix_sock_dir = "/run/libvirt"
 auth_unix_rw = "none"
 auth_unix_ro = "none"
 unix_sock_rw_perms = "0700"
 log_outputs = "3:stderr"
-`,
+`
+	if tls == nil {
+		conf += "listen_tls = 0\nlisten_tcp = 0\n"
+	} else {
+		pki := filepath.Join(dir, "etc", "pki")
+		if err := os.MkdirAll(pki, 0o700); err != nil {
+			return err
+		}
+		for name, pem := range map[string][]byte{"ca.pem": tls.CA, "server.pem": tls.ServerCert, "server-key.pem": tls.ServerKey} {
+			if err := os.WriteFile(filepath.Join(pki, name), pem, 0o600); err != nil {
+				return err
+			}
+		}
+		// The files are read inside the mount namespace, at /etc/libvirt.
+		conf += fmt.Sprintf(`listen_tls = 1
+listen_tcp = 0
+listen_addr = "127.0.0.1"
+tls_port = "%d"
+auth_tls = "none"
+ca_file = "/etc/libvirt/pki/ca.pem"
+cert_file = "/etc/libvirt/pki/server.pem"
+key_file = "/etc/libvirt/pki/server-key.pem"
+`, tls.Port)
+	}
+	files := map[string]string{
+		"libvirtd.conf": conf,
 		// QEMU runs as root here (no libvirt-qemu ownership games); its
 		// output goes to files, as there is no virtlogd.
 		"qemu.conf": `user = "root"
@@ -174,8 +226,9 @@ func (d *Daemon) Connect() (*golibvirt.Libvirt, error) {
 	return l, nil
 }
 
-// setUp waits for the socket, then defines and starts Network and Pool.
-func (d *Daemon) setUp(ctx context.Context) error {
+// setUp waits for the socket, then defines and starts Pool, and Network
+// when withNetwork.
+func (d *Daemon) setUp(ctx context.Context, withNetwork bool) error {
 	var l *golibvirt.Libvirt
 	for {
 		var err error
@@ -194,7 +247,17 @@ func (d *Daemon) setUp(ctx context.Context) error {
 	net := fmt.Sprintf(`<network><name>%s</name><bridge name='virbr-bl'/>
   <ip address='%s.1' netmask='255.255.255.0'><dhcp><range start='%s.10' end='%s.200'/></dhcp></ip></network>`,
 		Network, Subnet, Subnet, Subnet)
-	// A kept directory (make run) has them defined already: start them.
+	if withNetwork {
+		if err := ensureNetwork(l, net); err != nil {
+			return err
+		}
+	}
+	return d.ensurePool(l)
+}
+
+// ensureNetwork defines and starts Network; a kept directory (make run)
+// has it defined already.
+func ensureNetwork(l *golibvirt.Libvirt, net string) error {
 	n, err := l.NetworkLookupByName(Network)
 	if err != nil {
 		if n, err = l.NetworkDefineXML(net); err != nil {
@@ -206,6 +269,11 @@ func (d *Daemon) setUp(ctx context.Context) error {
 			return fmt.Errorf("starting network %s: %w", Network, err)
 		}
 	}
+	return nil
+}
+
+// ensurePool defines and starts Pool.
+func (d *Daemon) ensurePool(l *golibvirt.Libvirt) error {
 	pool := fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, Pool, filepath.Join(d.Dir, "pool"))
 	p, err := l.StoragePoolLookupByName(Pool)
 	if err != nil {

@@ -1,0 +1,192 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package capi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+)
+
+// TestMachineOnLibvirt: a Cluster API Machine whose infrastructureRef is a
+// LibvirtMachine is built by banlieue's libvirt provider (the binary, as a
+// process) on a real libvirtd: the guest boots and runs the Machine's
+// bootstrap data, the Machine reaches Provisioned through Cluster API's
+// own reconcilers with libvirt://<domain UUID> as providerID and the
+// guest's DHCP address; deleting the Machine destroys the domain.
+func TestMachineOnLibvirt(t *testing.T) {
+	ctx := context.Background()
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
+		t.Fatalf("building the guest image: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	daemon, err := libvirtd.Start(startCtx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Stop()
+	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt", Namespace: devenv.Namespace},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
+			Connection:       v1alpha1.ProviderConnection{Endpoint: daemon.URI},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	image := libvirtd.Pool + "/guest.qcow2"
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-guest"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: image}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	proc, err := env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Kill()
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
+			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
+		}
+		return nil
+	})
+
+	ns := newNamespace(t, "capi-libvirt")
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-libvirt", Namespace: devenv.Namespace}}}); err != nil {
+		t.Fatal(err)
+	}
+	createCluster(t, ctx, ns, "c4")
+	bootstrap := "#!/bin/sh\necho capi-bootstrap-m4\n"
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m4-bootstrap", Namespace: ns},
+		Data: map[string][]byte{"value": []byte(bootstrap)}}); err != nil {
+		t.Fatal(err)
+	}
+	lm := &infrav1.LibvirtMachine{
+		// Labelled as Cluster API's own machines are: the provider waits
+		// for the owning Machine (and its bootstrap data) before building.
+		ObjectMeta: metav1.ObjectMeta{Name: "m4", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c4"},
+			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-libvirt"}},
+		Spec: infrav1.LibvirtMachineSpec{
+			CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: p.Status.FailureDomains[0].Name, CPUs: 1, MemoryMiB: 256},
+			Image:             image,
+			Disks:             []infrav1.LibvirtDisk{{Name: "root", SizeGiB: 1, Pool: libvirtd.Pool}},
+			Network:           []infrav1.LibvirtNetworkDevice{{Name: "eth0", Network: libvirtd.Network, DHCP4: true}},
+		},
+	}
+	if err := c.Create(ctx, lm); err != nil {
+		t.Fatal(err)
+	}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m4", Namespace: ns},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       "c4",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m4-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "LibvirtMachine", Name: "m4"},
+		},
+	}
+	if err := c.Create(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+			return err
+		}
+		if machine.Status.Phase != string(clusterv1.MachinePhaseProvisioned) {
+			return fmt.Errorf("phase %q", machine.Status.Phase)
+		}
+		for _, a := range machine.Status.Addresses {
+			if a.Type == clusterv1.MachineInternalIP && strings.HasPrefix(a.Address, libvirtd.Subnet+".") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no InternalIP yet: %+v", machine.Status.Addresses)
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(lm), lm); err != nil {
+		t.Fatal(err)
+	}
+	if machine.Spec.ProviderID != "libvirt://"+string(lm.UID) {
+		t.Errorf("Machine providerID %q, LibvirtMachine UID %s", machine.Spec.ProviderID, lm.UID)
+	}
+	name := providers.BackendName(ns, "m4")
+	eventually(t, time.Minute, func() error {
+		if log := daemon.SerialLog(name); !strings.Contains(log, "BANLIEUE-USERDATA capi-bootstrap-m4") {
+			return fmt.Errorf("the guest did not run the bootstrap data:\n%s", log)
+		}
+		return nil
+	})
+
+	if err := c.Delete(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lm), lm); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("LibvirtMachine still there (%v)", err)
+		}
+		if _, err := l.DomainLookupByName(name); err == nil {
+			return fmt.Errorf("libvirt still has %s", name)
+		}
+		return nil
+	})
+}
