@@ -45,7 +45,7 @@ func (c canI) args() []string {
 }
 
 // TestServiceAccountMatrix asks kubectl auth can-i, as every ServiceAccount
-// banlieue ships (API server, controller, vSphere provider), the same
+// banlieue ships (API server, controller, vSphere and libvirt providers), the same
 // questions about Secrets, ConfigMaps and the writes that matter, and
 // fails on any yes not granted on purpose (and on any no where the
 // component needs a yes). No identity that talks to a backend may list or
@@ -90,7 +90,11 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
 		{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
 		{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
+		{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
+		{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
+		{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
 	}
+	libvirtUser := devenv.ProviderUserOf("libvirt")
 	// The yeses granted on purpose, per identity; every other answer is no.
 	granted := map[string][]canI{
 		devenv.BanlieueUser: {
@@ -102,6 +106,20 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"patch", "virtualmachines.banlieue.io/status", tenant},
 			{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
+			{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
+			{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
+		},
+		// Each provider writes its own kind's machines only. Both may get
+		// any Secret of the Providers' namespace by name (so the libvirt
+		// provider could read vsphere-creds): per-Provider resourceNames
+		// come with the operator's per-Provider Roles.
+		libvirtUser: {
+			{"get", "secrets/vsphere-creds", devenv.Namespace},
+			{"get", "configmaps/vcenter-ca", devenv.Namespace},
+			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "vmimages.banlieue.io/status", ""},
+			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		},
 		devenv.ProviderUser: {
 			// Credentials and CA bundles of the Providers it serves, by name.
@@ -115,7 +133,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 	}
 	checked, wrong := 0, 0
 	var grid strings.Builder
-	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.ProviderUser} {
+	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.ProviderUser, libvirtUser} {
 		saNamespace := strings.Split(user, ":")[2]
 		yes := map[canI]bool{}
 		for _, q := range granted[user] {
@@ -144,7 +162,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("kubectl auth can-i matrix:\n%s", grid.String())
-	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, vSphere provider) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
+	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, vSphere and libvirt providers) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
 		Operations: checked, Faults: "requests beyond each identity's grants"})
 	if wrong > 0 {
 		t.Errorf("%d of %d answers differ from the grants", wrong, checked)
