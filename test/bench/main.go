@@ -100,7 +100,7 @@ func main() {
 const clientProcess = "client"
 
 // allPhases are the benchmark's parts, in the order they run.
-var allPhases = []string{"populated", "crud", "watch", "provision"}
+var allPhases = []string{"populated", "crud", "watch", "provision", "libvirt"}
 
 // harness is the running environment and the four paths.
 type harness struct {
@@ -114,6 +114,8 @@ type harness struct {
 	admin *restclient.Config
 	// direct reaches banlieue's own port with the admin's client certificate.
 	direct *restclient.Config
+	// controllerStarted: the provisioning phases share one controller.
+	controllerStarted bool
 }
 
 func benchmark(ctx context.Context, cfg config) error {
@@ -163,6 +165,13 @@ func benchmark(ctx context.Context, cfg config) error {
 	if cfg.VMs > 0 && cfg.Phases["provision"] {
 		logf("provisioning: %d VirtualMachines on vcsim through the controllers and the vSphere provider", cfg.VMs)
 		if err := h.provisioning(ctx, r); err != nil {
+			return err
+		}
+	}
+	if cfg.VMs > 0 && cfg.Phases["libvirt"] {
+		vms := min(cfg.VMs, 20)
+		logf("libvirt provisioning: %d VirtualMachines on a real libvirtd (QEMU, software emulation) through the controller and the libvirt provider", vms)
+		if err := h.libvirtProvisioning(ctx, r, vms); err != nil {
 			return err
 		}
 	}

@@ -120,6 +120,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if _, err := h.env.StartController(0, ctrlArgs...); err != nil {
 		return err
 	}
+	h.controllerStarted = true
 	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, provArgs...); err != nil {
 		return err
 	}

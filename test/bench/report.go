@@ -38,6 +38,7 @@ type report struct {
 	subresources []Result
 	watches      []WatchResult
 	provisioning *Provisioning
+	libvirt      *LibvirtProvisioning
 }
 
 // Ratio is one comparison, with its target when the issue sets one.
@@ -117,6 +118,9 @@ func (r *report) ratios() []Ratio {
 		out = append(out,
 			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
 			atLeast("Ready rate / raw vcsim clone+power-on rate", ratio(p.ReadyPerS, p.VCSimClonesPerS), 0.8))
+	}
+	if l := r.libvirt; l != nil && l.Skipped == "" {
+		out = append(out, atLeast("libvirt VMs Ready per minute / raw define+start per minute", ratio(l.ReadyPerMin, l.RawPerMin), 0.3))
 	}
 	out = append(out,
 		atMost("memory per stored VM, banlieue/CRD (RSS)", ratio(r.memoryOf("banlieue").RSSPerObject, r.memoryOf("kube-apiserver").RSSPerObject), 0.7),
@@ -212,6 +216,15 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintln(&b)
 	}
+	if l := r.libvirt; l != nil {
+		fmt.Fprintf(&b, "\n## Provisioning on a real libvirtd (controller + libvirt provider as processes; QEMU under software emulation)\n\n")
+		if l.Skipped != "" {
+			fmt.Fprintf(&b, "Not measured: %s.\n", l.Skipped)
+		} else {
+			fmt.Fprintf(&b, "| VMs | all Ready (s) | Ready/min | libvirt alone define+start/min |\n|---:|---:|---:|---:|\n")
+			fmt.Fprintf(&b, "| %d | %.1f | %.0f | %.0f |\n", l.VMs, l.SecondsToReady, l.ReadyPerMin, l.RawPerMin)
+		}
+	}
 	return b.String()
 }
 
@@ -225,7 +238,7 @@ func (r *report) write(stdout io.Writer, dir string) error {
 	raw, err := json.MarshalIndent(map[string]any{
 		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
 		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources,
-		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning,
+		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt,
 	}, "", "  ")
 	if err != nil {
 		return err
