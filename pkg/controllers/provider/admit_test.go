@@ -23,6 +23,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
@@ -108,6 +109,58 @@ func TestAnnotatedProvider(t *testing.T) {
 		p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod"}}
 		if got, want := servedBy(vsm, p), tc.want == "team-a/prod"; named && got != want {
 			t.Errorf("%q: servedBy(team-a/prod) = %v, want %v", tc.annotation, got, want)
+		}
+	}
+}
+
+// The same admission for a LibvirtMachine: its failure domain names the
+// host, its pools, networks, bridges and image volume must be published,
+// and the reasons use libvirt's words.
+func TestAdmitLibvirt(t *testing.T) {
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "banlieue-system"},
+		Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"}, Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: "fast"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{
+				{Name: "prod", Target: v1alpha1.NetworkTarget{Network: "default"}}, {Name: "lab", Target: v1alpha1.NetworkTarget{Bridge: "br0"}}},
+		}},
+		Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "lab-kvm-01", Host: "kvm-01"}}},
+	}
+	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: "images/debian.qcow2"}}}}}
+	good := func() *infrav1.LibvirtMachine {
+		return &infrav1.LibvirtMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "lab-kvm-01"}, Image: "images/debian.qcow2",
+				Disks:   []infrav1.LibvirtDisk{{Name: "root", Pool: "fast"}, {Name: "data"}},
+				Network: []infrav1.LibvirtNetworkDevice{{Name: "eth0", Network: "default"}, {Name: "eth1", Bridge: "br0"}}},
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		mutate        func(*infrav1.LibvirtMachine)
+		reason, field string
+	}{
+		{"published everything", func(*infrav1.LibvirtMachine) {}, "", ""},
+		{"no such failure domain", func(m *infrav1.LibvirtMachine) { m.Spec.FailureDomain = "elsewhere" }, ReasonFailureDomainNotPublished, "spec.failureDomain"},
+		{"no failure domain", func(m *infrav1.LibvirtMachine) { m.Spec.FailureDomain = "" }, ReasonFailureDomainNotPublished, "spec.failureDomain"},
+		{"pool outside the capabilities", func(m *infrav1.LibvirtMachine) { m.Spec.Disks[1].Pool = "other" }, "PoolNotPublished", "spec.disks[1].pool"},
+		{"network outside", func(m *infrav1.LibvirtMachine) { m.Spec.Network[0].Network = "other" }, "NetworkNotPublished", "spec.network[0].network"},
+		{"bridge outside", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "virbr0" }, "NetworkNotPublished", "spec.network[1].bridge"},
+		{"a bridge named like a network", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "default" }, "NetworkNotPublished", "spec.network[1].bridge"},
+		{"volume of no image", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "images/someone-elses.qcow2" }, "ImageNotPublished", "spec.image"},
+	} {
+		m := good()
+		tc.mutate(m)
+		r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
+		spec, fields := r.machineSpec(m, p)
+		got := admit(m, spec, fields, p, "libvirt", images)
+		switch {
+		case tc.reason == "" && got != nil:
+			t.Errorf("%s: refused: %v", tc.name, got)
+		case tc.reason != "" && got == nil:
+			t.Errorf("%s: admitted, want %s", tc.name, tc.reason)
+		case got != nil && (got.reason != tc.reason || got.field != tc.field):
+			t.Errorf("%s: %s on %q (%v), want %s on %q", tc.name, got.reason, got.field, got, tc.reason, tc.field)
 		}
 	}
 }
