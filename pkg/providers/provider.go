@@ -45,9 +45,17 @@ type Connection struct {
 	CABundle              []byte
 	InsecureSkipTLSVerify bool
 	Credentials           Credentials
+	// Hosts, instead of Endpoint, are the hosts of a backend reached host
+	// by host (libvirt), each a location named after it.
+	Hosts []Host
 	// CredentialsVersion changes whenever the credentials may have (the
 	// Secret's resourceVersion); a cached session is dropped when it does.
 	CredentialsVersion string
+}
+
+// Host is one host of a Connection.
+type Host struct {
+	Name, Endpoint string
 }
 
 // Backend is one logged-in backend endpoint.

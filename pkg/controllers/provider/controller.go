@@ -348,6 +348,7 @@ func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*pro
 	}
 	conn := &providers.Connection{
 		Endpoint:              c.Endpoint,
+		Hosts:                 hosts(c.Hosts),
 		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
 		Credentials:           creds,
 		CredentialsVersion:    secret.ResourceVersion,
@@ -382,4 +383,12 @@ func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*pro
 		}
 	}
 	return conn, nil
+}
+
+func hosts(in []v1alpha1.ProviderHost) []providers.Host {
+	var out []providers.Host
+	for _, h := range in {
+		out = append(out, providers.Host{Name: h.Name, Endpoint: h.Endpoint})
+	}
+	return out
 }

@@ -80,6 +80,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.ProviderCapabilitiesApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderConnection"):
 		return &banlieuev1alpha1.ProviderConnectionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderHost"):
+		return &banlieuev1alpha1.ProviderHostApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderSpec"):
 		return &banlieuev1alpha1.ProviderSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderStatus"):

@@ -59,6 +59,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Provider{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_Provider(ref),
 		v1alpha1.ProviderCapabilities{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref),
 		v1alpha1.ProviderConnection{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
+		v1alpha1.ProviderHost{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderHost(ref),
 		v1alpha1.ProviderList{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
 		v1alpha1.ProviderPlacement{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref),
 		v1alpha1.ProviderSpec{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
@@ -1140,10 +1141,30 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 				Properties: map[string]spec.Schema{
 					"endpoint": {
 						SchemaProps: spec.SchemaProps{
-							Description: "endpoint is the backend's https URL, e.g. https://vcenter.example.com/sdk.",
-							Default:     "",
+							Description: "endpoint is the backend's URL: https://vcenter.example.com/sdk (vsphere), qemu+tls://HOST/system or qemu+unix:///system?socket=PATH (libvirt, one host). A libvirt Provider of several hosts gives hosts instead.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"hosts": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "hosts are the hosts of a backend reached host by host (libvirt), each a failure domain named after it; instead of endpoint. They share credentialsRef and caBundle.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.ProviderHost{}.OpenAPIModelName()),
+									},
+								},
+							},
 						},
 					},
 					"credentialsRef": {
@@ -1167,11 +1188,41 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 						},
 					},
 				},
-				Required: []string{"endpoint", "credentialsRef"},
+				Required: []string{"credentialsRef"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CABundleSource{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
+			v1alpha1.CABundleSource{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.ProviderHost{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ProviderHost(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderHost is one host of a Provider and how to reach it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the host, as failure domains and overrides name it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "endpoint of the host, as spec.connection.endpoint.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "endpoint"},
+			},
+		},
 	}
 }
 

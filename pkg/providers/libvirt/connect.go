@@ -150,8 +150,9 @@ func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Co
 // Close logs out.
 func (c *Client) Close() error { return c.l.Disconnect() }
 
-// Sessions keeps one connection per Provider, replaced when its endpoint
-// or credentials change or the connection drops.
+// Sessions keeps one connection per Provider (one per host of a Provider
+// of several), replaced when its endpoints or credentials change or a
+// connection drops.
 type Sessions struct {
 	opts Options
 	mu   sync.Mutex
@@ -159,8 +160,8 @@ type Sessions struct {
 }
 
 type session struct {
-	client *Client
-	key    string
+	backend *hostSet
+	key     string
 }
 
 // NewSessions returns an empty session cache building domains with opts.
@@ -168,22 +169,51 @@ func NewSessions(opts Options) *Sessions {
 	return &Sessions{opts: opts, m: map[string]*session{}}
 }
 
-// Get returns owner's connection, logging in when needed.
-func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (*Client, error) {
+// Get returns owner's backend, logging in when needed: one host for an
+// endpoint, a set dispatching by location for hosts.
+func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
 	key := conn.Endpoint + "\x00" + conn.CredentialsVersion
+	for _, h := range conn.Hosts {
+		key += "\x00" + h.Name + "=" + h.Endpoint
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.m[owner]; ok {
-		if cur.key == key && cur.client.l.IsConnected() {
-			return cur.client, nil
+		if cur.key == key && cur.backend.connected() {
+			return cur.backend.backend(), nil
 		}
-		_ = cur.client.Close()
+		cur.backend.close()
 		delete(s.m, owner)
 	}
-	c, err := Connect(ctx, conn, s.opts)
+	set, err := connectAll(ctx, conn, s.opts)
 	if err != nil {
 		return nil, err
 	}
-	s.m[owner] = &session{client: c, key: key}
-	return c, nil
+	s.m[owner] = &session{backend: set, key: key}
+	return set.backend(), nil
+}
+
+// connectAll logs in to the endpoint, or to every host.
+func connectAll(ctx context.Context, conn providers.Connection, opts Options) (*hostSet, error) {
+	set := &hostSet{}
+	if len(conn.Hosts) == 0 {
+		c, err := Connect(ctx, conn, opts)
+		if err != nil {
+			return nil, err
+		}
+		set.clients = []*Client{c}
+		return set, nil
+	}
+	for _, h := range conn.Hosts {
+		one := conn
+		one.Endpoint, one.Hosts = h.Endpoint, nil
+		c, err := Connect(ctx, one, opts)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		}
+		c.host = h.Name
+		set.clients = append(set.clients, c)
+	}
+	return set, nil
 }

@@ -803,8 +803,19 @@ type ProviderSpec struct {
 
 // ProviderConnection is how to reach a backend.
 type ProviderConnection struct {
-	// endpoint is the backend's https URL, e.g. https://vcenter.example.com/sdk.
-	Endpoint string `json:"endpoint"`
+	// endpoint is the backend's URL: https://vcenter.example.com/sdk
+	// (vsphere), qemu+tls://HOST/system or qemu+unix:///system?socket=PATH
+	// (libvirt, one host). A libvirt Provider of several hosts gives hosts
+	// instead.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// hosts are the hosts of a backend reached host by host (libvirt), each
+	// a failure domain named after it; instead of endpoint. They share
+	// credentialsRef and caBundle.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Hosts []ProviderHost `json:"hosts,omitempty"`
 	// credentialsRef names a Secret in the Provider's namespace with the keys
 	// username and password.
 	CredentialsRef LocalObjectReference `json:"credentialsRef"`
@@ -817,6 +828,14 @@ type ProviderConnection struct {
 	// inline, configMapRef or secretRef. The key of a reference defaults to ca.crt.
 	// +optional
 	CABundle *CABundleSource `json:"caBundle,omitempty"`
+}
+
+// ProviderHost is one host of a Provider and how to reach it.
+type ProviderHost struct {
+	// name of the host, as failure domains and overrides name it.
+	Name string `json:"name"`
+	// endpoint of the host, as spec.connection.endpoint.
+	Endpoint string `json:"endpoint"`
 }
 
 // CABundleSource gives PEM-encoded CA certificates. Exactly one field must be set.

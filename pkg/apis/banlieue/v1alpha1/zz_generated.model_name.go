@@ -152,6 +152,11 @@ func (in ProviderConnection) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderHost) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderHost"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderList) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderList"
 }

@@ -38,6 +38,8 @@ type classRules struct {
 	storage       []string // StorageTarget fields
 	network       []string // NetworkTarget fields
 	location      []string // FailureDomainNameOverride fields naming the domain
+	// hosts tells whether a Provider may list hosts, one endpoint each.
+	hosts bool
 	// source is the kind of VMImage source the class reads; ref checks
 	// its ref (why it is refused, or "").
 	source banlieue.ImageSourceKind
@@ -73,6 +75,7 @@ var providerClasses = map[string]classRules{
 		},
 		noCredentials: func(u *url.URL) bool { return u.Scheme == "qemu+unix" },
 		storage:       []string{"pool"},
+		hosts:         true,
 		network:       []string{"network", "bridge"},
 		location:      []string{"host"},
 		source:        banlieue.ImageSourceVolume,
@@ -92,14 +95,63 @@ func rulesFor(class string) classRules {
 	return vsphereRules
 }
 
-// validateConnection checks the endpoint and credentials against the class.
+// MaxHosts bounds a Provider's hosts.
+const MaxHosts = 64
+
+// validateConnection checks the endpoint, or the hosts, and the
+// credentials against the class.
 func validateConnection(class string, c *banlieue.ProviderConnection, p *field.Path) field.ErrorList {
 	rules := rulesFor(class)
-	ep := p.Child("endpoint")
-	if c.Endpoint == "" {
-		return field.ErrorList{field.Required(ep, "")}
+	var allErrs field.ErrorList
+	var urls []*url.URL
+	hp := p.Child("hosts")
+	switch {
+	case len(c.Hosts) > 0 && !rules.hosts:
+		return field.ErrorList{field.Forbidden(hp, fmt.Sprintf("provider class %q is reached through one endpoint", class))}
+	case len(c.Hosts) > 0 && c.Endpoint != "":
+		return field.ErrorList{field.Invalid(p.Child("endpoint"), c.Endpoint, "endpoint and hosts are mutually exclusive")}
+	case len(c.Hosts) > 0:
+		allErrs = append(allErrs, tooMany(len(c.Hosts), MaxHosts, hp)...)
+		names := sets.New[string]()
+		for i, h := range c.Hosts {
+			ip := hp.Index(i)
+			allErrs = append(allErrs, validateFreeText(h.Name, true, ip.Child("name"))...)
+			if names.Has(h.Name) {
+				allErrs = append(allErrs, field.Duplicate(ip.Child("name"), h.Name))
+			}
+			names.Insert(h.Name)
+			u, errs := validateEndpoint(rules, h.Endpoint, ip.Child("endpoint"))
+			allErrs = append(allErrs, errs...)
+			urls = append(urls, u)
+		}
+	default:
+		u, errs := validateEndpoint(rules, c.Endpoint, p.Child("endpoint"))
+		allErrs = append(allErrs, errs...)
+		urls = append(urls, u)
 	}
-	u, err := url.Parse(c.Endpoint)
+	if len(allErrs) > 0 {
+		return allErrs
+	}
+	cp := p.Child("credentialsRef", "name")
+	need := false
+	for _, u := range urls {
+		need = need || rules.noCredentials == nil || !rules.noCredentials(u)
+	}
+	if !need {
+		if c.CredentialsRef.Name != "" {
+			return field.ErrorList{field.Forbidden(cp, fmt.Sprintf("%s endpoints take no credentials (the socket's permissions decide)", urls[0].Scheme))}
+		}
+		return nil
+	}
+	return validateRefName(c.CredentialsRef.Name, cp)
+}
+
+// validateEndpoint checks one endpoint URL against the class.
+func validateEndpoint(rules classRules, endpoint string, p *field.Path) (*url.URL, field.ErrorList) {
+	if endpoint == "" {
+		return nil, field.ErrorList{field.Required(p, "")}
+	}
+	u, err := url.Parse(endpoint)
 	var why string
 	switch {
 	case err != nil:
@@ -113,16 +165,9 @@ func validateConnection(class string, c *banlieue.ProviderConnection, p *field.P
 		why = "must name a host"
 	}
 	if why != "" {
-		return field.ErrorList{field.Invalid(ep, c.Endpoint, why)}
+		return nil, field.ErrorList{field.Invalid(p, endpoint, why)}
 	}
-	cp := p.Child("credentialsRef", "name")
-	if rules.noCredentials != nil && rules.noCredentials(u) {
-		if c.CredentialsRef.Name != "" {
-			return field.ErrorList{field.Forbidden(cp, fmt.Sprintf("%s endpoints take no credentials (the socket's permissions decide)", u.Scheme))}
-		}
-		return nil
-	}
-	return validateRefName(c.CredentialsRef.Name, cp)
+	return u, nil
 }
 
 // validateTarget checks that exactly one of the fields the class uses is

@@ -426,6 +426,28 @@ func TestValidateProvider(t *testing.T) {
 			toLibvirt(p)
 			p.Spec.FailureDomainNameOverrides[0].Datacenter = "DC-East"
 		}, []want{{field.ErrorTypeForbidden, "spec.failureDomainNameOverrides[0].datacenter"}}},
+		{"libvirt hosts", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = ""
+			p.Spec.Connection.Hosts = []banlieue.ProviderHost{{Name: "kvm-01", Endpoint: "qemu+tls://kvm-01.lab/system"}, {Name: "kvm-02", Endpoint: "qemu+tls://kvm-02.lab/system"}}
+		}, nil},
+		{"libvirt hosts and endpoint", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Hosts = []banlieue.ProviderHost{{Name: "kvm-01", Endpoint: "qemu+tls://kvm-01.lab/system"}}
+		}, []want{{field.ErrorTypeInvalid, "spec.connection.endpoint"}}},
+		{"libvirt duplicate host", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = ""
+			p.Spec.Connection.Hosts = []banlieue.ProviderHost{{Name: "kvm-01", Endpoint: "qemu+tls://a/system"}, {Name: "kvm-01", Endpoint: "qemu+tls://b/system"}}
+		}, []want{{field.ErrorTypeDuplicate, "spec.connection.hosts[1].name"}}},
+		{"libvirt host with a bad endpoint", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint = ""
+			p.Spec.Connection.Hosts = []banlieue.ProviderHost{{Name: "kvm-01", Endpoint: "https://kvm-01/sdk"}}
+		}, []want{{field.ErrorTypeInvalid, "spec.connection.hosts[0].endpoint"}}},
+		{"vsphere hosts", func(p *banlieue.Provider) {
+			p.Spec.Connection.Hosts = []banlieue.ProviderHost{{Name: "esx-01", Endpoint: "https://esx-01/sdk"}}
+		}, []want{{field.ErrorTypeForbidden, "spec.connection.hosts"}}},
 		{"libvirt duplicate host override", func(p *banlieue.Provider) {
 			toLibvirt(p)
 			p.Spec.FailureDomainNameOverrides = append(p.Spec.FailureDomainNameOverrides, banlieue.FailureDomainNameOverride{Host: "kvm-01.lab", Name: "other"})

@@ -362,10 +362,28 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: endpoint
       type:
         scalar: string
-      default: ""
+    - name: hosts
+      type:
+        list:
+          elementType:
+            namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderHost
+          elementRelationship: associative
+          keys:
+          - name
     - name: insecureSkipTLSVerify
       type:
         scalar: boolean
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderHost
+  map:
+    fields:
+    - name: endpoint
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSpec
   map:
     fields:

@@ -23,8 +23,15 @@ package v1alpha1
 //
 // ProviderConnection is how to reach a backend.
 type ProviderConnectionApplyConfiguration struct {
-	// endpoint is the backend's https URL, e.g. https://vcenter.example.com/sdk.
+	// endpoint is the backend's URL: https://vcenter.example.com/sdk
+	// (vsphere), qemu+tls://HOST/system or qemu+unix:///system?socket=PATH
+	// (libvirt, one host). A libvirt Provider of several hosts gives hosts
+	// instead.
 	Endpoint *string `json:"endpoint,omitempty"`
+	// hosts are the hosts of a backend reached host by host (libvirt), each
+	// a failure domain named after it; instead of endpoint. They share
+	// credentialsRef and caBundle.
+	Hosts []ProviderHostApplyConfiguration `json:"hosts,omitempty"`
 	// credentialsRef names a Secret in the Provider's namespace with the keys
 	// username and password.
 	CredentialsRef *LocalObjectReferenceApplyConfiguration `json:"credentialsRef,omitempty"`
@@ -48,6 +55,19 @@ func ProviderConnection() *ProviderConnectionApplyConfiguration {
 // If called multiple times, the Endpoint field is set to the value of the last call.
 func (b *ProviderConnectionApplyConfiguration) WithEndpoint(value string) *ProviderConnectionApplyConfiguration {
 	b.Endpoint = &value
+	return b
+}
+
+// WithHosts adds the given value to the Hosts field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Hosts field.
+func (b *ProviderConnectionApplyConfiguration) WithHosts(values ...*ProviderHostApplyConfiguration) *ProviderConnectionApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithHosts")
+		}
+		b.Hosts = append(b.Hosts, *values[i])
+	}
 	return b
 }
 
