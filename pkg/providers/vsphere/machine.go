@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"strings"
 
 	"github.com/vmware/govmomi/fault"
@@ -28,6 +29,7 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
@@ -81,7 +83,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 			return providers.MachineStatus{}, err
 		}
 	}
-	if err := converge(ctx, f, vm, spec, record); err != nil {
+	if err := converge(ctx, f, dc, vm, spec, record); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
 	if err := power(ctx, vm, spec.PowerState); err != nil {
@@ -205,7 +207,7 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 // current firmware), and guestinfo names NICs by MAC, so NICs being added
 // get their guestinfo in a second reconfigure. Nothing differs, nothing is
 // sent: a steady-state reconcile changes nothing.
-func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
+func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m); err != nil {
 		return err
@@ -260,7 +262,21 @@ func converge(ctx context.Context, f *find.Finder, vm *object.VirtualMachine, sp
 	if err != nil {
 		return err
 	}
-	disks, err := diskChanges(devices, spec.DiskSizesGiB())
+	disks, err := diskChanges(devices, spec.Disks, func(name, file string) (types.ManagedObjectReference, error) {
+		ds, err := f.Datastore(ctx, name)
+		if err != nil {
+			return types.ManagedObjectReference{}, fmt.Errorf("datastore %s: %w", name, err)
+		}
+		// A disk file's folder must exist on its datastore (the clone made
+		// it on the first disk's only).
+		if dir := path.Dir(file); strings.Contains(file, "] ") && dir != "." {
+			err := object.NewFileManager(vm.Client()).MakeDirectory(ctx, dir, dc, true)
+			if err != nil && !isFault[*types.FileAlreadyExists](err) {
+				return types.ManagedObjectReference{}, fmt.Errorf("making %s: %w", dir, err)
+			}
+		}
+		return ds.Reference(), nil
+	})
 	if err != nil {
 		return err
 	}
@@ -365,13 +381,14 @@ func sameNetwork(a, b types.BaseVirtualDeviceBackingInfo) bool {
 	return false
 }
 
-// diskChanges grows the VM's disks to sizes and adds the missing ones; it
+// diskChanges grows the VM's disks to their sizes and adds the missing
+// ones, each on its storage target with its provisioning; it
 // never shrinks or removes a disk.
-func diskChanges(devices object.VirtualDeviceList, sizes []int64) ([]types.BaseVirtualDeviceConfigSpec, error) {
+func diskChanges(devices object.VirtualDeviceList, disks []providers.Disk, datastore func(name, file string) (types.ManagedObjectReference, error)) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	existing := devices.SelectByType((*types.VirtualDisk)(nil))
 	var changes []types.BaseVirtualDeviceConfigSpec
-	for i, gib := range sizes {
-		kb := gib * 1024 * 1024
+	for i, d := range disks {
+		kb := d.SizeGiB * 1024 * 1024
 		if i < len(existing) {
 			disk := existing[i].(*types.VirtualDisk)
 			if disk.CapacityInKB < kb {
@@ -384,14 +401,39 @@ func diskChanges(devices object.VirtualDeviceList, sizes []int64) ([]types.BaseV
 		if err != nil {
 			return nil, fmt.Errorf("no disk controller for disk %d: %w", i, err)
 		}
-		disk := devices.CreateDisk(controller, types.ManagedObjectReference{}, diskFileName(existing, i))
+		// A disk with a storage target goes to that datastore (the clone
+		// put the boot disk on the first one's); others beside the VM.
+		var ds types.ManagedObjectReference
+		name := diskFileName(existing, i)
+		if d.Target != "" {
+			name = onDatastore(name, d.Target)
+			if ds, err = datastore(d.Target, name); err != nil {
+				return nil, err
+			}
+		}
+		disk := devices.CreateDisk(controller, ds, name)
 		disk.CapacityInKB = kb
+		if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+			b.ThinProvisioned = types.NewBool(d.Provisioning == "" || d.Provisioning == "thin")
+			b.EagerlyScrub = types.NewBool(d.Provisioning == "eagerZeroed")
+		}
 		devices = append(devices, disk)
 		changes = append(changes, &types.VirtualDeviceConfigSpec{
 			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk,
 		})
 	}
 	return changes, nil
+}
+
+// onDatastore is file, a "[ds] dir/name.vmdk" path (or ""), on datastore
+// ds instead: the same folder and name there, "[ds]" (vCenter's choice)
+// without a path.
+func onDatastore(file, ds string) string {
+	_, path, ok := strings.Cut(file, "] ")
+	if !ok {
+		return "[" + ds + "]"
+	}
+	return "[" + ds + "] " + path
 }
 
 // diskFileName names the file of a new disk i beside the VM's first disk
@@ -603,4 +645,19 @@ func netmask(prefix int32) string {
 		return ""
 	}
 	return net.IP(m).String()
+}
+
+// isFault tells whether err is a vSphere fault of type F.
+func isFault[F types.BaseMethodFault](err error) bool {
+	if !soap.IsSoapFault(err) && !soap.IsVimFault(err) {
+		return false
+	}
+	var fault types.BaseMethodFault
+	if soap.IsSoapFault(err) {
+		fault, _ = soap.ToSoapFault(err).VimFault().(types.BaseMethodFault)
+	} else {
+		fault = soap.ToVimFault(err)
+	}
+	_, ok := fault.(F)
+	return ok
 }

@@ -24,6 +24,8 @@ import (
 	"testing"
 
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -233,3 +235,57 @@ func TestResumeTask(t *testing.T) {
 		t.Errorf("power state after the resumed task: %v %v", m.Runtime.PowerState, err)
 	}
 }
+
+// TestDisksOnTheirDatastores: each added disk lands on the datastore its
+// storage target names, with its provisioning (thin, thick, eagerly
+// scrubbed), as vcsim reports the backing.
+func TestDisksOnTheirDatastores(t *testing.T) {
+	ctx := context.Background()
+	model := simulator.VPX()
+	model.Datastore = 2 // LocalDS_0 and LocalDS_1
+	_, conn := vcsimModel(t, model)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	tmpl := template(t, c, "DC0")
+	spec := providers.MachineSpec{
+		Name: "ns-db-0", InstanceUUID: "7a2d1f3b-9c8e-4d66-8b1f-2e3d4c5b6a71",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		Disks: []providers.Disk{
+			{Name: "root", SizeGiB: 10, Target: "LocalDS_0"},
+			{Name: "data", SizeGiB: 20, Target: "LocalDS_1", Provisioning: "eagerZeroed"},
+			{Name: "logs", SizeGiB: 5, Target: "LocalDS_1", Provisioning: "thick"},
+			{Name: "scratch", SizeGiB: 5, Target: "LocalDS_0"},
+		},
+		PowerState: "PoweredOff",
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	m := vmProps(t, c, "DC0", spec.Name)
+	var got []string
+	for _, d := range object.VirtualDeviceList(m.Config.Hardware.Device).SelectByType((*types.VirtualDisk)(nil)) {
+		b := d.(*types.VirtualDisk).Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+		ds := strings.TrimPrefix(strings.SplitN(b.FileName, "]", 2)[0], "[")
+		got = append(got, fmt.Sprintf("%s thin=%t eager=%t", ds, ptrBool(b.ThinProvisioned), ptrBool(b.EagerlyScrub)))
+	}
+	want := []string{"LocalDS_0", "LocalDS_1 thin=false eager=true", "LocalDS_1 thin=false eager=false", "LocalDS_0 thin=true eager=false"}
+	if len(got) != len(want) {
+		t.Fatalf("disks %v", got)
+	}
+	for i := range want {
+		if i == 0 {
+			if !strings.HasPrefix(got[0], want[0]) {
+				t.Errorf("boot disk %s, want on %s", got[0], want[0])
+			}
+			continue
+		}
+		if got[i] != want[i] {
+			t.Errorf("disk %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+func ptrBool(b *bool) bool { return b != nil && *b }

@@ -35,6 +35,12 @@ func vcsim(t *testing.T) (*simulator.Server, providers.Connection) {
 	t.Helper()
 	model := simulator.VPX()
 	model.Datacenter, model.Cluster = 2, 3
+	return vcsimModel(t, model)
+}
+
+// vcsimModel serves model with TLS and enforced credentials.
+func vcsimModel(t *testing.T, model *simulator.Model) (*simulator.Server, providers.Connection) {
+	t.Helper()
 	if err := model.Create(); err != nil {
 		t.Fatal(err)
 	}
