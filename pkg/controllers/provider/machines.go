@@ -72,7 +72,7 @@ const (
 	capiMachineKindName = "Machine"
 )
 
-// MachineReconciler drives VSphereMachines: clone the template, converge
+// MachineReconciler drives the machines of one kind (Kind): build the VM from its image, converge
 // hardware, networks and user data, apply the power state, report identity,
 // power and addresses, and destroy the VM on deletion. The Provider is the
 // one of Namespace whose failure domains include spec.failureDomain.
@@ -80,7 +80,7 @@ type MachineReconciler struct {
 	Client client.Client
 	// Kind is the backend's machine type this reconciler drives.
 	Kind providers.MachineKind
-	// Reader reads, uncached, what a VSphereMachine refers to in its own
+	// Reader reads, uncached, what a machine refers to in its own
 	// namespace (user data, a Cluster API Machine or Cluster): one get
 	// each, so the provider never lists or watches Secrets cluster-wide.
 	Reader    client.Reader
@@ -90,7 +90,7 @@ type MachineReconciler struct {
 	Providers *Reconciler
 	// Poll re-reads a VM that is not Ready yet (a guest IP appears later).
 	Poll time.Duration
-	// Workers is how many VSphereMachines are reconciled at once.
+	// Workers is how many machines are reconciled at once.
 	Workers int
 	// Events records what happened to each VM (may be nil).
 	Events events.EventRecorder
@@ -126,7 +126,7 @@ func VMName(m infrav1.Machine) string {
 	return providers.BackendName(m.GetNamespace(), m.GetName())
 }
 
-// Reconcile drives one VSphereMachine, in phases: find its Provider;
+// Reconcile drives one machine, in phases: find its Provider;
 // honour a pause; destroy and release it if deleted; admit its spec
 // against the Provider (before any backend call); hold it with a
 // finalizer; read its user data; build it; report.
@@ -260,7 +260,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 		spec, _ = r.machineSpec(m, provider)
 	}
 	if provider == nil {
-		log.FromContext(ctx).Info("Releasing a VSphereMachine whose Provider is gone; its VM, if any, stays in vCenter", "vm", spec.Name)
+		log.FromContext(ctx).Info("Releasing a machine whose Provider is gone; its VM, if any, stays in the backend", "vm", spec.Name)
 		r.event(m, corev1.EventTypeWarning, "ProviderGone", "Destroy",
 			fmt.Sprintf("the Provider is gone: VM %s, if it exists, was not destroyed", spec.Name))
 	} else {
