@@ -255,3 +255,63 @@ func volumesOf(t *testing.T, uid string) []string {
 }
 
 var _ = golibvirt.DomainRunning
+
+// TestFirmwareAndTPM: efi and efi-secure (q35, SMM, an enrolled-keys
+// OVMF) domains with a vTPM (swtpm) are defined and run under software
+// emulation, and delete removes their NVRAM and TPM state. The test guest
+// boots from BIOS only, so no OS runs on them: what is checked is the
+// domain libvirt built and its files.
+func TestFirmwareAndTPM(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	for i, fw := range []string{"efi", "efi-secure"} {
+		spec := providers.MachineSpec{
+			Name: "fw-" + fw, HostName: "fw", InstanceUUID: fmt.Sprintf("3c1d2e4f-5a6b-4c7d-8e9f-00000000000%d", i),
+			Image: image, CPUs: 1, MemoryMiB: 256, Firmware: fw, TPM: true, PowerState: "PoweredOn",
+			Disks: []providers.Disk{{Name: "root", SizeGiB: 1}},
+		}
+		st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
+		if err != nil {
+			t.Fatalf("%s: %v", fw, err)
+		}
+		if st.Firmware != fw || !st.TPM || st.PowerState != "PoweredOn" {
+			t.Errorf("%s: status firmware %s tpm %t power %s", fw, st.Firmware, st.TPM, st.PowerState)
+		}
+		l, err := daemon.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dom, err := l.DomainLookupByName(spec.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := l.DomainGetXMLDesc(dom, 0)
+		_ = l.Disconnect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nvram := filepath.Join(daemon.Dir, "lib", "qemu", "nvram", spec.Name+"_VARS.fd")
+		tpmState := filepath.Join(daemon.Dir, "lib", "swtpm", spec.InstanceUUID)
+		for _, want := range []string{"<nvram", "<tpm model='tpm-crb'>", "<backend type='emulator' version='2.0'"} {
+			if !strings.Contains(live, want) {
+				t.Errorf("%s: the running domain lacks %s:\n%s", fw, want, live)
+			}
+		}
+		if fw == "efi-secure" && (!strings.Contains(live, "secure='yes'") || !strings.Contains(live, "<smm state='on'/>") || !strings.Contains(live, "q35")) {
+			t.Errorf("efi-secure: no secure-boot loader, SMM or q35:\n%s", live)
+		}
+		for _, p := range []string{nvram, tpmState} {
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("%s: %v", fw, err)
+			}
+		}
+		if err := c.DeleteMachine(ctx, spec, (&recorder{}).record); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{nvram, tpmState} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%s: %s left after delete (%v)", fw, p, err)
+			}
+		}
+	}
+}

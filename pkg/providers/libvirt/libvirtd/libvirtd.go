@@ -200,13 +200,16 @@ key_file = "/etc/libvirt/pki/server-key.pem"
 	}
 	files := map[string]string{
 		"libvirtd.conf": conf,
-		// QEMU runs as root here (no libvirt-qemu ownership games); its
-		// output goes to files, as there is no virtlogd.
+		// QEMU and swtpm (vTPMs) run as root here (no libvirt-qemu or tss
+		// ownership games); QEMU's output goes to files, as there is no
+		// virtlogd.
 		"qemu.conf": `user = "root"
 group = "root"
 dynamic_ownership = 0
 remember_owner = 0
 stdio_handler = "file"
+swtpm_user = "root"
+swtpm_group = "root"
 `,
 	}
 	for name, body := range files {
