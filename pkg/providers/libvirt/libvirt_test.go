@@ -125,7 +125,8 @@ func TestMachineLifecycle(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns.web-0", HostName: "web-0", InstanceUUID: "6f1c2a57-3c1e-4a43-9d6b-1b9bfe0c2d11",
 		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
-		Disks:      []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 2, Provisioning: "thick"}},
+		Disks: []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 2, Provisioning: "thick"},
+			{Name: "zeroed", SizeGiB: 1, Provisioning: "eagerZeroed"}, {Name: "sparse", SizeGiB: 3, Provisioning: "thin"}},
 		NICs:       []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
 		UserData:   []byte("#!/bin/sh\necho marker-lifecycle-42\n"),
 		PowerState: "PoweredOn",
@@ -138,11 +139,22 @@ func TestMachineLifecycle(t *testing.T) {
 	if !st.Created || st.ProviderID != "libvirt://"+spec.InstanceUUID || st.PowerState != "PoweredOn" || st.CPUs != 1 || st.MemoryMiB != 256 {
 		t.Errorf("status after create: %+v", st)
 	}
-	if fmt.Sprint(st.DiskSizesGiB) != "[1 2]" || fmt.Sprint(st.Networks) != "["+libvirtd.Network+"]" || len(st.MACAddresses) != 1 {
+	if fmt.Sprint(st.DiskSizesGiB) != "[1 2 1 3]" || fmt.Sprint(st.Networks) != "["+libvirtd.Network+"]" || len(st.MACAddresses) != 1 {
 		t.Errorf("disks %v networks %v MACs %v", st.DiskSizesGiB, st.Networks, st.MACAddresses)
 	}
+	// Provisioning as the host allocated it: thick and eagerZeroed in full
+	// (eagerZeroed as raw), thin sparse.
+	for _, d := range []struct {
+		name, ext string
+		full      bool
+	}{{"data", "qcow2", true}, {"zeroed", "raw", true}, {"sparse", "qcow2", false}} {
+		capacity, allocation := volumeInfo(t, volumeName(spec, d.name, d.ext))
+		if full := allocation >= capacity; full != d.full {
+			t.Errorf("disk %s: %d of %d bytes allocated, want full=%t", d.name, allocation, capacity, d.full)
+		}
+	}
 	log := waitSerial(t, spec.Name, "BANLIEUE-READY")
-	for _, want := range []string{"BANLIEUE-BOOT web-0", "BANLIEUE-USERDATA marker-lifecycle-42", "BANLIEUE-DISK vda 1024", "BANLIEUE-DISK vdb 2048",
+	for _, want := range []string{"BANLIEUE-BOOT web-0", "BANLIEUE-USERDATA marker-lifecycle-42", "BANLIEUE-DISK vda 1024", "BANLIEUE-DISK vdb 2048", "BANLIEUE-DISK vdc 1024", "BANLIEUE-DISK vdd 3072",
 		"BANLIEUE-NET eth0 " + st.MACAddresses[0] + " " + libvirtd.Subnet + "."} {
 		if !strings.Contains(log, want) {
 			t.Errorf("serial log lacks %q:\n%s", want, log)
@@ -314,4 +326,27 @@ func TestFirmwareAndTPM(t *testing.T) {
 			}
 		}
 	}
+}
+
+// volumeInfo is a pool volume's capacity and allocation in bytes.
+func volumeInfo(t *testing.T, name string) (capacity, allocation uint64) {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	p, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.StorageVolLookupByName(p, name)
+	if err != nil {
+		t.Fatalf("volume %s: %v", name, err)
+	}
+	_, capacity, allocation, err = l.StorageVolGetInfo(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return capacity, allocation
 }

@@ -113,6 +113,7 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		}
 		v := libvirtxml.StorageVolume{Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(d.SizeGiB) * gib}}
 		format := "qcow2"
+		var flags golibvirt.StorageVolCreateFlags
 		if i == 0 {
 			// The boot disk: a copy-on-write overlay, at least the image's size.
 			v.Capacity.Value = max(v.Capacity.Value, baseXML.Capacity.Value)
@@ -121,7 +122,10 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		} else {
 			switch d.Provisioning {
 			case "thick":
+				// With this flag and allocation = capacity libvirt has
+				// qemu-img preallocate the whole qcow2 (falloc).
 				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+				flags = golibvirt.StorageVolCreatePreallocMetadata
 			case "eagerZeroed":
 				// Raw and allocated in full: every block written up front.
 				format = "raw"
@@ -132,7 +136,7 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		}
 		v.Name = volumeName(spec, d.Name, format)
 		v.Target = &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}}
-		path, err := c.ensureVolume(pool, v, nil)
+		path, err := c.ensureVolume(pool, v, nil, flags)
 		if err != nil {
 			return nil, "", err
 		}
@@ -147,13 +151,13 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 	seed := libvirtxml.StorageVolume{Name: volumeName(spec, "seed", "iso"),
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(iso), 1))},
 		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
-	seedPath, err := c.ensureVolume(base.Pool, seed, iso)
+	seedPath, err := c.ensureVolume(base.Pool, seed, iso, 0)
 	return out, seedPath, err
 }
 
 // ensureVolume creates v in pool unless a volume of its name exists,
 // uploads contents when given, and returns its path.
-func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents []byte) (string, error) {
+func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents []byte, flags golibvirt.StorageVolCreateFlags) (string, error) {
 	p, err := c.l.StoragePoolLookupByName(pool)
 	if err != nil {
 		return "", fmt.Errorf("storage pool %s: %w", pool, err)
@@ -172,7 +176,7 @@ func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents 
 		if merr != nil {
 			return "", merr
 		}
-		vol, err = c.l.StorageVolCreateXML(p, doc, 0)
+		vol, err = c.l.StorageVolCreateXML(p, doc, flags)
 	}
 	if err != nil {
 		return "", fmt.Errorf("volume %s/%s: %w", pool, v.Name, err)
