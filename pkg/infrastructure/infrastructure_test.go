@@ -17,6 +17,8 @@ limitations under the License.
 package infrastructure
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -88,5 +90,27 @@ func TestRead(t *testing.T) {
 		if got := Read(&unstructured.Unstructured{Object: tc.obj}); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: Read = %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Typed turns a typed spec into the JSON-like data written, and passes
+// a builder's error on.
+func TestTyped(t *testing.T) {
+	type spec struct {
+		CPUs  int32  `json:"cpus"`
+		Image string `json:"image,omitempty"`
+	}
+	ok := Typed(func(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (spec, error) {
+		return spec{CPUs: 2}, nil
+	})
+	got, err := ok(nil, nil, nil)
+	if err != nil || fmt.Sprint(got) != "map[cpus:2]" {
+		t.Errorf("%v, %v", got, err)
+	}
+	failing := Typed(func(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (spec, error) {
+		return spec{}, errors.New("no source")
+	})
+	if _, err := failing(nil, nil, nil); err == nil || err.Error() != "no source" {
+		t.Errorf("error %v", err)
 	}
 }

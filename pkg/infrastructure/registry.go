@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -95,3 +96,15 @@ func (r *Registry) Kinds() []Kind {
 // (namespace/name) that serves it (infrastructure.banlieue.io's
 // ProviderAnnotation; a test keeps the two equal).
 const ProviderAnnotation = "banlieue.io/provider"
+
+// Typed is a SpecBuilder from one that builds a kind's typed spec: the
+// spec is converted to the JSON-like data the core writes.
+func Typed[S any](build func(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (S, error)) SpecBuilder {
+	return func(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, p *v1alpha1.Provider) (map[string]interface{}, error) {
+		spec, err := build(vm, r, p)
+		if err != nil {
+			return nil, err
+		}
+		return runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+	}
+}

@@ -75,3 +75,15 @@ type ImageKind struct {
 	Scope     func(failuredomain.Location) failuredomain.Location
 	ScopeWord string
 }
+
+// MachineItems are a typed list's items as Machines (MachineKind.Items).
+func MachineItems[T any, PT interface {
+	*T
+	infrav1.Machine
+}](items []T) []infrav1.Machine {
+	out := make([]infrav1.Machine, 0, len(items))
+	for i := range items {
+		out = append(out, PT(&items[i]))
+	}
+	return out
+}

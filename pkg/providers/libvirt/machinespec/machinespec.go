@@ -25,7 +25,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -51,18 +50,10 @@ func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("LibvirtMachine"),
-		BuildSpec:         buildUnstructured,
+		BuildSpec:         infrastructure.Typed(BuildSpec),
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},
 	}
-}
-
-func buildUnstructured(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (map[string]interface{}, error) {
-	spec, err := BuildSpec(vm, r, provider)
-	if err != nil {
-		return nil, err
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 }
 
 // BuildSpec is the LibvirtMachine spec for a resolved, scheduled VM on
@@ -117,12 +108,7 @@ func MachineKind() providers.MachineKind {
 }
 
 func items(l client.ObjectList) []infrav1.Machine {
-	list := l.(*infrav1.LibvirtMachineList)
-	out := make([]infrav1.Machine, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out
+	return providers.MachineItems[infrav1.LibvirtMachine](l.(*infrav1.LibvirtMachineList).Items)
 }
 
 // machineSpec is the backend's view of a LibvirtMachine: the host is the

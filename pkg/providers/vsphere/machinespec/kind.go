@@ -50,12 +50,7 @@ func MachineKind() providers.MachineKind {
 }
 
 func items(l client.ObjectList) []infrav1.Machine {
-	list := l.(*infrav1.VSphereMachineList)
-	out := make([]infrav1.Machine, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out
+	return providers.MachineItems[infrav1.VSphereMachine](l.(*infrav1.VSphereMachineList).Items)
 }
 
 // machineSpec is the backend's view of a VSphereMachine: its datacenter

@@ -20,8 +20,6 @@ limitations under the License.
 package machinespec
 
 import (
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
@@ -37,18 +35,10 @@ func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("VSphereMachine"),
-		BuildSpec:         buildUnstructured,
+		BuildSpec:         infrastructure.Typed(BuildSpec),
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},
 	}
-}
-
-func buildUnstructured(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (map[string]interface{}, error) {
-	spec, err := BuildSpec(vm, r, provider)
-	if err != nil {
-		return nil, err
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 }
 
 // BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on
