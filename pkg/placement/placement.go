@@ -45,6 +45,9 @@ const (
 	ReasonClassNotFound     = "ClassNotFound"
 	ReasonImageNotFound     = "ImageNotFound"
 	ReasonInvalidOverrides  = "InvalidOverrides"
+	// ReasonImageClassMismatch: the image cannot serve the class
+	// (resolve.CheckImage), e.g. a vTPM class with an immediate image.
+	ReasonImageClassMismatch = "ImageClassMismatch"
 	ReasonResolved          = "Resolved"
 	ReasonScheduled         = "Scheduled"
 	ReasonNoProviderMatched = "NoProviderMatched"

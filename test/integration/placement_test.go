@@ -113,7 +113,12 @@ func TestPlacementExplain(t *testing.T) {
 	})
 
 	// A VM whose class the Provider cannot serve: the feature is named.
-	tpm := newVM("tpm-vm", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit")
+	var deferred v1alpha1.VMImage
+	readExample(t, "vmimage-kairos-deferred-install-tpm.yaml", &deferred)
+	if _, err := c.BanlieueV1alpha1().VMImages().Create(ctx, &deferred, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tpm := newVM("tpm-vm", "kairos-tpm-encrypted", "kairos-deferred-tpm")
 	tpm.Spec.Placement = vm.Spec.Placement
 	var tpmClass v1alpha1.VMClass
 	readExample(t, "vmclass-tpm-encrypted.yaml", &tpmClass)
@@ -130,6 +135,17 @@ func TestPlacementExplain(t *testing.T) {
 		return err == nil && p.Result.Reason == "TpmUnsupported", err
 	}); err != nil || !strings.Contains(p.Result.Providers[0].Message, `"vtpm"`) {
 		t.Errorf("tpm: %v %+v", err, p)
+	}
+	// The same class with an image installed into its template: the
+	// image cannot serve it, whatever the Providers offer.
+	mismatch := newVM("tpm-immediate", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit")
+	mismatch.Spec.Placement = vm.Spec.Placement
+	if _, err := vms.Create(ctx, mismatch, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = vms.GetPlacement(ctx, "tpm-immediate", metav1.GetOptions{}); err != nil || p.Result.Reason != "ImageClassMismatch" ||
+		p.Result.Fits || !strings.Contains(p.Result.Message, "installMode deferred") {
+		t.Errorf("tpm with an immediate image: %v %+v", err, p)
 	}
 
 	// A missing class is a reason, not an error.

@@ -223,6 +223,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if mismatch := resolve.CheckImage(class, image); mismatch != nil && vm.Status.Scheduled == nil {
+		// Nothing is built for it; a VM already placed keeps running.
+		r.invalid(vm, placement.ReasonImageClassMismatch, mismatch.Error())
+		return ctrl.Result{}, nil
+	}
 	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved,
 		fmt.Sprintf("VMClass %s and VMImage %s resolve", class.Name, image.Name))
 

@@ -951,7 +951,7 @@ func schema_pkg_apis_banlieue_v1alpha1_PlacementResult(ref common.ReferenceCallb
 					},
 					"reason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported, ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides.",
+							Description: "reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported, ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides, ImageClassMismatch (a tpmEnabled class needs an image with template.installMode deferred; a template's firmware family must be the class's).",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

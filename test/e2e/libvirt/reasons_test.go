@@ -94,8 +94,16 @@ func TestReasons(t *testing.T) {
 		return fmt.Errorf("perProvider %+v, want VolumeNotFound on reason-images", missing.Status.PerProvider)
 	})
 
-	// Scheduling: nothing matches; a vTPM class where no Provider has vtpm.
+	// Scheduling: nothing matches; a vTPM class where no Provider has vtpm
+	// (with an image each clone installs itself, as a vTPM needs), and with
+	// an image installed once into its template (it cannot serve the class).
 	ensureImage(t)
+	deferred := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "guest-deferred"}, Spec: v1alpha1.VMImageSpec{
+		Sources:  []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: image}},
+		Template: &v1alpha1.ImageTemplate{Firmware: "efi", InstallMode: v1alpha1.InstallModeDeferred}}}
+	if err := c.Create(ctx, deferred); err != nil {
+		t.Fatal(err)
+	}
 	tpm := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "lab-tpm"}, Spec: v1alpha1.VMClassSpec{
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 128, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold"}}},
 		Firmware: "efi", TPMEnabled: true}}
@@ -107,15 +115,16 @@ func TestReasons(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		vm, class string
-		selector  map[string]string
-		reason    string
+		vm, class, image string
+		selector         map[string]string
+		reason           string
 	}{
-		{"nowhere", "lab-tiny", map[string]string{"reasons": "no-such"}, "NoProviderMatched"},
-		{"needs-tpm", "lab-tpm", map[string]string{"reasons": "yes"}, "TpmUnsupported"},
+		{"nowhere", "lab-tiny", "guest", map[string]string{"reasons": "no-such"}, "NoProviderMatched"},
+		{"needs-tpm", "lab-tpm", "guest-deferred", map[string]string{"reasons": "yes"}, "TpmUnsupported"},
+		{"tpm-on-installed", "lab-tpm", "guest", map[string]string{"reasons": "yes"}, "ImageClassMismatch"},
 	} {
 		vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: tc.vm, Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-			ClassRef: v1alpha1.LocalObjectReference{Name: tc.class}, ImageRef: v1alpha1.LocalObjectReference{Name: "guest"},
+			ClassRef: v1alpha1.LocalObjectReference{Name: tc.class}, ImageRef: v1alpha1.LocalObjectReference{Name: tc.image},
 			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: tc.selector}}}}
 		if err := c.Create(ctx, vm); err != nil {
 			t.Fatal(err)

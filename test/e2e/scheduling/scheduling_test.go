@@ -268,12 +268,14 @@ func TestSeedGuideSchedules(t *testing.T) {
 
 func TestTroubleshootingReasons(t *testing.T) {
 	ctx := context.Background()
-	kc(t, "apply", "-f", "artifacts/examples/vmclass.yaml", "-f", "artifacts/examples/vmimage.yaml", "-f", "artifacts/examples/vmclass-tpm-encrypted.yaml")
+	kc(t, "apply", "-f", "artifacts/examples/vmclass.yaml", "-f", "artifacts/examples/vmimage.yaml", "-f", "artifacts/examples/vmclass-tpm-encrypted.yaml",
+		"-f", "artifacts/examples/vmimage-kairos-deferred-install-tpm.yaml")
 	readyProvider(t, "prod-vsphere", nil, nil, "prod-vsphere-dc1-c1", "prod-vsphere-dc1-c2", "prod-vsphere-dc1-c3")
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "prod-vsphere"}, &v1alpha1.Provider{}); err != nil {
 		t.Fatal(err)
 	}
 	imageReadyOn(t, "ubuntu-22.04-cloudinit", "prod-vsphere")
+	imageReadyOn(t, "kairos-deferred-tpm", "prod-vsphere")
 	for _, cl := range []*v1alpha1.VMClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: "platinum-disks"}, Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 1024, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 10, StorageClass: "platinum"}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "needs-gpu"}, Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 1024}, Features: []string{"gpuPassthrough"}}},
@@ -304,7 +306,8 @@ func TestTroubleshootingReasons(t *testing.T) {
 		{"r-labels", "db-prod-large", "ubuntu-22.04-cloudinit", map[string]string{"dc": "dc9"}, "NoProviderMatched", "do not match providerSelector"},
 		{"r-storage", "platinum-disks", "ubuntu-22.04-cloudinit", nil, "NoProviderMatched", `storage class "platinum"`},
 		{"r-feature", "needs-gpu", "ubuntu-22.04-cloudinit", nil, "NoProviderMatched", `feature "gpuPassthrough"`},
-		{"r-tpm", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit", nil, "TpmUnsupported", `"vtpm"`},
+		{"r-tpm", "kairos-tpm-encrypted", "kairos-deferred-tpm", nil, "TpmUnsupported", `"vtpm"`},
+		{"r-mismatch", "kairos-tpm-encrypted", "ubuntu-22.04-cloudinit", nil, "ImageClassMismatch", "template.installMode deferred"},
 		{"r-class", "no-such-class", "ubuntu-22.04-cloudinit", nil, "ClassNotFound", "VMClass no-such-class does not exist"},
 		{"r-image", "db-prod-large", "no-such-image", nil, "ImageNotFound", "VMImage no-such-image does not exist"},
 	}
@@ -314,7 +317,7 @@ func TestTroubleshootingReasons(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.reason+"/"+tc.vm, func(t *testing.T) {
 			vm := waitScheduled(t, ns, tc.vm, tc.reason)
-			if tc.reason == "ClassNotFound" || tc.reason == "ImageNotFound" {
+			if tc.reason == "ClassNotFound" || tc.reason == "ImageNotFound" || tc.reason == "ImageClassMismatch" {
 				if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePlacementValid); c == nil || c.Status != metav1.ConditionFalse || c.Reason != tc.reason {
 					t.Errorf("PlacementValid: %+v", c)
 				}

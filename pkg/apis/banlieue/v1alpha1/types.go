@@ -1028,7 +1028,10 @@ type PlacementResult struct {
 	// fits is true when some Provider and failure domain can run the VM.
 	Fits bool `json:"fits"`
 	// reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported,
-	// ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides.
+	// ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides,
+	// ImageClassMismatch (a tpmEnabled class needs an image with
+	// template.installMode deferred; a template's firmware family must be
+	// the class's).
 	Reason string `json:"reason"`
 	// message explains the reason.
 	// +optional

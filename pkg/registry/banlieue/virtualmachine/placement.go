@@ -91,6 +91,9 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 	if err != nil {
 		return nil, err
 	}
+	if mismatch := resolve.CheckImage(class, image); mismatch != nil {
+		return &v1alpha1.PlacementResult{Reason: placement.ReasonImageClassMismatch, Message: mismatch.Error()}, nil
+	}
 
 	in := placement.Input{VM: vm, Resolved: resolved, Image: image}
 	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
