@@ -42,17 +42,17 @@ import (
 
 // Reasons of the PlacementValid and Scheduled conditions.
 const (
-	ReasonClassNotFound     = "ClassNotFound"
-	ReasonImageNotFound     = "ImageNotFound"
-	ReasonInvalidOverrides  = "InvalidOverrides"
+	ReasonClassNotFound    = "ClassNotFound"
+	ReasonImageNotFound    = "ImageNotFound"
+	ReasonInvalidOverrides = "InvalidOverrides"
 	// ReasonImageClassMismatch: the image cannot serve the class
 	// (resolve.CheckImage), e.g. a vTPM class with an immediate image.
 	ReasonImageClassMismatch = "ImageClassMismatch"
-	ReasonResolved          = "Resolved"
-	ReasonScheduled         = "Scheduled"
-	ReasonNoProviderMatched = "NoProviderMatched"
-	ReasonTpmUnsupported    = "TpmUnsupported"
-	ReasonImageNotReady     = "ImageNotReady"
+	ReasonResolved           = "Resolved"
+	ReasonScheduled          = "Scheduled"
+	ReasonNoProviderMatched  = "NoProviderMatched"
+	ReasonTpmUnsupported     = "TpmUnsupported"
+	ReasonImageNotReady      = "ImageNotReady"
 )
 
 // VTPMFeature is the Provider feature a tpmEnabled class needs.
