@@ -332,15 +332,17 @@ func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1
 // namespace only.
 func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*providers.Connection, error) {
 	c := p.Spec.Connection
+	// An endpoint that takes no credentials (validation allows it only so,
+	// e.g. libvirt's local socket) names no Secret: the class reads an
+	// empty one.
 	secret := &corev1.Secret{}
-	if c.CredentialsRef.Name == "" {
-		// An endpoint that takes no credentials (validation allows it only
-		// so, e.g. libvirt's local socket): the class reads an empty Secret.
-	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: c.CredentialsRef.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("Secret %s/%s does not exist", p.Namespace, c.CredentialsRef.Name)}
+	if name := c.CredentialsRef.Name; name != "" {
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("Secret %s/%s does not exist", p.Namespace, name)}
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	creds, err := r.Credentials(secret)
 	if err != nil {

@@ -87,22 +87,20 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.List(ctx, &providers, client.InNamespace(r.Namespace)); err != nil {
 		return ctrl.Result{}, err
 	}
-	mine := map[string]v1alpha1.ImageProviderStatus{}
-	for i := range providers.Items {
-		p := &providers.Items[i]
-		if p.Spec.ProviderClassRef.Name != r.Class || !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		st := r.check(ctx, img, p)
-		st.Provider = placement.ImageStatusKey(p)
-		mine[st.Provider] = st
-	}
 	// Entries of another namespace's Providers, or of this namespace's
-	// Providers of another class, belong to other provider processes.
+	// Providers of another class (others), belong to other provider
+	// processes.
+	mine := map[string]v1alpha1.ImageProviderStatus{}
 	others := map[string]bool{}
 	for i := range providers.Items {
-		if p := &providers.Items[i]; p.Spec.ProviderClassRef.Name != r.Class {
+		p := &providers.Items[i]
+		switch {
+		case p.Spec.ProviderClassRef.Name != r.Class:
 			others[placement.ImageStatusKey(p)] = true
+		case p.DeletionTimestamp.IsZero():
+			st := r.check(ctx, img, p)
+			st.Provider = placement.ImageStatusKey(p)
+			mine[st.Provider] = st
 		}
 	}
 	var next []v1alpha1.ImageProviderStatus

@@ -156,7 +156,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The Provider it names does not exist (yet): look again later.
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
-	if refused, err := r.admit(ctx, m, provider); refused || err != nil {
+	spec, fields := r.machineSpec(m, provider)
+	if refused, err := r.admit(ctx, m, spec, fields, provider); refused || err != nil {
 		// Neither VMImages nor Providers requeue machines: a refusal is
 		// looked at again slowly, so publishing the missing part admits it.
 		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, err
@@ -165,7 +166,6 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	spec, _ := r.machineSpec(m, provider)
 	record := r.recorder(m)
 	if !controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) {
 		patch := client.MergeFrom(copyOf(m))
@@ -283,13 +283,12 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 // admit refuses, before any backend call, a machine its Provider does not
 // publish (see admit in admit.go): Ready=False with the field's reason and
 // an Event (once per distinct refusal).
-func (r *MachineReconciler) admit(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider) (bool, error) {
+func (r *MachineReconciler) admit(ctx context.Context, m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, provider *v1alpha1.Provider) (bool, error) {
 	var images v1alpha1.VMImageList
 	// Read only: no deep copy of every image on every reconcile.
 	if err := r.Client.List(ctx, &images, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	spec, fields := r.machineSpec(m, provider)
 	refused := admit(m, spec, fields, provider, r.Class, images.Items)
 	if refused == nil {
 		return false, nil

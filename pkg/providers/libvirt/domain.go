@@ -111,9 +111,10 @@ func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, s
 			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 		})
 	}
+	macs := macAddresses(spec)
 	for i, nic := range spec.NICs {
 		iface := libvirtxml.DomainInterface{
-			MAC:   &libvirtxml.DomainInterfaceMAC{Address: macAddresses(spec)[i]},
+			MAC:   &libvirtxml.DomainInterfaceMAC{Address: macs[i]},
 			Model: &libvirtxml.DomainInterfaceModel{Type: "virtio"},
 		}
 		switch {
