@@ -138,10 +138,18 @@ func validateConnection(class string, c *banlieue.ProviderConnection, p *field.P
 		need = need || rules.noCredentials == nil || !rules.noCredentials(u)
 	}
 	if !need {
+		// A local socket has no TLS: nothing to verify, no one to log in as.
+		why := fmt.Sprintf("%s endpoints use no TLS and take no credentials (the socket's permissions decide)", urls[0].Scheme)
 		if c.CredentialsRef.Name != "" {
-			return field.ErrorList{field.Forbidden(cp, fmt.Sprintf("%s endpoints take no credentials (the socket's permissions decide)", urls[0].Scheme))}
+			allErrs = append(allErrs, field.Forbidden(cp, why))
 		}
-		return nil
+		if c.CABundle != nil {
+			allErrs = append(allErrs, field.Forbidden(p.Child("caBundle"), why))
+		}
+		if c.InsecureSkipTLSVerify {
+			allErrs = append(allErrs, field.Forbidden(p.Child("insecureSkipTLSVerify"), why))
+		}
+		return allErrs
 	}
 	return validateRefName(c.CredentialsRef.Name, cp)
 }

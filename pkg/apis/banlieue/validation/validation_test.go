@@ -393,10 +393,17 @@ func TestValidateProvider(t *testing.T) {
 		{"libvirt unix socket without credentials", func(p *banlieue.Provider) {
 			toLibvirt(p)
 			p.Spec.Connection.Endpoint, p.Spec.Connection.CredentialsRef.Name = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock", ""
+			p.Spec.Connection.CABundle = nil
 		}, nil},
+		{"libvirt unix socket with a CA bundle and insecure", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Connection.Endpoint, p.Spec.Connection.CredentialsRef.Name = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock", ""
+			p.Spec.Connection.InsecureSkipTLSVerify = true
+		}, []want{{field.ErrorTypeForbidden, "spec.connection.caBundle"}, {field.ErrorTypeForbidden, "spec.connection.insecureSkipTLSVerify"}, {field.ErrorTypeInvalid, "spec.connection.insecureSkipTLSVerify"}}},
 		{"libvirt unix socket with credentials", func(p *banlieue.Provider) {
 			toLibvirt(p)
 			p.Spec.Connection.Endpoint = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"
+			p.Spec.Connection.CABundle = nil
 		}, []want{{field.ErrorTypeForbidden, "spec.connection.credentialsRef.name"}}},
 		{"libvirt https endpoint", func(p *banlieue.Provider) {
 			toLibvirt(p)
