@@ -58,7 +58,7 @@ chmod +x "${rd}/etc/udhcpc.script"
 modules="scsi_common scsi_mod libata ata_piix libahci ahci cdrom sr_mod crct10dif_common crc64
  crct10dif_generic crc-t10dif crc64-rocksoft t10-pi sd_mod virtio_ring virtio virtio_pci_modern_dev
  virtio_pci_legacy_dev virtio_pci virtio_blk virtio_scsi failover net_failover virtio_net e1000
- isofs fat vfat nls_cp437 nls_ascii button evdev"
+ isofs fat vfat nls_cp437 nls_ascii button evdev qemu_fw_cfg"
 : > "${rd}/etc/modules.order"
 for m in ${modules}; do
     for path in $(modprobe -d "${kroot}" -S "${kver}" --show-depends "${m}" | awk '/^insmod/{print $2}'); do

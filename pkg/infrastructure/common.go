@@ -37,6 +37,9 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 		TPMEnabled:    r.Spec.TPMEnabled,
 		PowerState:    infrav1.PowerState(r.Spec.PowerState),
 	}
+	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
+		spec.UserDataFormat = infrav1.UserDataIgnition
+	}
 	if u := r.Spec.UserData; u != nil {
 		if u.SecretRef != nil {
 			spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}

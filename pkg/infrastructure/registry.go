@@ -97,6 +97,10 @@ func (r *Registry) Kinds() []Kind {
 // ProviderAnnotation; a test keeps the two equal).
 const ProviderAnnotation = "banlieue.io/provider"
 
+// PausedAnnotation is Cluster API's pause: an infrastructure machine
+// carrying it is left alone by its provider (the contract's own name).
+const PausedAnnotation = "cluster.x-k8s.io/paused"
+
 // Typed is a SpecBuilder from one that builds a kind's typed spec: the
 // spec is converted to the JSON-like data the core writes.
 func Typed[S any](build func(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (S, error)) SpecBuilder {

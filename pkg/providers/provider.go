@@ -104,15 +104,27 @@ type MachineSpec struct {
 	Firmware string
 	// TPM adds a virtual TPM at creation.
 	TPM bool
-	// UserData is the first-boot payload (cloud-init), handed to the guest
-	// at creation; nil for none.
+	// UserData is the first-boot payload, handed to the guest at creation
+	// the way UserDataFormat says; nil for none.
 	UserData []byte
+	// UserDataFormat is UserDataCloudConfig (also when empty) or
+	// UserDataIgnition.
+	UserDataFormat string
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
 	// TaskRef is a task an earlier, interrupted call started (what a
 	// TaskRecorder was given): it is waited for before anything else.
 	TaskRef string
 }
+
+// The formats of user data (Cluster API's bootstrap "format" values).
+const (
+	UserDataCloudConfig = "cloud-config"
+	UserDataIgnition    = "ignition"
+)
+
+// Ignition tells whether the user data is an Ignition config.
+func (s MachineSpec) Ignition() bool { return s.UserDataFormat == UserDataIgnition }
 
 // Disk is one virtual disk.
 type Disk struct {

@@ -161,6 +161,10 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		OSFamily:    image.Spec.OSFamily,
 		Sources:     image.Spec.Sources,
 		InstallMode: v1alpha1.DefaultInstallMode,
+		GuestAgent:  image.Spec.GuestAgent,
+	}
+	if spec.Image.GuestAgent == "" {
+		spec.Image.GuestAgent = v1alpha1.GuestAgentCloudInit
 	}
 	if t := image.Spec.Template; t != nil && t.InstallMode != "" {
 		spec.Image.InstallMode = t.InstallMode

@@ -66,7 +66,7 @@ const (
 // provider, measures vcsim's raw clone+power-on rate, then creates VMs and
 // times them to Scheduled and to Ready.
 func (h *harness) provisioning(ctx context.Context, r *report) error {
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: simTemplate, Username: simUser, Password: simPassword})
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: simTemplate, Username: simUser, Password: simPassword, DHCP: true})
 	if err != nil {
 		return err
 	}

@@ -63,13 +63,15 @@ const addressPollFactor = 6
 
 // Cluster API's names, read without importing Cluster API.
 const (
-	capiGroup           = "cluster.x-k8s.io"
-	capiPausedAnno      = "cluster.x-k8s.io/paused"
-	capiClusterLabel    = "cluster.x-k8s.io/cluster-name"
-	capiBootstrapKey    = "value"
-	defaultUserDataKey  = "user-data"
-	capiDefaultVersion  = "cluster.x-k8s.io/v1beta2"
-	capiMachineKindName = "Machine"
+	capiGroup        = "cluster.x-k8s.io"
+	capiPausedAnno   = "cluster.x-k8s.io/paused"
+	capiClusterLabel = "cluster.x-k8s.io/cluster-name"
+	capiBootstrapKey = "value"
+	// capiBootstrapFormatKey says cloud-config or ignition.
+	capiBootstrapFormatKey = "format"
+	defaultUserDataKey     = "user-data"
+	capiDefaultVersion     = "cluster.x-k8s.io/v1beta2"
+	capiMachineKindName    = "Machine"
 )
 
 // MachineReconciler drives the machines of one kind (Kind): build the VM from its image, converge
@@ -174,7 +176,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
-	userData, reason, err := r.userData(ctx, m)
+	userData, format, reason, err := r.userData(ctx, m)
 	if apierrors.IsForbidden(err) {
 		reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
 	}
@@ -188,7 +190,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	spec.UserData = userData
+	spec.UserData, spec.UserDataFormat = userData, format
 	st, err := backend.EnsureMachine(ctx, spec, record)
 	if st.Created {
 		log.FromContext(ctx).Info("Created VM", "vm", spec.Name, "image", spec.Image, "location", spec.Location.String())
@@ -237,12 +239,26 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
 	// A guest reports its address some time after it boots, and status
-	// changes start no reconcile: look again, more slowly (a guest without
-	// tools never reports one), until the address is known.
+	// changes start no reconcile: look again until the address is known
+	// (its VM is not Ready without one), slowly once the guest has had
+	// time to boot (a guest without tools never reports one).
 	if st.PowerState == string(infrav1.PowerStatePoweredOn) && st.IPAddress == "" {
-		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, nil
+		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// bootWindow is how long after power-on a missing address is looked for
+// at the Poll rate.
+const bootWindow = 5 * time.Minute
+
+// addressPoll is when to look again for the address of m, powered on.
+func (r *MachineReconciler) addressPoll(m infrav1.Machine) time.Duration {
+	c := meta.FindStatusCondition(m.CommonStatus().Conditions, infrav1.ReadyCondition)
+	if c != nil && time.Since(c.LastTransitionTime.Time) < bootWindow {
+		return r.Poll
+	}
+	return addressPollFactor * r.Poll
 }
 
 // reconcileDelete destroys the VM and releases the machine. A machine
@@ -382,35 +398,51 @@ func (r *MachineReconciler) paused(ctx context.Context, m infrav1.Machine) (bool
 	return false, "", nil
 }
 
-// userData is the first-boot payload: the owning Cluster API Machine's
-// bootstrap data, or the Secret or ConfigMap key the spec names. A
+// userData is the first-boot payload and its format: the owning Cluster
+// API Machine's bootstrap data (its Secret's "format" key says which), or
+// the Secret or ConfigMap key the spec names (spec.userDataFormat). A
 // non-empty reason means the VM must not be created yet.
-func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]byte, string, error) {
+func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]byte, string, string, error) {
+	format := string(m.CommonSpec().UserDataFormat)
+	if format == "" {
+		format = providers.UserDataCloudConfig
+	}
 	if owner := capiMachine(m); owner != nil {
 		machine := &unstructured.Unstructured{}
 		machine.SetAPIVersion(owner.APIVersion)
 		machine.SetKind(owner.Kind)
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: owner.Name}, machine); err != nil {
-			return nil, "", fmt.Errorf("reading Machine %s: %w", owner.Name, err)
+			return nil, "", "", fmt.Errorf("reading Machine %s: %w", owner.Name, err)
 		}
 		name, _, _ := unstructured.NestedString(machine.Object, "spec", "bootstrap", "dataSecretName")
 		if name == "" {
-			return nil, ReasonWaitingForBootstrapData, nil
+			return nil, "", ReasonWaitingForBootstrapData, nil
 		}
-		return r.secretKey(ctx, m.GetNamespace(), name, capiBootstrapKey)
+		secret, reason, err := r.secret(ctx, m.GetNamespace(), name, capiBootstrapKey)
+		if err != nil {
+			return nil, "", reason, err
+		}
+		if f := string(secret.Data[capiBootstrapFormatKey]); f != "" {
+			format = f
+		}
+		return secret.Data[capiBootstrapKey], format, "", nil
 	}
 	if capiManaged(m) {
 		// Cluster API made it (a MachineSet, a control plane) but has not
 		// set the owning Machine yet: its bootstrap data comes with it, and
 		// a VM built now would boot without (a libvirt seed is written once).
-		return nil, ReasonWaitingForBootstrapData, nil
+		return nil, "", ReasonWaitingForBootstrapData, nil
 	}
 	if ref := m.CommonSpec().UserDataSecretRef; ref != nil {
 		key := ref.Key
 		if key == "" {
 			key = capiBootstrapKey
 		}
-		return r.secretKey(ctx, m.GetNamespace(), ref.Name, key)
+		secret, reason, err := r.secret(ctx, m.GetNamespace(), ref.Name, key)
+		if err != nil {
+			return nil, "", reason, err
+		}
+		return secret.Data[key], format, "", nil
 	}
 	if ref := m.CommonSpec().UserDataConfigMapRef; ref != nil {
 		key := ref.Key
@@ -419,29 +451,29 @@ func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]
 		}
 		cm := &corev1.ConfigMap{}
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: ref.Name}, cm); err != nil {
-			return nil, ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s: %w", ref.Name, err)
+			return nil, "", ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s: %w", ref.Name, err)
 		}
 		if v, ok := cm.Data[key]; ok {
-			return []byte(v), "", nil
+			return []byte(v), format, "", nil
 		}
 		if v, ok := cm.BinaryData[key]; ok {
-			return v, "", nil
+			return v, format, "", nil
 		}
-		return nil, ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s has no key %q", ref.Name, key)
+		return nil, "", ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s has no key %q", ref.Name, key)
 	}
-	return nil, "", nil
+	return nil, format, "", nil
 }
 
-func (r *MachineReconciler) secretKey(ctx context.Context, namespace, name, key string) ([]byte, string, error) {
+// secret reads the Secret namespace/name, which must hold key.
+func (r *MachineReconciler) secret(ctx context.Context, namespace, name, key string) (*corev1.Secret, string, error) {
 	secret := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
 		return nil, ReasonUserDataMissing, fmt.Errorf("user data Secret %s: %w", name, err)
 	}
-	v, ok := secret.Data[key]
-	if !ok {
+	if _, ok := secret.Data[key]; !ok {
 		return nil, ReasonUserDataMissing, fmt.Errorf("user data Secret %s has no key %q", name, key)
 	}
-	return v, "", nil
+	return secret, "", nil
 }
 
 // forbidden explains a refused user-data read and how to consent to it.

@@ -68,6 +68,13 @@ const (
 	reasonInfrastructureReady      = "InfrastructureReady"
 	reasonInfrastructureNotReady   = "InfrastructureNotReady"
 	reasonNotScheduled             = "NotScheduled"
+	reasonNotProvisioned           = "NotProvisioned"
+	reasonPoweredOff               = "PoweredOff"
+	reasonSuspended                = "Suspended"
+	reasonWaitingForAddress        = "WaitingForAddress"
+	reasonReachable                = "Reachable"
+	reasonPaused                   = "Paused"
+	reasonNotPaused                = "NotPaused"
 )
 
 // Reconciler reconciles VirtualMachines.
@@ -171,19 +178,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !vm.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, vm)
-	}
-	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
-		patch := client.MergeFrom(vm.DeepCopy())
-		controllerutil.AddFinalizer(vm, Finalizer)
-		if err := r.Client.Patch(ctx, vm, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
-
 	before := vm.Status.DeepCopy()
-	result, err := r.reconcileNormal(ctx, vm)
+	var result ctrl.Result
+	var err error
+	switch {
+	case vm.Spec.Paused:
+		// Before deletion: a paused VM is not even deleted until resumed.
+		err = r.reconcilePaused(ctx, vm)
+	case !vm.DeletionTimestamp.IsZero():
+		return r.reconcileDelete(ctx, vm)
+	default:
+		if !controllerutil.ContainsFinalizer(vm, Finalizer) {
+			patch := client.MergeFrom(vm.DeepCopy())
+			controllerutil.AddFinalizer(vm, Finalizer)
+			if err := r.Client.Patch(ctx, vm, patch); err != nil {
+				return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+			}
+		}
+		r.setCondition(vm, v1alpha1.VirtualMachinePaused, metav1.ConditionFalse, reasonNotPaused, "spec.paused is false")
+		result, err = r.reconcileNormal(ctx, vm)
+	}
 	vm.Status.ObservedGeneration = vm.Generation
 	if !apiequality.Semantic.DeepEqual(before, &vm.Status) {
 		if uerr := r.Client.Status().Update(ctx, vm); uerr != nil {
@@ -412,6 +426,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 		err = r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
 		switch {
 		case err == nil && metav1.IsControlledBy(m, vm):
+			if _, paused := m.GetAnnotations()[infrastructure.PausedAnnotation]; paused {
+				// Paused with the VM, which has resumed: its provider must act.
+				patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+				annotations := m.GetAnnotations()
+				delete(annotations, infrastructure.PausedAnnotation)
+				m.SetAnnotations(annotations)
+				if err := r.Client.Patch(ctx, m, patch); err != nil {
+					return ctrl.Result{}, fmt.Errorf("resuming %s %s: %w", kind.GroupVersionKind.Kind, m.GetName(), err)
+				}
+			}
 			if m.GetDeletionTimestamp().IsZero() {
 				if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
 					return ctrl.Result{}, fmt.Errorf("deleting %s: %w", kind.GroupVersionKind.Kind, err)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,6 +86,9 @@ func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind
 			annotations = map[string]string{}
 		}
 		annotations[infrastructure.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
+		// The VM is not paused (reconcilePaused handles that): its
+		// machine resumes too.
+		delete(annotations, infrastructure.PausedAnnotation)
 		m.SetAnnotations(annotations)
 		if err := setSpec(m, desired, kind.OwnedFields); err != nil {
 			return err
@@ -118,8 +122,9 @@ func setSpec(m client.Object, desired map[string]interface{}, owned []string) er
 }
 
 // mirror copies what the infrastructure object reports through the
-// contract onto the VM. provisioned comes only from the infrastructure;
-// the VM is Ready when it is, and the infrastructure's reason is the VM's.
+// contract onto the VM. provisioned comes only from the infrastructure, and
+// the infrastructure's reason is InfrastructureReady's; Ready is what the
+// seed defines: provisioned, in the desired power state and reachable.
 func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastructure.Observed) {
 	if o.Provisioned != nil {
 		p := *o.Provisioned
@@ -128,20 +133,106 @@ func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastruct
 	vm.Status.Addresses = o.Addresses
 	vm.Status.PowerState = v1alpha1.PowerState(o.PowerState)
 
-	status, reason, message := metav1.ConditionFalse, reasonWaitingForInfrastructure, fmt.Sprintf("%s %s has not reported Ready yet", kind, name)
-	if c := o.Ready; c != nil {
-		// The infrastructure's own reason (UserDataForbidden,
-		// ProvisioningFailed, ...) is the VM's: it says what to do.
-		status, reason, message = c.Status, c.Reason, fmt.Sprintf("%s %s: %s", kind, name, c.Message)
+	infra := infrastructureReady(kind, name, o)
+	infra.ObservedGeneration = vm.Generation
+	meta.SetStatusCondition(&vm.Status.Conditions, infra)
+	ready := readiness(infra, o)
+	ready.ObservedGeneration = vm.Generation
+	meta.SetStatusCondition(&vm.Status.Conditions, ready)
+}
+
+// infrastructureReady is the machine's Ready condition as the VM's
+// InfrastructureReady: the infrastructure's own reason (UserDataForbidden,
+// ProvisioningFailed, PowerStatePending, ...) says what to do.
+func infrastructureReady(kind, name string, o infrastructure.Observed) metav1.Condition {
+	c := o.Ready
+	if c == nil {
+		return metav1.Condition{Type: v1alpha1.VirtualMachineInfrastructureReady, Status: metav1.ConditionFalse,
+			Reason: reasonWaitingForInfrastructure, Message: fmt.Sprintf("%s %s has not reported Ready yet", kind, name)}
+	}
+	out := metav1.Condition{Type: v1alpha1.VirtualMachineInfrastructureReady, Status: c.Status, Reason: c.Reason,
+		Message: fmt.Sprintf("%s %s: %s", kind, name, c.Message)}
+	if out.Reason == "" {
+		out.Reason = reasonInfrastructureNotReady
 		if c.Status == metav1.ConditionTrue {
-			reason = reasonInfrastructureReady
-		} else if reason == "" {
-			reason = reasonInfrastructureNotReady
+			out.Reason = reasonInfrastructureReady
 		}
 	}
-	set := func(t string) {
-		meta.SetStatusCondition(&vm.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: vm.Generation})
+	return out
+}
+
+// readiness is the VM's Ready: "the VM exists, is provisioned, and is
+// reachable". A machine not Ready passes its reason on; a provisioned
+// machine in its desired state is Ready only powered on with an address
+// (PoweredOff, Suspended and WaitingForAddress otherwise).
+func readiness(infra metav1.Condition, o infrastructure.Observed) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.VirtualMachineReady, Status: metav1.ConditionFalse, Reason: infra.Reason, Message: infra.Message}
+	switch {
+	case infra.Status != metav1.ConditionTrue:
+		return c
+	case o.Provisioned == nil || !*o.Provisioned:
+		c.Reason, c.Message = reasonNotProvisioned, "the infrastructure reports Ready but not provisioned"
+	case o.PowerState == string(v1alpha1.PowerStatePoweredOff):
+		c.Reason, c.Message = reasonPoweredOff, "the VM is powered off, as desired: it is not reachable"
+	case o.PowerState == string(v1alpha1.PowerStateSuspended):
+		c.Reason, c.Message = reasonSuspended, "the VM is suspended, as desired: it is not reachable"
+	case o.PowerState != string(v1alpha1.PowerStatePoweredOn):
+		c.Reason, c.Message = reasonInfrastructureNotReady, fmt.Sprintf("the VM reports power state %q", o.PowerState)
+	case !hasIP(o.Addresses):
+		c.Reason, c.Message = reasonWaitingForAddress, "the VM is powered on and has not reported an IP address yet"
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, reasonReachable
+		c.Message = "the VM is provisioned, powered on and reachable at " + firstIP(o.Addresses)
 	}
-	set(v1alpha1.VirtualMachineInfrastructureReady)
-	set(v1alpha1.VirtualMachineReady)
+	return c
+}
+
+func hasIP(addrs []v1alpha1.MachineAddress) bool { return firstIP(addrs) != "" }
+
+func firstIP(addrs []v1alpha1.MachineAddress) string {
+	for _, a := range addrs {
+		if (a.Type == v1alpha1.MachineInternalIP || a.Type == v1alpha1.MachineExternalIP) && a.Address != "" {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// reconcilePaused does no work on vm but pause its machine, the way Cluster
+// API pauses infrastructure (its provider then stops too), and say so.
+func (r *Reconciler) reconcilePaused(ctx context.Context, vm *v1alpha1.VirtualMachine) error {
+	msg := "spec.paused is true: banlieue does not schedule, change, power or delete this VM"
+	if ref := vm.Status.InfrastructureRef; ref != nil {
+		for _, kind := range r.kindsOf(vm) {
+			m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, ref.Name)
+			if err != nil {
+				return err
+			}
+			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if !metav1.IsControlledBy(m, vm) {
+				return nil
+			}
+			if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; !ok {
+				patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+				annotations := m.GetAnnotations()
+				if annotations == nil {
+					annotations = map[string]string{}
+				}
+				annotations[infrastructure.PausedAnnotation] = ""
+				m.SetAnnotations(annotations)
+				if err := r.Client.Patch(ctx, m, patch); err != nil {
+					return fmt.Errorf("pausing %s %s: %w", kind.GroupVersionKind.Kind, m.GetName(), err)
+				}
+				r.event(vm, corev1.EventTypeNormal, reasonPaused, "Pause", fmt.Sprintf("paused %s %s", kind.GroupVersionKind.Kind, m.GetName()))
+			}
+			msg += fmt.Sprintf(", nor its %s %s (annotated %s)", kind.GroupVersionKind.Kind, m.GetName(), infrastructure.PausedAnnotation)
+		}
+	}
+	if !vm.DeletionTimestamp.IsZero() {
+		msg += "; its deletion waits until spec.paused is false"
+	}
+	r.setCondition(vm, v1alpha1.VirtualMachinePaused, metav1.ConditionTrue, reasonPaused, msg)
+	return nil
 }

@@ -1557,6 +1557,14 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							Enum:        []interface{}{"deferred", "immediate"},
 						},
 					},
+					"guestAgent": {
+						SchemaProps: spec.SchemaProps{
+							Description: "guestAgent of the image: how the user data reaches the guest.\n\nPossible enum values:\n - `\"cloud-init\"` : cloud-init reads the user data (and the image's cloudConfigs) as cloud-config or a script.\n - `\"ignition\"` : Ignition reads the user data as an Ignition config.\n - `\"sysprep\"` is named to be refused: Windows sysprep answer files are not delivered by any backend yet.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"cloud-init", "ignition", "sysprep"},
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
@@ -2513,9 +2521,11 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 					},
 					"guestAgent": {
 						SchemaProps: spec.SchemaProps{
-							Description: "guestAgent running in the image, e.g. cloud-init.",
+							Description: "guestAgent is the first-boot agent in the image, which decides how the VM's user data reaches the guest: cloud-init (the default; vSphere guestinfo.userdata/metadata, a libvirt NoCloud seed ISO) or ignition (vSphere guestinfo.ignition.config.data, QEMU fw_cfg opt/com.coreos/config on libvirt). sysprep is refused until supported.\n\nPossible enum values:\n - `\"cloud-init\"` : cloud-init reads the user data (and the image's cloudConfigs) as cloud-config or a script.\n - `\"ignition\"` : Ignition reads the user data as an Ignition config.\n - `\"sysprep\"` is named to be refused: Windows sysprep answer files are not delivered by any backend yet.",
+							Default:     "cloud-init",
 							Type:        []string{"string"},
 							Format:      "",
+							Enum:        []interface{}{"cloud-init", "ignition", "sysprep"},
 						},
 					},
 					"sources": {
@@ -2838,6 +2848,13 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 							},
 						},
 					},
+					"paused": {
+						SchemaProps: spec.SchemaProps{
+							Description: "paused stops all work on the VM and its infrastructure object while true: nothing is scheduled, changed, powered or deleted (a deleted paused VM waits), and the infrastructure object carries Cluster API's cluster.x-k8s.io/paused annotation so its provider stops too. The Paused condition shows it. Setting it back to false resumes.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"classRef", "imageRef"},
 			},
@@ -2871,7 +2888,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating.",
+							Description: "conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

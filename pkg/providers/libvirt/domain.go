@@ -98,7 +98,12 @@ func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, s
 			Target: &libvirtxml.DomainDiskTarget{Dev: disk.dev, Bus: "virtio"},
 		})
 	}
-	if seed != "" {
+	switch {
+	case seed != "" && spec.Ignition():
+		// Where Ignition looks on QEMU.
+		d.SysInfo = []libvirtxml.DomainSysInfo{{FWCfg: &libvirtxml.DomainSysInfoFWCfg{
+			Entry: []libvirtxml.DomainSysInfoEntry{{Name: IgnitionFWCfg, File: seed}}}}}
+	case seed != "":
 		dev := "hdc"
 		if cdromBus == "sata" {
 			dev = "sdz"
@@ -138,6 +143,9 @@ func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, s
 	d.Devices.Consoles = []libvirtxml.DomainConsole{{Target: &libvirtxml.DomainConsoleTarget{Type: "serial"}}}
 	return d.Marshal()
 }
+
+// IgnitionFWCfg is the fw_cfg entry Ignition reads its config from on QEMU.
+const IgnitionFWCfg = "opt/com.coreos/config"
 
 // serialLog is where the host keeps a domain's serial console output.
 func serialLog(name string) string {

@@ -350,3 +350,51 @@ func volumeInfo(t *testing.T, name string) (capacity, allocation uint64) {
 	}
 	return capacity, allocation
 }
+
+// TestIgnition: an Ignition guest gets its config where Ignition reads it
+// on QEMU (fw_cfg opt/com.coreos/config), read back from inside the guest,
+// and no NoCloud seed; a static address, which QEMU cannot carry to it, is
+// refused by name before anything is made.
+func TestIgnition(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	config := `{"ignition":{"version":"3.4.0"},"passwd":{"users":[{"name":"core"}]},"marker":"ign-77"}`
+	spec := providers.MachineSpec{
+		Name: "ns.ign-0", HostName: "ign-0", InstanceUUID: "0b7e1c43-8a0d-4d7e-9a53-4c3b2e1f0a99",
+		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+		Disks:    []providers.Disk{{Name: "root", SizeGiB: 1}},
+		NICs:     []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
+		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: "PoweredOn",
+	}
+	static := spec
+	static.InstanceUUID = "0b7e1c43-8a0d-4d7e-9a53-4c3b2e1f0a98"
+	static.NICs = []providers.NIC{{Name: "eth0", Network: libvirtd.Network, Static: &providers.StaticIP{Address: "192.168.150.9", Prefix: 24}}}
+	if _, err := c.EnsureMachine(ctx, static, (&recorder{}).record); err == nil || !strings.Contains(err.Error(), "interface eth0") {
+		t.Errorf("static address on an Ignition guest: %v, want a refusal naming eth0", err)
+	}
+	if left := volumesOf(t, static.InstanceUUID); len(left) > 0 {
+		t.Errorf("the refused machine left volumes: %v", left)
+	}
+
+	rec := &recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	log := waitSerial(t, spec.Name, "BANLIEUE-READY")
+	if !strings.Contains(log, "BANLIEUE-IGNITION "+config) || !strings.Contains(log, "BANLIEUE-SEED none") {
+		t.Errorf("the guest did not read its Ignition config from fw_cfg (or found a seed):\n%s", log)
+	}
+	if !strings.Contains(log, "BANLIEUE-NET eth0 ") || !strings.Contains(log, " "+libvirtd.Subnet+".") {
+		t.Errorf("the Ignition guest took no DHCP lease:\n%s", log)
+	}
+	vols := volumesOf(t, spec.InstanceUUID)
+	if fmt.Sprint(vols) != fmt.Sprint([]string{volumeName(spec, "ignition", "json"), volumeName(spec, "root", "qcow2")}) {
+		t.Errorf("volumes %v, want the boot overlay and the Ignition config only", vols)
+	}
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 {
+		t.Errorf("volumes left behind: %v", left)
+	}
+}

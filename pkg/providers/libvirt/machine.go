@@ -55,6 +55,9 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, fmt.Errorf("looking up domain %s: %w", spec.Name, err)
 	}
 	fresh := isNotFound(err)
+	if err := ignitionStatic(spec); err != nil {
+		return providers.MachineStatus{}, err
+	}
 	disks, seed, err := c.ensureVolumes(spec, fresh)
 	if err != nil {
 		return providers.MachineStatus{}, err
@@ -142,17 +145,54 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		}
 		out = append(out, attachedDisk{path: path, format: format, dev: diskDev(i)})
 	}
-	var iso []byte
+	seed, err := c.ensureFirstBoot(spec, base.Pool, fresh)
+	return out, seed, err
+}
+
+// ensureFirstBoot creates the volume the guest's agent reads its first
+// boot data from: a NoCloud seed ISO for cloud-init, the Ignition config
+// itself (given to QEMU as fw_cfg opt/com.coreos/config) for Ignition.
+// Filled only while the domain is not defined yet (fresh).
+func (c *Client) ensureFirstBoot(spec providers.MachineSpec, pool string, fresh bool) (string, error) {
+	name, data := volumeName(spec, "seed", "iso"), []byte(nil)
+	if spec.Ignition() {
+		if spec.UserData == nil {
+			return "", nil // Ignition boots without a config
+		}
+		name = volumeName(spec, "ignition", "json")
+	}
 	if fresh {
-		if iso, err = cloudinit.NoCloudSeed(spec, macAddresses(spec)); err != nil {
-			return nil, "", err
+		data = spec.UserData
+		if !spec.Ignition() {
+			iso, err := cloudinit.NoCloudSeed(spec, macAddresses(spec))
+			if err != nil {
+				return "", err
+			}
+			data = iso
+		}
+		if data == nil {
+			data = []byte{}
 		}
 	}
-	seed := libvirtxml.StorageVolume{Name: volumeName(spec, "seed", "iso"),
-		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(iso), 1))},
+	v := libvirtxml.StorageVolume{Name: name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(data), 1))},
 		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
-	seedPath, err := c.ensureVolume(base.Pool, seed, iso, 0)
-	return out, seedPath, err
+	return c.ensureVolume(pool, v, data, 0)
+}
+
+// ignitionStatic refuses static addresses for an Ignition guest: QEMU has
+// no channel for its network metadata (Afterburn reads kernel arguments
+// only on VMware), so the address would be accepted and ignored.
+func ignitionStatic(spec providers.MachineSpec) error {
+	if !spec.Ignition() {
+		return nil
+	}
+	for _, n := range spec.NICs {
+		if n.Static != nil {
+			return fmt.Errorf("interface %s: a static address cannot reach an Ignition guest on libvirt (QEMU passes no network metadata); use DHCP or a cloud-init image", n.Name)
+		}
+	}
+	return nil
 }
 
 // ensureVolume creates v in pool unless a volume of its name exists,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+	"github.com/firestoned/banlieue/pkg/providers/ignition"
 )
 
 // The keys cloud-init's VMware datasource reads.
@@ -34,22 +35,25 @@ const (
 	guestInfoMetaDataEncoding = "guestinfo.metadata.encoding"
 )
 
-// guestInfoChanges is the ExtraConfig that hands user data and metadata to
-// cloud-init, or nil when the VM already carries it (or there is no user
-// data: then guest customization configures static addresses).
+// The keys Ignition and Afterburn read on VMware.
+const (
+	guestInfoIgnition         = "guestinfo.ignition.config.data"
+	guestInfoIgnitionEncoding = "guestinfo.ignition.config.data.encoding"
+	guestInfoNetworkKargs     = "guestinfo.afterburn.initrd.network-kargs"
+)
+
+// guestInfoChanges is the ExtraConfig that hands the user data to the
+// guest's agent (cloud-init: user data and metadata; Ignition: its config
+// and Afterburn's network arguments), or nil when the VM already carries
+// it (or there is no user data: then guest customization configures
+// static addresses).
 func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.MachineSpec) ([]types.BaseOptionValue, error) {
 	if spec.UserData == nil {
 		return nil, nil
 	}
-	meta, err := metadata(object.VirtualDeviceList(cfg.Hardware.Device), spec)
+	want, keys, err := guestInfo(object.VirtualDeviceList(cfg.Hardware.Device), spec)
 	if err != nil {
 		return nil, err
-	}
-	want := map[string]string{
-		guestInfoUserData:         base64.StdEncoding.EncodeToString(spec.UserData),
-		guestInfoUserDataEncoding: "base64",
-		guestInfoMetaData:         base64.StdEncoding.EncodeToString(meta),
-		guestInfoMetaDataEncoding: "base64",
 	}
 	have := map[string]string{}
 	for _, o := range cfg.ExtraConfig {
@@ -60,7 +64,7 @@ func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.Machin
 		}
 	}
 	var changes []types.BaseOptionValue
-	for _, k := range []string{guestInfoUserData, guestInfoUserDataEncoding, guestInfoMetaData, guestInfoMetaDataEncoding} {
+	for _, k := range keys {
 		if have[k] != want[k] {
 			changes = append(changes, &types.OptionValue{Key: k, Value: want[k]})
 		}
@@ -68,14 +72,51 @@ func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.Machin
 	return changes, nil
 }
 
-// metadata is cloud-init's instance metadata: the instance ID (so cloud-init
-// runs once per VM, not once per boot), the host name, and a netplan v2
-// network matching each NIC by its MAC address.
-func metadata(devices object.VirtualDeviceList, spec providers.MachineSpec) ([]byte, error) {
+// guestInfo is the guestinfo the VM's agent reads, and its keys in order.
+func guestInfo(devices object.VirtualDeviceList, spec providers.MachineSpec) (map[string]string, []string, error) {
+	if spec.Ignition() {
+		want := map[string]string{
+			guestInfoIgnition:         base64.StdEncoding.EncodeToString(spec.UserData),
+			guestInfoIgnitionEncoding: "base64",
+		}
+		keys := []string{guestInfoIgnition, guestInfoIgnitionEncoding}
+		kargs, err := ignition.NetworkKargs(spec.NICs, macAddresses(devices), guestHostName(spec))
+		if err != nil {
+			return nil, nil, err
+		}
+		if kargs != "" {
+			want[guestInfoNetworkKargs] = kargs
+			keys = append(keys, guestInfoNetworkKargs)
+		}
+		return want, keys, nil
+	}
+	meta, err := metadata(devices, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := map[string]string{
+		guestInfoUserData:         base64.StdEncoding.EncodeToString(spec.UserData),
+		guestInfoUserDataEncoding: "base64",
+		guestInfoMetaData:         base64.StdEncoding.EncodeToString(meta),
+		guestInfoMetaDataEncoding: "base64",
+	}
+	return want, []string{guestInfoUserData, guestInfoUserDataEncoding, guestInfoMetaData, guestInfoMetaDataEncoding}, nil
+}
+
+// macAddresses are the VM's NICs' MAC addresses, in device order.
+func macAddresses(devices object.VirtualDeviceList) []string {
 	var macs []string
 	for _, card := range devices.SelectByType((*types.VirtualEthernetCard)(nil)) {
 		macs = append(macs, card.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard().MacAddress)
 	}
+	return macs
+}
+
+// metadata is cloud-init's instance metadata: the instance ID (so cloud-init
+// runs once per VM, not once per boot), the host name, and a netplan v2
+// network matching each NIC by its MAC address.
+func metadata(devices object.VirtualDeviceList, spec providers.MachineSpec) ([]byte, error) {
+	macs := macAddresses(devices)
 	md := map[string]any{"instance-id": cloudinit.InstanceID(spec), "local-hostname": guestHostName(spec)}
 	if len(spec.NICs) > 0 {
 		network, err := cloudinit.NetworkConfig(spec.NICs, macs)

@@ -289,3 +289,42 @@ func TestDisksOnTheirDatastores(t *testing.T) {
 }
 
 func ptrBool(b *bool) bool { return b != nil && *b }
+
+// TestIgnitionGuestInfo: an Ignition guest gets its config and, for its
+// static address, Afterburn's network kernel arguments (its NIC named by
+// the MAC vCenter gave it), and none of cloud-init's keys.
+func TestIgnitionGuestInfo(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	tmpl := template(t, c, "DC0")
+	config := `{"ignition":{"version":"3.4.0"}}`
+	spec := providers.MachineSpec{
+		Name: "ns-ign-0", HostName: "ign-0", InstanceUUID: "2c4e6a8b-1d3f-4a5b-8c7d-9e0f1a2b3c4d",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		NICs:     []providers.NIC{{Name: "eth0", Network: "VM Network", Static: &providers.StaticIP{Address: "192.0.2.20", Prefix: 24, Gateway: "192.0.2.1"}}},
+		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: "PoweredOff",
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	m := vmProps(t, c, "DC0", spec.Name)
+	data, _ := base64.StdEncoding.DecodeString(extraConfig(m, "guestinfo.ignition.config.data"))
+	if string(data) != config || extraConfig(m, "guestinfo.ignition.config.data.encoding") != "base64" {
+		t.Errorf("guestinfo.ignition.config.data %q", data)
+	}
+	macs := macAddresses(object.VirtualDeviceList(m.Config.Hardware.Device))
+	want := "ifname=eth0:" + strings.ToLower(macs[0]) + " ip=192.0.2.20::192.0.2.1:255.255.255.0:ign-0:eth0:none"
+	if got := extraConfig(m, "guestinfo.afterburn.initrd.network-kargs"); got != want {
+		t.Errorf("network kargs %q, want %q", got, want)
+	}
+	for _, k := range []string{"guestinfo.userdata", "guestinfo.metadata"} {
+		if extraConfig(m, k) != "" {
+			t.Errorf("an Ignition guest got cloud-init's %s", k)
+		}
+	}
+}

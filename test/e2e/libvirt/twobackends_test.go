@@ -19,19 +19,23 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -159,9 +163,143 @@ func TestOneManifestTwoBackends(t *testing.T) {
 			t.Errorf("%s: /placement on two-%s %+v, on two-%s %+v", vm.Name, backend, verdicts["two-"+backend], other, verdicts["two-"+other])
 		}
 	}
-	for _, vm := range vms {
-		if err := c.Delete(ctx, vm); err != nil {
+	for backend, vm := range vms {
+		if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineReady); c.Reason != "Reachable" {
+			t.Errorf("%s: Ready reason %s, want Reachable", vm.Name, c.Reason)
+		}
+		pauseAndResume(t, vm, wantKind[backend], power(t, sim, backend, vm.Name))
+	}
+}
+
+// power reads the backend's power state of the VM named name, as
+// PoweredOn / PoweredOff / Suspended, or "" when it does not exist.
+func power(t *testing.T, sim *vcsim.Simulator, backend, name string) func() string {
+	return func() string {
+		t.Helper()
+		if backend == "vsphere" {
+			m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m == nil {
+				return ""
+			}
+			return map[string]string{"poweredOn": "PoweredOn", "poweredOff": "PoweredOff", "suspended": "Suspended"}[string(m.Runtime.PowerState)]
+		}
+		d, err := lv(t).DomainLookupByName(ns + "." + name)
+		if err != nil {
+			return ""
+		}
+		state, _, err := lv(t).DomainGetState(d, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[int32]string{1: "PoweredOn", 3: "Suspended", 5: "PoweredOff"}[state]
+	}
+}
+
+// pauseAndResume: a paused VM's edits (a power change, its deletion)
+// reach neither its machine nor the backend; resuming carries them out,
+// and a VM powered off on purpose is not Ready (PoweredOff).
+func pauseAndResume(t *testing.T, vm *v1alpha1.VirtualMachine, kind string, backendPower func() string) {
+	ctx := context.Background()
+	edit := func(f func(*v1alpha1.VirtualMachine)) {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(vm.DeepCopy())
+		f(vm)
+		if err := c.Patch(ctx, vm, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
+	machine := func() *unstructured.Unstructured {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(infrav1.GroupVersion.String())
+		u.SetKind(kind)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	// paused waits until both the controller (on this generation) and the
+	// machine's provider say Paused.
+	paused := func() {
+		t.Helper()
+		eventually(t, time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+				return err
+			}
+			if cond := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePaused); cond == nil ||
+				cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != vm.Generation {
+				return fmt.Errorf("VM not Paused at generation %d: %+v", vm.Generation, cond)
+			}
+			conds, _, _ := unstructured.NestedSlice(machine().Object, "status", "conditions")
+			for _, x := range conds {
+				if m, _ := x.(map[string]interface{}); m["type"] == "Paused" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s %s not Paused: %v", kind, vm.Name, conds)
+		})
+	}
+
+	edit(func(vm *v1alpha1.VirtualMachine) {
+		vm.Spec.Paused, vm.Spec.DesiredPowerState = true, v1alpha1.PowerStatePoweredOff
+	})
+	paused()
+	if got, _, _ := unstructured.NestedString(machine().Object, "spec", "powerState"); got != "PoweredOn" || backendPower() != "PoweredOn" {
+		t.Errorf("%s paused: machine powerState %q, backend %q; want both PoweredOn", vm.Name, got, backendPower())
+	}
+	edit(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Paused = false })
+	eventually(t, 2*time.Minute, func() error {
+		if got := backendPower(); got != "PoweredOff" {
+			return fmt.Errorf("backend power %q after resuming", got)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineReady); cond.Status != metav1.ConditionFalse || cond.Reason != "PoweredOff" {
+			return fmt.Errorf("Ready %s/%s, want False/PoweredOff", cond.Status, cond.Reason)
+		}
+		if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachinePaused) {
+			return fmt.Errorf("still Paused")
+		}
+		return nil
+	})
+	if _, ok := machine().GetAnnotations()["cluster.x-k8s.io/paused"]; ok {
+		t.Errorf("%s %s still annotated paused", kind, vm.Name)
+	}
+
+	// Deleting a paused VM waits for it to resume.
+	edit(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Paused = true })
+	paused()
+	if err := c.Delete(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	// The controller has seen the deletion once it says the deletion waits.
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePaused); !strings.Contains(cond.Message, "deletion waits") {
+			return fmt.Errorf("Paused: %s", cond.Message)
+		}
+		return nil
+	})
+	if m := machine(); !m.GetDeletionTimestamp().IsZero() || backendPower() == "" {
+		t.Errorf("%s deleted while paused (deletionTimestamp %v, backend %q)", vm.Name, m.GetDeletionTimestamp(), backendPower())
+	}
+	edit(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Paused = false })
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("VM still there: %v", err)
+		}
+		if p := backendPower(); p != "" {
+			return fmt.Errorf("backend still has it (%s)", p)
+		}
+		return nil
+	})
 }

@@ -82,5 +82,11 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				t.InstallMode = banlieue.InstallModeImmediate
 			}
 		},
+		func(s *banlieue.VMImageSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.GuestAgent == "" {
+				s.GuestAgent = banlieue.GuestAgentCloudInit
+			}
+		},
 	}
 }

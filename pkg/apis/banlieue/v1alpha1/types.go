@@ -134,6 +134,13 @@ type VirtualMachineSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	NetworkOverrides []NetworkOverride `json:"networkOverrides,omitempty"`
+	// paused stops all work on the VM and its infrastructure object while
+	// true: nothing is scheduled, changed, powered or deleted (a deleted
+	// paused VM waits), and the infrastructure object carries Cluster API's
+	// cluster.x-k8s.io/paused annotation so its provider stops too. The
+	// Paused condition shows it. Setting it back to false resumes.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Placement constrains where a VM may run.
@@ -218,7 +225,10 @@ type StaticIPConfig struct {
 
 // Condition types of a VirtualMachine.
 const (
-	// VirtualMachineReady: the VM exists, is provisioned and is reachable.
+	// VirtualMachineReady: the VM exists, is provisioned and is reachable:
+	// True only when provisioned, in the desired power state, powered on and
+	// reporting an IP address. Otherwise False with the infrastructure's
+	// reason, or PoweredOff, Suspended or WaitingForAddress.
 	VirtualMachineReady = "Ready"
 	// VirtualMachineScheduled: a Provider matching placement has been selected.
 	VirtualMachineScheduled = "Scheduled"
@@ -228,6 +238,8 @@ const (
 	VirtualMachineInfrastructureReady = "InfrastructureReady"
 	// VirtualMachineMigrating: a recreate-based migration is in progress.
 	VirtualMachineMigrating = "Migrating"
+	// VirtualMachinePaused: spec.paused is true and nothing acts on the VM.
+	VirtualMachinePaused = "Paused"
 )
 
 // VirtualMachineStatus is the observed state of a VirtualMachine, mirrored
@@ -236,7 +248,7 @@ type VirtualMachineStatus struct {
 	// observedGeneration is the metadata.generation the controllers last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -497,6 +509,9 @@ type ResolvedImage struct {
 	// installMode of the image's template.
 	// +optional
 	InstallMode InstallMode `json:"installMode,omitempty"`
+	// guestAgent of the image: how the user data reaches the guest.
+	// +optional
+	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -627,6 +642,21 @@ const (
 	ImageSourceVolume ImageSourceKind = "Volume"
 )
 
+// GuestAgent is the first-boot agent of an image.
+// +enum
+type GuestAgent string
+
+const (
+	// GuestAgentCloudInit: cloud-init reads the user data (and the image's
+	// cloudConfigs) as cloud-config or a script.
+	GuestAgentCloudInit GuestAgent = "cloud-init"
+	// GuestAgentIgnition: Ignition reads the user data as an Ignition config.
+	GuestAgentIgnition GuestAgent = "ignition"
+	// GuestAgentSysprep is named to be refused: Windows sysprep answer files
+	// are not delivered by any backend yet.
+	GuestAgentSysprep GuestAgent = "sysprep"
+)
+
 // InstallMode says when an image's OS is installed.
 // +enum
 type InstallMode string
@@ -669,9 +699,14 @@ type VMImageSpec struct {
 	// architecture, e.g. amd64 or arm64.
 	// +optional
 	Architecture string `json:"architecture,omitempty"`
-	// guestAgent running in the image, e.g. cloud-init.
+	// guestAgent is the first-boot agent in the image, which decides how
+	// the VM's user data reaches the guest: cloud-init (the default; vSphere
+	// guestinfo.userdata/metadata, a libvirt NoCloud seed ISO) or ignition
+	// (vSphere guestinfo.ignition.config.data, QEMU fw_cfg
+	// opt/com.coreos/config on libvirt). sysprep is refused until supported.
 	// +optional
-	GuestAgent string `json:"guestAgent,omitempty"`
+	// +default="cloud-init"
+	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
 	// sources give the image's backend source, at most one per provider class.
 	// +optional
 	// +listType=map

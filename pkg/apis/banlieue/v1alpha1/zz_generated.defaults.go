@@ -77,6 +77,9 @@ func SetObjectDefaults_VMClassList(in *VMClassList) {
 }
 
 func SetObjectDefaults_VMImage(in *VMImage) {
+	if in.Spec.GuestAgent == "" {
+		in.Spec.GuestAgent = "cloud-init"
+	}
 	if in.Spec.Template != nil {
 		SetDefaults_ImageTemplate(in.Spec.Template)
 		if in.Spec.Template.InstallMode == "" {

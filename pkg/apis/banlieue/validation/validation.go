@@ -297,13 +297,17 @@ func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorL
 	var allErrs field.ErrorList
 	for name, v := range map[string]string{
 		"osFamily": spec.OSFamily, "osDistribution": spec.OSDistribution, "osVersion": spec.OSVersion,
-		"architecture": spec.Architecture, "guestAgent": spec.GuestAgent,
+		"architecture": spec.Architecture,
 	} {
 		if len(v) > MaxFreeTextLength {
 			allErrs = append(allErrs, field.TooLong(p.Child(name), "", MaxFreeTextLength))
 		}
 	}
+	allErrs = append(allErrs, validateGuestAgent(spec.GuestAgent, p.Child("guestAgent"))...)
 	sp := p.Child("sources")
+	if len(spec.Sources) == 0 {
+		allErrs = append(allErrs, field.Required(sp, "an image needs at least one source: the template or volume it is built from on some provider class"))
+	}
 	allErrs = append(allErrs, tooMany(len(spec.Sources), MaxSources, sp)...)
 	classes := sets.New[string]()
 	for i, s := range spec.Sources {
@@ -318,11 +322,23 @@ func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorL
 		allErrs = append(allErrs, validateEnum(t.InstallMode, installModes, true, p.Child("template", "installMode"))...)
 	}
 	cp := p.Child("cloudConfigs")
+	if len(spec.CloudConfigs) > 0 && spec.GuestAgent == banlieue.GuestAgentIgnition {
+		allErrs = append(allErrs, field.Forbidden(cp, "cloud-config documents are for cloud-init; an ignition image's whole config is the VM's user data"))
+	}
 	allErrs = append(allErrs, tooMany(len(spec.CloudConfigs), MaxCloudConfigs, cp)...)
 	for i, c := range spec.CloudConfigs {
 		allErrs = append(allErrs, validateRefName(c.SecretRef.Name, cp.Index(i).Child("secretRef", "name"))...)
 	}
 	return allErrs
+}
+
+// validateGuestAgent accepts the agents whose user data every backend
+// delivers, and refuses sysprep by name.
+func validateGuestAgent(a banlieue.GuestAgent, p *field.Path) field.ErrorList {
+	if a == banlieue.GuestAgentSysprep {
+		return field.ErrorList{field.Invalid(p, a, "sysprep is not supported yet: no backend delivers Windows answer files; use cloud-init (cloudbase-init on Windows) or ignition")}
+	}
+	return validateEnum(a, guestAgents, false, p)
 }
 
 // ValidateVMImageStatusUpdate validates an update of a VMImage's status.
@@ -439,6 +455,7 @@ var (
 	firmwares     = sets.New(banlieue.FirmwareBIOS, banlieue.FirmwareEFI, banlieue.FirmwareEFISecure)
 	provisionings = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
 	installModes  = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
+	guestAgents   = sets.New(banlieue.GuestAgentCloudInit, banlieue.GuestAgentIgnition)
 	sourceKinds   = sets.New(banlieue.ImageSourceTemplate, banlieue.ImageSourceVolume)
 	addressTypes  = sets.New(banlieue.MachineHostName, banlieue.MachineExternalIP, banlieue.MachineInternalIP,
 		banlieue.MachineExternalDNS, banlieue.MachineInternalDNS)

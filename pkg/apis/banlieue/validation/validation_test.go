@@ -307,6 +307,11 @@ func TestValidateVMImage(t *testing.T) {
 		}, []want{{field.ErrorTypeNotSupported, "spec.sources[0].kind"}}},
 		{"unknown install mode", func(i *banlieue.VMImage) { i.Spec.Template.InstallMode = "later" }, []want{{field.ErrorTypeNotSupported, "spec.template.installMode"}}},
 		{"bad cloud config ref", func(i *banlieue.VMImage) { i.Spec.CloudConfigs[0].SecretRef.Name = "" }, []want{{field.ErrorTypeRequired, "spec.cloudConfigs[0].secretRef.name"}}},
+		{"no sources", func(i *banlieue.VMImage) { i.Spec.Sources = nil }, []want{{field.ErrorTypeRequired, "spec.sources"}}},
+		{"ignition", func(i *banlieue.VMImage) { i.Spec.GuestAgent, i.Spec.CloudConfigs = "ignition", nil }, nil},
+		{"sysprep refused", func(i *banlieue.VMImage) { i.Spec.GuestAgent = "sysprep" }, []want{{field.ErrorTypeInvalid, "spec.guestAgent"}}},
+		{"unknown guest agent", func(i *banlieue.VMImage) { i.Spec.GuestAgent = "puppet" }, []want{{field.ErrorTypeNotSupported, "spec.guestAgent"}}},
+		{"cloud configs with ignition", func(i *banlieue.VMImage) { i.Spec.GuestAgent = "ignition" }, []want{{field.ErrorTypeForbidden, "spec.cloudConfigs"}}},
 		{"overlong os version", func(i *banlieue.VMImage) { i.Spec.OSVersion = strings.Repeat("9", MaxFreeTextLength+1) }, []want{{field.ErrorTypeTooLong, "spec.osVersion"}}},
 	}
 	for _, tc := range cases {

@@ -120,7 +120,28 @@ type CommonMachineSpec struct {
 	// userDataSecretRef and userDataConfigMapRef is set.
 	// +optional
 	UserDataConfigMapRef *ConfigMapKeyReference `json:"userDataConfigMapRef,omitempty"`
+
+	// userDataFormat is what the user data is, which decides how it reaches
+	// the guest: cloud-config (cloud-init: vSphere guestinfo.userdata, a
+	// libvirt NoCloud seed) or ignition (vSphere
+	// guestinfo.ignition.config.data, QEMU fw_cfg opt/com.coreos/config).
+	// Cluster API's bootstrap data secret says it in its "format" key, which
+	// wins. Defaults to cloud-config.
+	// +optional
+	// +kubebuilder:validation:Enum=cloud-config;ignition
+	UserDataFormat UserDataFormat `json:"userDataFormat,omitempty"`
 }
+
+// UserDataFormat is the format of a machine's user data, named as Cluster
+// API's bootstrap data secrets name it.
+type UserDataFormat string
+
+const (
+	// UserDataCloudConfig: cloud-init user data (cloud-config, a script, MIME).
+	UserDataCloudConfig UserDataFormat = "cloud-config"
+	// UserDataIgnition: an Ignition config (JSON).
+	UserDataIgnition UserDataFormat = "ignition"
+)
 
 // VSphereMachineSpec is everything the vSphere provider needs to build and
 // run one VM. banlieue's controller fills it from a VirtualMachine's resolved

@@ -619,6 +619,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: guestAgent
       type:
         scalar: string
+      default: cloud-init
     - name: osDistribution
       type:
         scalar: string
@@ -703,6 +704,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: paused
+      type:
+        scalar: boolean
     - name: placement
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Placement

@@ -230,9 +230,10 @@ func dhcp(ctx context.Context, gc *govmomi.Client) {
 }
 
 // staticAddress is the first static address of the guest's cloud-init
-// network metadata (guestinfo.metadata, base64 JSON), or "".
+// network metadata (guestinfo.metadata, base64 JSON) or of Afterburn's
+// network kernel arguments (an Ignition guest), or "".
 func staticAddress(extra []types.BaseOptionValue) string {
-	var raw, encoding string
+	var raw, encoding, kargs string
 	for _, o := range extra {
 		v := o.GetOptionValue()
 		switch v.Key {
@@ -240,7 +241,12 @@ func staticAddress(extra []types.BaseOptionValue) string {
 			raw, _ = v.Value.(string)
 		case "guestinfo.metadata.encoding":
 			encoding, _ = v.Value.(string)
+		case "guestinfo.afterburn.initrd.network-kargs":
+			kargs, _ = v.Value.(string)
 		}
+	}
+	if kargs != "" {
+		return kargsAddress(kargs)
 	}
 	if raw == "" {
 		return ""
@@ -273,6 +279,25 @@ func staticAddress(extra []types.BaseOptionValue) string {
 	}
 	addr, _, _ := strings.Cut(md.Network.Ethernets[best].Addresses[0], "/")
 	return addr
+}
+
+// kargsAddress is the first static address of dracut ip= arguments
+// (ip=ADDRESS::GATEWAY:NETMASK:HOST:IFACE:none), what the initramfs of an
+// Ignition guest configures.
+func kargsAddress(kargs string) string {
+	for _, arg := range strings.Fields(kargs) {
+		v, ok := strings.CutPrefix(arg, "ip=")
+		if !ok || strings.HasSuffix(v, ":dhcp") {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(v, "["); ok {
+			addr, _, _ := strings.Cut(rest, "]")
+			return addr
+		}
+		addr, _, _ := strings.Cut(v, ":")
+		return addr
+	}
+	return ""
 }
 
 // ReadVM reads the VM named name in datacenter dc of the vCenter at

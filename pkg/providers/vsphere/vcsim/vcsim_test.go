@@ -89,3 +89,16 @@ func guestIP(t *testing.T, s *Simulator, dc, name string) string {
 	}
 	return m.Guest.IpAddress
 }
+
+func TestKargsAddress(t *testing.T) {
+	for kargs, want := range map[string]string{
+		"ifname=eth0:00:50:56:00:00:01 ip=192.0.2.10::192.0.2.1:255.255.255.0:vm:eth0:none": "192.0.2.10",
+		"ifname=eth0:00:50:56:00:00:01 ip=eth0:dhcp ip=10.0.0.5:::255.0.0.0:vm:eth1:none":   "10.0.0.5",
+		"ip=[2001:db8::5]:::64:vm:eth0:none":                                                "2001:db8::5",
+		"ip=eth0:dhcp":                                                                      "",
+	} {
+		if got := kargsAddress(kargs); got != want {
+			t.Errorf("kargsAddress(%q) = %q, want %q", kargs, got, want)
+		}
+	}
+}

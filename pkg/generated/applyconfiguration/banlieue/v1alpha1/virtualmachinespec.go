@@ -52,6 +52,12 @@ type VirtualMachineSpecApplyConfiguration struct {
 	// only. Entries without a change are removed. Immutable once the VM is
 	// scheduled.
 	NetworkOverrides []NetworkOverrideApplyConfiguration `json:"networkOverrides,omitempty"`
+	// paused stops all work on the VM and its infrastructure object while
+	// true: nothing is scheduled, changed, powered or deleted (a deleted
+	// paused VM waits), and the infrastructure object carries Cluster API's
+	// cluster.x-k8s.io/paused annotation so its provider stops too. The
+	// Paused condition shows it. Setting it back to false resumes.
+	Paused *bool `json:"paused,omitempty"`
 }
 
 // VirtualMachineSpecApplyConfiguration constructs a declarative configuration of the VirtualMachineSpec type for use with
@@ -118,5 +124,13 @@ func (b *VirtualMachineSpecApplyConfiguration) WithNetworkOverrides(values ...*N
 		}
 		b.NetworkOverrides = append(b.NetworkOverrides, *values[i])
 	}
+	return b
+}
+
+// WithPaused sets the Paused field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Paused field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithPaused(value bool) *VirtualMachineSpecApplyConfiguration {
+	b.Paused = &value
 	return b
 }

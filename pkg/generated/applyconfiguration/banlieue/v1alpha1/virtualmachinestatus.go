@@ -31,7 +31,7 @@ import (
 type VirtualMachineStatusApplyConfiguration struct {
 	// observedGeneration is the metadata.generation the controllers last acted on.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// initialization tracks whether the backend has ever accepted the spec.
 	Initialization *VirtualMachineInitializationApplyConfiguration `json:"initialization,omitempty"`

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	banlieuev1alpha1 "github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
 // VMImageSpecApplyConfiguration represents a declarative configuration of the VMImageSpec type for use
 // with apply.
 //
@@ -31,8 +35,12 @@ type VMImageSpecApplyConfiguration struct {
 	OSVersion *string `json:"osVersion,omitempty"`
 	// architecture, e.g. amd64 or arm64.
 	Architecture *string `json:"architecture,omitempty"`
-	// guestAgent running in the image, e.g. cloud-init.
-	GuestAgent *string `json:"guestAgent,omitempty"`
+	// guestAgent is the first-boot agent in the image, which decides how
+	// the VM's user data reaches the guest: cloud-init (the default; vSphere
+	// guestinfo.userdata/metadata, a libvirt NoCloud seed ISO) or ignition
+	// (vSphere guestinfo.ignition.config.data, QEMU fw_cfg
+	// opt/com.coreos/config on libvirt). sysprep is refused until supported.
+	GuestAgent *banlieuev1alpha1.GuestAgent `json:"guestAgent,omitempty"`
 	// sources give the image's backend source, at most one per provider class.
 	Sources []ImageSourceApplyConfiguration `json:"sources,omitempty"`
 	// template describes how the image's template is built.
@@ -83,7 +91,7 @@ func (b *VMImageSpecApplyConfiguration) WithArchitecture(value string) *VMImageS
 // WithGuestAgent sets the GuestAgent field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the GuestAgent field is set to the value of the last call.
-func (b *VMImageSpecApplyConfiguration) WithGuestAgent(value string) *VMImageSpecApplyConfiguration {
+func (b *VMImageSpecApplyConfiguration) WithGuestAgent(value banlieuev1alpha1.GuestAgent) *VMImageSpecApplyConfiguration {
 	b.GuestAgent = &value
 	return b
 }

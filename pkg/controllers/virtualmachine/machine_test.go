@@ -1,0 +1,68 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package virtualmachine
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
+)
+
+func TestReadiness(t *testing.T) {
+	ip := []v1alpha1.MachineAddress{{Type: v1alpha1.MachineHostName, Address: "vm"}, {Type: v1alpha1.MachineInternalIP, Address: "192.0.2.7"}}
+	hostOnly := []v1alpha1.MachineAddress{{Type: v1alpha1.MachineHostName, Address: "vm"}}
+	ready := &metav1.Condition{Status: metav1.ConditionTrue, Reason: "PoweredOn", Message: "VM is PoweredOn"}
+	for _, tc := range []struct {
+		name      string
+		o         infrastructure.Observed
+		status    metav1.ConditionStatus
+		infra, vm string
+	}{
+		{"not reported", infrastructure.Observed{}, metav1.ConditionFalse, reasonWaitingForInfrastructure, reasonWaitingForInfrastructure},
+		{"backend reason passes through", infrastructure.Observed{Ready: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "UserDataForbidden"}},
+			metav1.ConditionFalse, "UserDataForbidden", "UserDataForbidden"},
+		{"no reason given", infrastructure.Observed{Ready: &metav1.Condition{Status: metav1.ConditionFalse}},
+			metav1.ConditionFalse, reasonInfrastructureNotReady, reasonInfrastructureNotReady},
+		{"not provisioned", infrastructure.Observed{Ready: ready, PowerState: "PoweredOn", Addresses: ip},
+			metav1.ConditionFalse, "PoweredOn", reasonNotProvisioned},
+		{"powered off as desired", infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "PoweredOff"},
+			metav1.ConditionFalse, "PoweredOn", reasonPoweredOff},
+		{"suspended as desired", infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "Suspended", Addresses: ip},
+			metav1.ConditionFalse, "PoweredOn", reasonSuspended},
+		{"on, hostname only", infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "PoweredOn", Addresses: hostOnly},
+			metav1.ConditionFalse, "PoweredOn", reasonWaitingForAddress},
+		{"unknown power state", infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "Weird", Addresses: ip},
+			metav1.ConditionFalse, "PoweredOn", reasonInfrastructureNotReady},
+		{"reachable", infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "PoweredOn", Addresses: ip},
+			metav1.ConditionTrue, "PoweredOn", reasonReachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			infra := infrastructureReady("XMachine", "vm", tc.o)
+			got := readiness(infra, tc.o)
+			if infra.Reason != tc.infra || got.Reason != tc.vm || got.Status != tc.status {
+				t.Errorf("InfrastructureReady %s, Ready %s/%s; want %s, %s/%s", infra.Reason, got.Status, got.Reason, tc.infra, tc.status, tc.vm)
+			}
+			if got.Message == "" {
+				t.Error("Ready has no message")
+			}
+		})
+	}
+}
