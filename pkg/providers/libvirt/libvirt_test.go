@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,7 @@ func volumesOf(t *testing.T, uid string) []string {
 			out = append(out, v.Name)
 		}
 	}
+	sort.Strings(out)
 	return out
 }
 

@@ -258,7 +258,11 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 	if spec.MemoryMiB > 0 && spec.MemoryMiB != int64(m.Config.Hardware.MemoryMB) {
 		cs.MemoryMB = spec.MemoryMiB
 	}
-	nics, err := nicChanges(ctx, f, devices, spec.NICs)
+	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
+		// vCenter changes the hot-add flags of a powered-off VM only.
+		cs.CpuHotAddEnabled, cs.MemoryHotAddEnabled = hotAdd(m.Config, spec)
+	}
+	nics, err := nicChanges(ctx, f, vm.Client(), devices, spec.NICs)
 	if err != nil {
 		return err
 	}
@@ -296,7 +300,8 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 			return fmt.Errorf("guestinfo: %w", err)
 		}
 	}
-	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || cs.Firmware != "" || cs.BootOptions != nil || len(cs.DeviceChange) > 0 || len(cs.ExtraConfig) > 0 {
+	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || cs.Firmware != "" || cs.BootOptions != nil || len(cs.DeviceChange) > 0 || len(cs.ExtraConfig) > 0 ||
+		cs.CpuHotAddEnabled != nil || cs.MemoryHotAddEnabled != nil {
 		if err := reconfigure("configuration", cs); err != nil {
 			return err
 		}
@@ -322,18 +327,25 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 // nicChanges points the VM's NICs at the spec's networks in order, adds the
 // missing ones and removes NICs the spec does not have. No NICs in the spec
 // keeps the template's as they are.
-func nicChanges(ctx context.Context, f *find.Finder, devices object.VirtualDeviceList, want []providers.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
+func nicChanges(ctx context.Context, f *find.Finder, c *vim25.Client, devices object.VirtualDeviceList, want []providers.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	if len(want) == 0 {
 		return nil, nil
 	}
 	existing := devices.SelectByType((*types.VirtualEthernetCard)(nil))
 	var changes []types.BaseVirtualDeviceConfigSpec
 	for i, nic := range want {
-		if nic.Network == "" {
+		name := nic.Network
+		if name == "" {
 			if i < len(existing) {
-				continue
+				continue // the template's adapter, on the template's network
 			}
-			return nil, fmt.Errorf("NIC %d needs a network: the template has only %d", i, len(existing))
+			if len(existing) == 0 {
+				return nil, fmt.Errorf("NIC %d names no port group and the template has no network adapter whose network it could use", i)
+			}
+			if name = networkName(ctx, c, existing[0].(types.BaseVirtualEthernetCard)); name == "" {
+				return nil, fmt.Errorf("NIC %d names no port group and the template's first adapter's network is unknown", i)
+			}
+			nic.Network = name
 		}
 		network, err := f.Network(ctx, nic.Network)
 		if err != nil {
@@ -593,6 +605,18 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 		return err
 	}
 	return wait(ctx, task, record)
+}
+
+// hotAdd are the CPU and memory hot-add flags to change (nil: as they are).
+func hotAdd(cfg *types.VirtualMachineConfigInfo, spec providers.MachineSpec) (cpu, memory *bool) {
+	change := func(have *bool, option string) *bool {
+		want := spec.Options[option] == "true"
+		if ptr.Deref(have, false) == want {
+			return nil
+		}
+		return &want
+	}
+	return change(cfg.CpuHotAddEnabled, machinespec.OptionCPUHotAdd), change(cfg.MemoryHotAddEnabled, machinespec.OptionMemoryHotAdd)
 }
 
 // customization applies static addresses (and the host name) at first boot

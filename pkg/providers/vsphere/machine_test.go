@@ -28,9 +28,11 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 	vsim "github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -326,5 +328,43 @@ func TestIgnitionGuestInfo(t *testing.T) {
 		if extraConfig(m, k) != "" {
 			t.Errorf("an Ignition guest got cloud-init's %s", k)
 		}
+	}
+}
+
+// TestTemplateNetworkAndHotAdd: interfaces that name no port group are on
+// the template's network (its adapter as it is, an added one on the
+// network of its first); the hot-add flags are set before power-on.
+func TestTemplateNetworkAndHotAdd(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	tmpl := template(t, c, "DC0")
+	tm := vmProps(t, c, "DC0", tmpl)
+	tnics := object.VirtualDeviceList(tm.Config.Hardware.Device).SelectByType((*types.VirtualEthernetCard)(nil))
+	if len(tnics) != 1 {
+		t.Fatalf("the template has %d NICs, the test wants 1", len(tnics))
+	}
+	want := networkName(ctx, c.gc.Client, tnics[0].(types.BaseVirtualEthernetCard))
+	spec := providers.MachineSpec{
+		Name: "ns-nics-0", InstanceUUID: "3d5f7a9c-2e4a-4b6c-9d8e-0f1a2b3c4d5e",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		NICs: []providers.NIC{{Name: "eth0"}, {Name: "eth1"}}, PowerState: "PoweredOn",
+		Options: map[string]string{machinespec.OptionCPUHotAdd: "true", machinespec.OptionMemoryHotAdd: "false"},
+	}
+	st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(st.Networks) != fmt.Sprint([]string{want, want}) {
+		t.Errorf("networks %v, want both on the template's %q", st.Networks, want)
+	}
+	// The class's hotAddCPU (not hotAddMemory) was applied before power-on.
+	m := vmProps(t, c, "DC0", spec.Name)
+	if !ptr.Deref(m.Config.CpuHotAddEnabled, false) || ptr.Deref(m.Config.MemoryHotAddEnabled, false) {
+		t.Errorf("hot add: cpu %v memory %v, want true and false", ptr.Deref(m.Config.CpuHotAddEnabled, false), ptr.Deref(m.Config.MemoryHotAddEnabled, false))
 	}
 }

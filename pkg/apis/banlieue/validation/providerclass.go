@@ -44,6 +44,9 @@ type classRules struct {
 	// its ref (why it is refused, or "").
 	source banlieue.ImageSourceKind
 	ref    func(string) string
+	// unsupported are features its machines cannot have, and why: a
+	// Provider advertising one would place classes it cannot honour.
+	unsupported map[string]string
 }
 
 // vsphereRules also apply to classes banlieue does not know, as before
@@ -79,6 +82,10 @@ var providerClasses = map[string]classRules{
 		network:       []string{"network", "bridge"},
 		location:      []string{"host"},
 		source:        banlieue.ImageSourceVolume,
+		unsupported: map[string]string{
+			"hotAddCPU":    "libvirt machines are defined with their class's CPUs as the maximum: none can be hot-added",
+			"hotAddMemory": "libvirt machines are defined without memory hotplug slots: no memory can be hot-added",
+		},
 		ref: func(ref string) string {
 			if pool, vol, ok := strings.Cut(ref, "/"); !ok || pool == "" || vol == "" || strings.Contains(vol, "/") {
 				return "must be POOL/VOLUME, a base image volume in a libvirt storage pool"
@@ -240,6 +247,17 @@ func validateSource(s banlieue.ImageSource, p *field.Path) field.ErrorList {
 	if rules.ref != nil && s.Ref != "" {
 		if why := rules.ref(s.Ref); why != "" {
 			allErrs = append(allErrs, field.Invalid(p.Child("ref"), s.Ref, why))
+		}
+	}
+	return allErrs
+}
+
+// validateClassFeatures refuses the features the class's machines cannot have.
+func validateClassFeatures(class string, features []string, p *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i, f := range features {
+		if why, ok := rulesFor(class).unsupported[f]; ok {
+			allErrs = append(allErrs, field.Invalid(p.Index(i), f, fmt.Sprintf("provider class %q does not support %s: %s", class, f, why)))
 		}
 	}
 	return allErrs

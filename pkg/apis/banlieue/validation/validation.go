@@ -413,6 +413,7 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 		allErrs = append(allErrs, validateTarget(class, "network", map[string]string{"portGroup": n.Target.PortGroup, "network": n.Target.Network, "bridge": n.Target.Bridge}, np.Index(i).Child("target"))...)
 	}
 	allErrs = append(allErrs, validateFeatures(spec.Capabilities.Features, capp.Child("features"))...)
+	allErrs = append(allErrs, validateClassFeatures(class, spec.Capabilities.Features, capp.Child("features"))...)
 
 	op := p.Child("failureDomainNameOverrides")
 	allErrs = append(allErrs, tooMany(len(spec.FailureDomainNameOverrides), MaxNameOverrides, op)...)

@@ -395,6 +395,10 @@ func TestValidateProvider(t *testing.T) {
 
 		// libvirt: its endpoints, pools, networks or bridges, and hosts.
 		{"libvirt valid", toLibvirt, nil},
+		{"libvirt hot add", func(p *banlieue.Provider) {
+			toLibvirt(p)
+			p.Spec.Capabilities.Features = []string{"vtpm", "hotAddMemory"}
+		}, []want{{field.ErrorTypeInvalid, "spec.capabilities.features[1]"}}},
 		{"libvirt unix socket without credentials", func(p *banlieue.Provider) {
 			toLibvirt(p)
 			p.Spec.Connection.Endpoint, p.Spec.Connection.CredentialsRef.Name = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock", ""
@@ -506,4 +510,5 @@ func toLibvirt(p *banlieue.Provider) {
 		p.Spec.Capabilities.NetworkClasses[i].Target = banlieue.NetworkTarget{Network: "banlieue"}
 	}
 	p.Spec.FailureDomainNameOverrides = []banlieue.FailureDomainNameOverride{{Host: "kvm-01.lab", Name: "kvm-01"}}
+	p.Spec.Capabilities.Features = []string{"vtpm"}
 }

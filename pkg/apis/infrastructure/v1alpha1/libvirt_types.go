@@ -77,14 +77,16 @@ type LibvirtDisk struct {
 
 // LibvirtNetworkDevice is one network interface of a domain: on a libvirt
 // network or a host bridge.
-// +kubebuilder:validation:XValidation:rule="has(self.network) != has(self.bridge)",message="exactly one of network and bridge"
+// +kubebuilder:validation:XValidation:rule="!(has(self.network) && has(self.bridge))",message="at most one of network and bridge"
 // +kubebuilder:validation:XValidation:rule="!(has(self.dhcp4) && self.dhcp4 && has(self.static))",message="dhcp4 and static are mutually exclusive"
 type LibvirtNetworkDevice struct {
 	// name of the interface in the guest (the VMClass interface name).
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=15
 	Name string `json:"name"`
-	// network is a libvirt network.
+	// network is a libvirt network. With neither network nor bridge the
+	// interface is on libvirt's "default" network, which the Provider must
+	// publish (as the target of one of its network classes) like any other.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Network string `json:"network,omitempty"`

@@ -178,6 +178,18 @@ type VSphereMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Folder string `json:"folder,omitempty"`
 
+	// cpuHotAdd lets CPUs be added to the running VM (vSphere's
+	// cpuHotAddEnabled), from the class feature hotAddCPU. Applied while
+	// the VM is powered off (at creation, or at its next power-off).
+	// +optional
+	CPUHotAdd bool `json:"cpuHotAdd,omitempty"`
+
+	// memoryHotAdd lets memory be added to the running VM (vSphere's
+	// memoryHotAddEnabled), from the class feature hotAddMemory. Applied
+	// while the VM is powered off.
+	// +optional
+	MemoryHotAdd bool `json:"memoryHotAdd,omitempty"`
+
 	// disks of the VM, the first being the boot disk.
 	// +optional
 	// +listType=map
@@ -219,10 +231,13 @@ type VSphereNetworkDevice struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
-	// portGroup is the vSphere network (port group) to connect to.
-	// +kubebuilder:validation:MinLength=1
+	// portGroup is the vSphere network (port group) to connect to. When
+	// empty the NIC is on the template's network: the template's adapter at
+	// this position as it is, or, past the template's adapters, on the
+	// network of its first one.
+	// +optional
 	// +kubebuilder:validation:MaxLength=256
-	PortGroup string `json:"portGroup"`
+	PortGroup string `json:"portGroup,omitempty"`
 	// dhcp4 gets the address from DHCP (the default when static is empty).
 	// +optional
 	DHCP4 bool `json:"dhcp4,omitempty"`

@@ -37,6 +37,11 @@ import (
 // ProviderClass is the libvirt backend's providerClassRef.name.
 const ProviderClass = "libvirt"
 
+// DefaultNetwork is the network of an interface that names none: the one
+// a libvirt installation defines by default. Like any network, a Provider
+// must publish it (a network class whose target it is) for machines to use it.
+const DefaultNetwork = "default"
+
 // Reasons of a VMImage's libvirt source.
 const (
 	ImageReasonVolumeNotFound  = "VolumeNotFound"
@@ -78,7 +83,7 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	}
 	for _, n := range r.Spec.Interfaces {
 		t, ok := targets[n.NetworkClass]
-		if !ok {
+		if !ok && n.NetworkClass != "" {
 			return spec, fmt.Errorf("interface %s: Provider %s has no network class %q", n.Name, provider.Name, n.NetworkClass)
 		}
 		static := infrastructure.StaticIP(n)
@@ -119,6 +124,10 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	spec := providers.MachineSpec{Location: failuredomain.Location{Host: fd.Host}, Image: lm.Spec.Image}
 	for _, n := range lm.Spec.Network {
 		nic := providers.NIC{Name: n.Name, Network: n.Network, Bridge: n.Bridge}
+		if nic.Network == "" && nic.Bridge == "" {
+			// Admission then checks that the Provider publishes it.
+			nic.Network = DefaultNetwork
+		}
 		if st := n.Static; st != nil {
 			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
 		}

@@ -110,6 +110,21 @@ func TestBuildSpec(t *testing.T) {
 	if _, err := BuildSpec(vm, r, provider); err == nil {
 		t.Error("an interface whose network class the Provider lacks built a spec")
 	}
+
+	// An interface without a network class is on libvirt's default network.
+	class.Spec.Network.Interfaces = append(class.Spec.Network.Interfaces[:1], v1alpha1.NetworkInterfaceSpec{Name: "eth1"})
+	if r, err = resolve.Resolve(vm, class, image); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = BuildSpec(vm, r, provider); err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Network[1]; n.Network != "" || n.Bridge != "" || !n.DHCP4 {
+		t.Errorf("interface without a network class: %+v", n)
+	}
+	if spec, _ := machineSpec(&infrav1.LibvirtMachine{Spec: got}, provider.Status.FailureDomains[0]); spec.NICs[1].Network != DefaultNetwork {
+		t.Errorf("the backend puts it on %q, want %q", spec.NICs[1].Network, DefaultNetwork)
+	}
 }
 
 func TestCredentials(t *testing.T) {

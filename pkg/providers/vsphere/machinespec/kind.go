@@ -19,6 +19,7 @@ package machinespec
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,8 +61,9 @@ func machineSpec(m infrav1.Machine, _ v1alpha1.FailureDomain) (providers.Machine
 	vsm := m.(*infrav1.VSphereMachine)
 	spec := providers.MachineSpec{
 		Location: failuredomain.Location{Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster},
-		Options:  map[string]string{OptionResourcePool: vsm.Spec.ResourcePool, OptionFolder: vsm.Spec.Folder},
-		Image:    vsm.Spec.Template,
+		Options: map[string]string{OptionResourcePool: vsm.Spec.ResourcePool, OptionFolder: vsm.Spec.Folder,
+			OptionCPUHotAdd: strconv.FormatBool(vsm.Spec.CPUHotAdd), OptionMemoryHotAdd: strconv.FormatBool(vsm.Spec.MemoryHotAdd)},
+		Image: vsm.Spec.Template,
 	}
 	for _, n := range vsm.Spec.Network {
 		nic := providers.NIC{Name: n.Name, Network: n.PortGroup}

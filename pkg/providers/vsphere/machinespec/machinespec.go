@@ -20,6 +20,8 @@ limitations under the License.
 package machinespec
 
 import (
+	"slices"
+
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
@@ -59,6 +61,8 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Datastore: datastores[d.Name],
 		})
 	}
+	spec.CPUHotAdd = slices.Contains(r.Spec.Features, FeatureHotAddCPU)
+	spec.MemoryHotAdd = slices.Contains(r.Spec.Features, FeatureHotAddMemory)
 	portGroups := infrastructure.Targets(s.Network)
 	for _, n := range r.Spec.Interfaces {
 		// No static address is DHCP; pool allocation is not implemented
@@ -74,4 +78,14 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 const (
 	OptionResourcePool = "resourcePool"
 	OptionFolder       = "folder"
+	// OptionCPUHotAdd and OptionMemoryHotAdd are "true" to enable hot add.
+	OptionCPUHotAdd    = "cpuHotAdd"
+	OptionMemoryHotAdd = "memoryHotAdd"
+)
+
+// The class features a VSphereMachine applies (the others are matched
+// against the Provider's published features only).
+const (
+	FeatureHotAddCPU    = "hotAddCPU"
+	FeatureHotAddMemory = "hotAddMemory"
 )
