@@ -40,6 +40,9 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		spec.UserDataFormat = infrav1.UserDataIgnition
 	}
+	for _, c := range r.Spec.Image.CloudConfigs {
+		spec.CloudConfigs = append(spec.CloudConfigs, c.SecretRef.Name)
+	}
 	if u := r.Spec.UserData; u != nil {
 		if u.SecretRef != nil {
 			spec.UserDataSecretRef = &infrav1.SecretKeyReference{Name: u.SecretRef.Name, Key: u.SecretRef.Key}

@@ -92,9 +92,13 @@ type MachineSpec struct {
 	// (vSphere: resourcePool, folder); empty means the backend's default.
 	Options map[string]string
 	// Image is the image source's ref: a template, a POOL/VOLUME.
-	Image     string
-	CPUs      int32
-	MemoryMiB int64
+	Image string
+	// ImageIsInstaller: the image is an installer medium the guest installs
+	// from at first boot (installMode deferred) where the backend tells the
+	// two apart (libvirt); a vSphere template carries its own installer.
+	ImageIsInstaller bool
+	CPUs             int32
+	MemoryMiB        int64
 	// Disks in order, the first being the image's boot disk: disks are
 	// grown to these sizes and missing ones added (never shrunk or removed).
 	Disks []Disk

@@ -161,7 +161,8 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		OSFamily:    image.Spec.OSFamily,
 		Sources:     image.Spec.Sources,
 		InstallMode: v1alpha1.DefaultInstallMode,
-		GuestAgent:  image.Spec.GuestAgent,
+		GuestAgent:   image.Spec.GuestAgent,
+		CloudConfigs: image.Spec.CloudConfigs,
 	}
 	if spec.Image.GuestAgent == "" {
 		spec.Image.GuestAgent = v1alpha1.GuestAgentCloudInit

@@ -502,6 +502,10 @@ type ResolvedImage struct {
 	// guestAgent of the image: how the user data reaches the guest.
 	// +optional
 	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
+	// cloudConfigs of the image, delivered before the VM's user data.
+	// +optional
+	// +listType=atomic
+	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -697,8 +701,13 @@ type VMImageSpec struct {
 	// template describes how the image's template is built.
 	// +optional
 	Template *ImageTemplate `json:"template,omitempty"`
-	// cloudConfigs are extra cloud-config documents used when building or
-	// installing the image.
+	// cloudConfigs are cloud-config documents every VM of the image gets
+	// with its own user data, before it (cloud-init merges them in order,
+	// the VM's user data last): e.g. a deferred image's unattended-install
+	// configuration. Each names a Secret, in the namespace of the Provider
+	// serving the VM, whose key "cloud-config" holds the document; the
+	// provider reads only Secrets a VMImage names this way. cloud-init
+	// images only: refused with guestAgent ignition.
 	// +optional
 	// +listType=atomic
 	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`

@@ -713,6 +713,11 @@ func (in *ResolvedImage) DeepCopyInto(out *ResolvedImage) {
 		*out = make([]ImageSource, len(*in))
 		copy(*out, *in)
 	}
+	if in.CloudConfigs != nil {
+		in, out := &in.CloudConfigs, &out.CloudConfigs
+		*out = make([]CloudConfigSource, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -40,6 +40,7 @@ const (
 	ReasonDatastoreNotPublished     = "DatastoreNotPublished"
 	ReasonPortGroupNotPublished     = "PortGroupNotPublished"
 	ReasonTemplateNotPublished      = "TemplateNotPublished"
+	ReasonCloudConfigNotPublished   = "CloudConfigNotPublished"
 )
 
 // refusal is a machine spec its Provider does not allow: the field, the
@@ -91,10 +92,14 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 		}
 	}
 	var refs []string
+	var configs [][]string // the cloudConfigs of the images of spec.Image
 	for _, img := range images {
 		for _, s := range img.Spec.Sources {
 			if s.ProviderClass == class {
 				refs = append(refs, s.Ref)
+				if s.Ref == spec.Image {
+					configs = append(configs, cloudConfigNames(img))
+				}
 			}
 		}
 	}
@@ -102,7 +107,35 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 		return &refusal{fields.Image, fields.ImageWord + "NotPublished",
 			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", spec.Image, class, published(refs))}
 	}
-	return nil
+	return admitCloudConfigs(m, spec.Image, configs)
+}
+
+// admitCloudConfigs lets a machine name Secrets of the Provider's
+// namespace as cloud configs only when a VMImage of its image names them
+// (in that order): anything else would hand that namespace's Secrets (the
+// Provider's credentials) to whoever writes machines.
+func admitCloudConfigs(m infrav1.Machine, image string, configs [][]string) *refusal {
+	want := m.CommonSpec().CloudConfigs
+	if len(want) == 0 {
+		return nil
+	}
+	var offered []string
+	for _, c := range configs {
+		if slices.Equal(c, want) {
+			return nil
+		}
+		offered = append(offered, "["+strings.Join(c, ", ")+"]")
+	}
+	return &refusal{"spec.cloudConfigs", ReasonCloudConfigNotPublished,
+		fmt.Sprintf("[%s] are not the cloudConfigs of a VMImage of %q (%s)", strings.Join(want, ", "), image, published(offered))}
+}
+
+func cloudConfigNames(img v1alpha1.VMImage) []string {
+	var out []string
+	for _, c := range img.Spec.CloudConfigs {
+		out = append(out, c.SecretRef.Name)
+	}
+	return out
 }
 
 // admitFailureDomain checks that the machine's location is one of p's

@@ -42,6 +42,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 )
 
 // Reasons of a machine's Ready condition besides the power states.
@@ -53,6 +54,8 @@ const (
 	// ReasonUserDataForbidden: the machine's namespace has not granted this
 	// provider's identity the reading of its user data.
 	ReasonUserDataForbidden = "UserDataForbidden"
+	// ReasonCloudConfigsNeedCloudInit: cloud configs with Ignition user data.
+	ReasonCloudConfigsNeedCloudInit = "CloudConfigsNeedCloudInit"
 	// PausedCondition follows Cluster API's v1beta2 contract: True while the
 	// object or its Cluster is paused and nothing is reconciled.
 	PausedCondition = "Paused"
@@ -70,8 +73,10 @@ const (
 	// capiBootstrapFormatKey says cloud-config or ignition.
 	capiBootstrapFormatKey = "format"
 	defaultUserDataKey     = "user-data"
-	capiDefaultVersion     = "cluster.x-k8s.io/v1beta2"
-	capiMachineKindName    = "Machine"
+	// cloudConfigKey holds a VMImage cloud config in its Secret.
+	cloudConfigKey      = "cloud-config"
+	capiDefaultVersion  = "cluster.x-k8s.io/v1beta2"
+	capiMachineKindName = "Machine"
 )
 
 // MachineReconciler drives the machines of one kind (Kind): build the VM from its image, converge
@@ -189,6 +194,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if userData, reason, err = r.withCloudConfigs(ctx, m, provider, userData, format); reason != "" {
+		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, m, metav1.ConditionFalse, reason, err.Error())
 	}
 	spec.UserData, spec.UserDataFormat = userData, format
 	st, err := backend.EnsureMachine(ctx, spec, record)
@@ -462,6 +470,32 @@ func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]
 		return nil, "", ReasonUserDataMissing, fmt.Errorf("user data ConfigMap %s has no key %q", ref.Name, key)
 	}
 	return nil, format, "", nil
+}
+
+// withCloudConfigs puts the machine's cloud configs (admitted: its image's)
+// before its user data, read from the Provider's namespace. A reason when
+// they cannot be delivered.
+func (r *MachineReconciler) withCloudConfigs(ctx context.Context, m infrav1.Machine, p *v1alpha1.Provider, userData []byte, format string) ([]byte, string, error) {
+	names := m.CommonSpec().CloudConfigs
+	if len(names) == 0 {
+		return userData, "", nil
+	}
+	if format != providers.UserDataCloudConfig {
+		return nil, ReasonCloudConfigsNeedCloudInit, fmt.Errorf("spec.cloudConfigs are cloud-config documents; this machine's user data is %s", format)
+	}
+	var docs [][]byte
+	for _, name := range names {
+		secret, reason, err := r.secret(ctx, p.Namespace, name, cloudConfigKey)
+		if err != nil {
+			return nil, reason, fmt.Errorf("cloud config: %w", err)
+		}
+		docs = append(docs, secret.Data[cloudConfigKey])
+	}
+	out, err := cloudinit.Multipart(append(docs, userData)...)
+	if err != nil {
+		return nil, ReasonUserDataMissing, fmt.Errorf("joining the cloud configs and the user data: %w", err)
+	}
+	return out, "", nil
 }
 
 // secret reads the Secret namespace/name, which must hold key.

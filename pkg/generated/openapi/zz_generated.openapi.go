@@ -1565,12 +1565,30 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							Enum:        []interface{}{"cloud-init", "ignition", "sysprep"},
 						},
 					},
+					"cloudConfigs": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "cloudConfigs of the image, delivered before the VM's user data.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.CloudConfigSource{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ImageSource{}.OpenAPIModelName()},
+			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName()},
 	}
 }
 
@@ -2562,7 +2580,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "cloudConfigs are extra cloud-config documents used when building or installing the image.",
+							Description: "cloudConfigs are cloud-config documents every VM of the image gets with its own user data, before it (cloud-init merges them in order, the VM's user data last): e.g. a deferred image's unattended-install configuration. Each names a Secret, in the namespace of the Provider serving the VM, whose key \"cloud-config\" holds the document; the provider reads only Secrets a VMImage names this way. cloud-init images only: refused with guestAgent ignition.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

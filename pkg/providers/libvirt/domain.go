@@ -61,7 +61,8 @@ func macAddresses(spec providers.MachineSpec) []string {
 // domainXML is the domain for spec: disks, the seed CD-ROM, NICs on their
 // networks or bridges with stable MACs, firmware, a vTPM when asked, and a
 // serial console (a pty, logged to a file libvirt keeps beside QEMU's log).
-func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, seed string) (string, error) {
+func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, error) {
+	disks, seed := vols.disks, vols.seed
 	d := &libvirtxml.Domain{
 		Type: opts.DomainType, Name: spec.Name, UUID: spec.InstanceUUID,
 		Memory: &libvirtxml.DomainMemory{Value: uint(spec.MemoryMiB), Unit: "MiB"},
@@ -96,6 +97,21 @@ func domainXML(spec providers.MachineSpec, opts Options, disks []attachedDisk, s
 			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: disk.format},
 			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk.path}},
 			Target: &libvirtxml.DomainDiskTarget{Dev: disk.dev, Bus: "virtio"},
+		})
+	}
+	if vols.installer.path != "" {
+		// Booted after the (blank, then installed) disk.
+		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: "cdrom"})
+		dev := "hdd"
+		if cdromBus == "sata" {
+			dev = "sdy"
+		}
+		d.Devices.Disks = append(d.Devices.Disks, libvirtxml.DomainDisk{
+			Device:   "cdrom",
+			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: vols.installer.format},
+			Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: vols.installer.path}},
+			Target:   &libvirtxml.DomainDiskTarget{Dev: dev, Bus: cdromBus},
+			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 		})
 	}
 	switch {

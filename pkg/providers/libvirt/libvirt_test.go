@@ -28,9 +28,11 @@ import (
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
@@ -398,5 +400,93 @@ func TestIgnition(t *testing.T) {
 	}
 	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 {
 		t.Errorf("volumes left behind: %v", left)
+	}
+}
+
+// TestDeferredInstall: an image used as an installer (installMode
+// deferred) is attached as a CD-ROM, booted after a blank boot disk of the
+// class's size; deleting the machine keeps the image.
+func TestDeferredInstall(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	iso, err := cloudinit.ISO("INSTALLER", map[string][]byte{"README": []byte("an installer medium\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "installer.iso")
+	if err := os.WriteFile(src, iso, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.ImportVolume(src, "installer.iso"); err != nil {
+		t.Fatal(err)
+	}
+	spec := providers.MachineSpec{
+		Name: "ns.kairos-0", HostName: "kairos-0", InstanceUUID: "5e7a9c1b-3d5f-4a6b-8c9d-0e1f2a3b4c5d",
+		Location: failuredomain.Location{Host: "h"}, Image: libvirtd.Pool + "/installer.iso", ImageIsInstaller: true,
+		CPUs: 1, MemoryMiB: 256, Disks: []providers.Disk{{Name: "root", SizeGiB: 2}},
+		NICs: []providers.NIC{{Name: "eth0", Network: libvirtd.Network}}, PowerState: "PoweredOn",
+	}
+	rec := &recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	dom, err := l.DomainLookupByName(spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &libvirtxml.Domain{}
+	if err := d.Unmarshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	var boots []string
+	for _, b := range d.OS.BootDevices {
+		boots = append(boots, b.Dev)
+	}
+	if fmt.Sprint(boots) != "[hd cdrom]" {
+		t.Errorf("boot order %v, want the disk, then the installer", boots)
+	}
+	var installer, boot string
+	for _, disk := range d.Devices.Disks {
+		switch {
+		case disk.Device == "cdrom" && strings.HasSuffix(disk.Source.File.File, "/installer.iso"):
+			installer = disk.Source.File.File
+		case disk.Device == "disk" && disk.Target.Dev == "vda":
+			boot = disk.Source.File.File
+		}
+	}
+	if installer == "" || !strings.HasSuffix(boot, volumeName(spec, "root", "qcow2")) {
+		t.Fatalf("installer CD-ROM %q, boot disk %q:\n%s", installer, boot, doc)
+	}
+	// The boot disk is blank: no backing image, the class's size, nothing written.
+	p, _ := l.StoragePoolLookupByName(libvirtd.Pool)
+	v, err := l.StorageVolLookupByName(p, volumeName(spec, "root", "qcow2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vdoc, _ := l.StorageVolGetXMLDesc(v, 0)
+	vx := &libvirtxml.StorageVolume{}
+	if err := vx.Unmarshal(vdoc); err != nil {
+		t.Fatal(err)
+	}
+	if vx.BackingStore != nil || vx.Capacity.Value != 2*gib {
+		t.Errorf("boot disk: backing %+v, capacity %d; want blank, 2 GiB", vx.BackingStore, vx.Capacity.Value)
+	}
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 {
+		t.Errorf("volumes left behind: %v", left)
+	}
+	if _, err := l.StorageVolLookupByName(p, "installer.iso"); err != nil {
+		t.Errorf("the installer image went with the machine: %v", err)
 	}
 }

@@ -58,11 +58,12 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := ignitionStatic(spec); err != nil {
 		return providers.MachineStatus{}, err
 	}
-	disks, seed, err := c.ensureVolumes(spec, fresh)
+	vols, err := c.ensureVolumes(spec, fresh)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	want, err := domainXML(spec, c.opts, disks, seed)
+	disks := vols.disks
+	want, err := domainXML(spec, c.opts, vols)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -95,14 +96,14 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 // yet (fresh): a crash between creating the seed and filling it is then
 // repaired by the retry, and a defined domain's seed is never rewritten
 // (cloud-init's first boot data stays what the VM was created with).
-func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attachedDisk, string, error) {
+func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) (volumes, error) {
 	base, err := c.lookupVolume(spec.Image)
 	if err != nil {
-		return nil, "", err
+		return volumes{}, err
 	}
 	baseXML, err := c.volumeXML(base)
 	if err != nil {
-		return nil, "", err
+		return volumes{}, err
 	}
 	disks := spec.Disks
 	if len(disks) == 0 {
@@ -117,7 +118,10 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		v := libvirtxml.StorageVolume{Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(d.SizeGiB) * gib}}
 		format := "qcow2"
 		var flags golibvirt.StorageVolCreateFlags
-		if i == 0 {
+		if i == 0 && spec.ImageIsInstaller {
+			// The boot disk the installer (the image, a CD-ROM) installs to.
+			v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
+		} else if i == 0 {
 			// The boot disk: a copy-on-write overlay, at least the image's size.
 			v.Capacity.Value = max(v.Capacity.Value, baseXML.Capacity.Value)
 			v.BackingStore = &libvirtxml.StorageVolumeBackingStore{Path: baseXML.Target.Path,
@@ -141,12 +145,28 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) ([]attach
 		v.Target = &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}}
 		path, err := c.ensureVolume(pool, v, nil, flags)
 		if err != nil {
-			return nil, "", err
+			return volumes{}, err
 		}
 		out = append(out, attachedDisk{path: path, format: format, dev: diskDev(i)})
 	}
-	seed, err := c.ensureFirstBoot(spec, base.Pool, fresh)
-	return out, seed, err
+	vols := volumes{disks: out}
+	if spec.ImageIsInstaller {
+		vols.installer = attachedDisk{path: baseXML.Target.Path, format: "raw"}
+		if f := baseXML.Target.Format; f != nil && f.Type != "" && f.Type != "iso" {
+			vols.installer.format = f.Type // an ISO is raw to QEMU
+		}
+	}
+	vols.seed, err = c.ensureFirstBoot(spec, base.Pool, fresh)
+	return vols, err
+}
+
+// volumes are what a domain attaches: its disks, the first-boot data
+// (a seed ISO or an Ignition config; "" for none) and, for an image used
+// as an installer, that image (a CD-ROM).
+type volumes struct {
+	disks     []attachedDisk
+	seed      string
+	installer attachedDisk
 }
 
 // ensureFirstBoot creates the volume the guest's agent reads its first

@@ -18,6 +18,7 @@ package libvirt
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -80,10 +81,16 @@ func TestOneManifestTwoBackends(t *testing.T) {
 		}
 		waitProviderReady(t, p.Name)
 	}
+	// The image's cloud config, in the Providers' namespace, reaches both guests.
+	cc := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-cloud-config", Namespace: ns},
+		StringData: map[string]string{"cloud-config": "#cloud-config\n# marker-two-cloud-config\n"}}
+	if err := c.Create(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "two-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},
 		{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: image},
-	}}}
+	}, CloudConfigs: []v1alpha1.CloudConfigSource{{SecretRef: v1alpha1.LocalObjectReference{Name: cc.Name}}}}}
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "two-class"}, Spec: v1alpha1.VMClassSpec{
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold", Provisioning: "thin"}}},
 		Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
@@ -123,13 +130,29 @@ func TestOneManifestTwoBackends(t *testing.T) {
 			t.Errorf("%s: scheduled %+v, infrastructure %+v", vm.Name, vm.Status.Scheduled, vm.Status.InfrastructureRef)
 		}
 	}
-	// The backends hold them: a vcsim VM and a libvirt domain.
+	// The backends hold them: a vcsim VM and a libvirt domain, each guest
+	// given the image's cloud config.
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "two-on-vsphere"}, &infrav1.VSphereMachine{}); err != nil {
 		t.Error(err)
+	}
+	m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, "two-on-vsphere"))
+	if err != nil || m == nil {
+		t.Fatalf("vcsim VM: %v", err)
+	}
+	var userData string
+	for _, o := range m.Config.ExtraConfig {
+		if v := o.GetOptionValue(); v.Key == "guestinfo.userdata" {
+			raw, _ := base64.StdEncoding.DecodeString(fmt.Sprint(v.Value))
+			userData = string(raw)
+		}
+	}
+	if !strings.Contains(userData, "# marker-two-cloud-config") {
+		t.Errorf("vcsim guestinfo.userdata lacks the image's cloud config: %q", userData)
 	}
 	if _, err := lv(t).DomainLookupByName(ns + ".two-on-libvirt"); err != nil {
 		t.Errorf("no libvirt domain: %v", err)
 	}
+	waitSerial(t, ns+".two-on-libvirt", "BANLIEUE-USERDATA # marker-two-cloud-config")
 
 	cs, err := clientset.NewForConfig(env.Admin)
 	if err != nil {

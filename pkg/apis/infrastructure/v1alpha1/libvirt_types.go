@@ -39,8 +39,18 @@ type LibvirtMachineSpec struct {
 	// +kubebuilder:validation:Pattern=`^[^/]+/[^/]+$`
 	Image string `json:"image"`
 
+	// installMode is how the image is used: immediate (an installed disk
+	// image: the boot disk is its copy-on-write overlay) or deferred (an
+	// installer medium: the image is attached as a CD-ROM and the boot disk
+	// starts blank, booted from before the CD-ROM, so the guest installs
+	// itself at first boot and boots the installed disk after). From the
+	// VMImage's template.installMode. Defaults to immediate.
+	// +optional
+	// +kubebuilder:validation:Enum=immediate;deferred
+	InstallMode string `json:"installMode,omitempty"`
+
 	// disks of the domain, the first being the boot disk (the image's
-	// overlay, grown to its size).
+	// overlay, grown to its size; blank when installMode is deferred).
 	// +optional
 	// +listType=map
 	// +listMapKey=name

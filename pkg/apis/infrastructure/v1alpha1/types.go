@@ -130,6 +130,18 @@ type CommonMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=cloud-config;ignition
 	UserDataFormat UserDataFormat `json:"userDataFormat,omitempty"`
+
+	// cloudConfigs name Secrets, in the namespace of the Provider serving
+	// this machine, whose key "cloud-config" holds a document the guest gets
+	// before its user data (one MIME multipart user data, in this order).
+	// They must be the cloudConfigs of a VMImage whose source is this
+	// machine's image: the provider reads no other Secret of its namespace
+	// for a machine (CloudConfigNotPublished otherwise). cloud-config only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	CloudConfigs []string `json:"cloudConfigs,omitempty"`
 }
 
 // UserDataFormat is the format of a machine's user data, named as Cluster

@@ -76,6 +76,11 @@ func (in *CommonMachineSpec) DeepCopyInto(out *CommonMachineSpec) {
 		*out = new(ConfigMapKeyReference)
 		**out = **in
 	}
+	if in.CloudConfigs != nil {
+		in, out := &in.CloudConfigs, &out.CloudConfigs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

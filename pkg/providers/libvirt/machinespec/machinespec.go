@@ -71,6 +71,9 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	if spec.Image, err = infrastructure.ImageRef(r, provider); err != nil {
 		return spec, err
 	}
+	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
+		spec.InstallMode = string(v1alpha1.InstallModeDeferred)
+	}
 	pools := infrastructure.Targets(s.Storage)
 	for _, d := range r.Spec.Disks {
 		spec.Disks = append(spec.Disks, infrav1.LibvirtDisk{
@@ -121,7 +124,8 @@ func items(l client.ObjectList) []infrav1.Machine {
 // Provider does not publish).
 func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
 	lm := m.(*infrav1.LibvirtMachine)
-	spec := providers.MachineSpec{Location: failuredomain.Location{Host: fd.Host}, Image: lm.Spec.Image}
+	spec := providers.MachineSpec{Location: failuredomain.Location{Host: fd.Host}, Image: lm.Spec.Image,
+		ImageIsInstaller: lm.Spec.InstallMode == string(v1alpha1.InstallModeDeferred)}
 	for _, n := range lm.Spec.Network {
 		nic := providers.NIC{Name: n.Name, Network: n.Network, Bridge: n.Bridge}
 		if nic.Network == "" && nic.Bridge == "" {

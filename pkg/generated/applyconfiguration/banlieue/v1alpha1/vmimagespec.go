@@ -45,8 +45,13 @@ type VMImageSpecApplyConfiguration struct {
 	Sources []ImageSourceApplyConfiguration `json:"sources,omitempty"`
 	// template describes how the image's template is built.
 	Template *ImageTemplateApplyConfiguration `json:"template,omitempty"`
-	// cloudConfigs are extra cloud-config documents used when building or
-	// installing the image.
+	// cloudConfigs are cloud-config documents every VM of the image gets
+	// with its own user data, before it (cloud-init merges them in order,
+	// the VM's user data last): e.g. a deferred image's unattended-install
+	// configuration. Each names a Secret, in the namespace of the Provider
+	// serving the VM, whose key "cloud-config" holds the document; the
+	// provider reads only Secrets a VMImage names this way. cloud-init
+	// images only: refused with guestAgent ignition.
 	CloudConfigs []CloudConfigSourceApplyConfiguration `json:"cloudConfigs,omitempty"`
 }
 
