@@ -53,6 +53,9 @@ const (
 	ReasonNoProviderMatched  = "NoProviderMatched"
 	ReasonTpmUnsupported     = "TpmUnsupported"
 	ReasonImageNotReady      = "ImageNotReady"
+	// ReasonAntiAffinityUnsatisfied: every place left breaks a required
+	// anti-affinity term.
+	ReasonAntiAffinityUnsatisfied = "AntiAffinityUnsatisfied"
 )
 
 // VTPMFeature is the Provider feature a tpmEnabled class needs.
@@ -68,6 +71,7 @@ const (
 	StageTPM
 	StageImage
 	StageFailureDomain
+	StageAntiAffinity
 	StageFits
 )
 
@@ -77,6 +81,8 @@ func (s Stage) reason() string {
 		return ReasonTpmUnsupported
 	case StageImage:
 		return ReasonImageNotReady
+	case StageAntiAffinity:
+		return ReasonAntiAffinityUnsatisfied
 	default:
 		return ReasonNoProviderMatched
 	}
@@ -95,6 +101,18 @@ type Input struct {
 	// Key(namespace/name of the provider, failureDomain); the least loaded
 	// fitting domain wins.
 	Load map[string]int
+	// Peers are the other VMs of the VM's namespace already placed (or
+	// being placed): what its anti-affinity terms are checked against.
+	Peers []Peer
+}
+
+// Peer is a placed VM as anti-affinity sees it.
+type Peer struct {
+	Name   string
+	Labels map[string]string
+	// Provider is the Provider's namespace/name.
+	Provider      string
+	FailureDomain string
 }
 
 // Decision is the outcome for one VM.
@@ -129,6 +147,9 @@ type FailureDomainFit struct {
 	Fits    bool   `json:"fits"`
 	Load    int    `json:"load"`
 	Message string `json:"message,omitempty"`
+	// Spread counts the VMs here that preferred anti-affinity terms select
+	// (fewer wins before load).
+	Spread int `json:"-"`
 }
 
 // SharedProviderNamespace holds Providers every namespace's VMs may use,
@@ -181,6 +202,7 @@ func Decide(in Input) Decision {
 		name     string
 		fd       string
 		load     int
+		spread   int
 	}
 	var options []option
 	for i := range providers {
@@ -188,7 +210,7 @@ func Decide(in Input) Decision {
 		fit := checkProvider(in, p)
 		for _, fd := range fit.FailureDomains {
 			if fd.Fits {
-				options = append(options, option{provider: p, name: fit.Provider, fd: fd.Name, load: fd.Load})
+				options = append(options, option{provider: p, name: fit.Provider, fd: fd.Name, load: fd.Load, spread: fd.Spread})
 			}
 		}
 		fits = append(fits, fit)
@@ -198,9 +220,13 @@ func Decide(in Input) Decision {
 		d.Reason, d.Message = summarise(fits)
 		return d
 	}
-	// Least loaded first; ties by provider then failure-domain name, so the
-	// same inputs always give the same answer.
+	// Fewest preferred anti-affinity peers first, then least loaded; ties by
+	// provider then failure-domain name, so the same inputs always give the
+	// same answer.
 	sort.SliceStable(options, func(i, j int) bool {
+		if options[i].spread != options[j].spread {
+			return options[i].spread < options[j].spread
+		}
 		if options[i].load != options[j].load {
 			return options[i].load < options[j].load
 		}
@@ -313,6 +339,9 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 		fit.Stage, fit.Reason = StageFailureDomain, ReasonNoProviderMatched
 		fit.Message = fmt.Sprintf("none of its %d failure domains matches failureDomainSelector %s", len(p.Status.FailureDomains), fdSel)
 		return fit
+	}
+	if msg := antiAffinity(placement.AntiAffinity, in.Peers, ImageStatusKey(p), fit.FailureDomains); msg != "" {
+		return stop(StageAntiAffinity, "%s", msg)
 	}
 	fit.Stage, fit.Fits = StageFits, true
 	return fit

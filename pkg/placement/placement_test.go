@@ -272,3 +272,58 @@ func TestSpread(t *testing.T) {
 		t.Errorf("spread %v (max-min %d)", load, hi-lo)
 	}
 }
+
+func TestAntiAffinity(t *testing.T) {
+	app := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+	term := func(topology v1alpha1.AntiAffinityTopology, mode v1alpha1.AntiAffinityMode) v1alpha1.AntiAffinityTerm {
+		return v1alpha1.AntiAffinityTerm{TopologyKey: topology, LabelSelector: app, Mode: mode}
+	}
+	db := map[string]string{"app": "db"}
+	peer := func(name, provider, fd string, l map[string]string) Peer {
+		return Peer{Name: name, Labels: l, Provider: ns + "/" + provider, FailureDomain: fd}
+	}
+	cases := []struct {
+		name       string
+		terms      []v1alpha1.AntiAffinityTerm
+		peers      []Peer
+		load       map[string]int
+		wantReason string
+		wantFD     string // "provider/fd" chosen
+		wantMsg    string
+	}{
+		{"no peers", []v1alpha1.AntiAffinityTerm{term("failureDomain", "required")}, nil, nil, ReasonScheduled, "p1/fd-a", ""},
+		{"required failure domain skips the taken one", []v1alpha1.AntiAffinityTerm{term("failureDomain", "required")},
+			[]Peer{peer("db-0", "p1", "fd-a", db)}, nil, ReasonScheduled, "p1/fd-b", ""},
+		{"peers of another app do not count", []v1alpha1.AntiAffinityTerm{term("failureDomain", "required")},
+			[]Peer{peer("web-0", "p1", "fd-a", map[string]string{"app": "web"})}, nil, ReasonScheduled, "p1/fd-a", ""},
+		{"required provider skips the whole Provider", []v1alpha1.AntiAffinityTerm{term("provider", "required")},
+			[]Peer{peer("db-0", "p1", "fd-b", db)}, nil, ReasonScheduled, "p2/fd-c", ""},
+		{"every domain taken", []v1alpha1.AntiAffinityTerm{term("failureDomain", "required")},
+			[]Peer{peer("db-0", "p1", "fd-a", db), peer("db-1", "p1", "fd-b", db), peer("db-2", "p2", "fd-c", db), peer("db-3", "p2", "fd-d", db)},
+			nil, ReasonAntiAffinityUnsatisfied, "", "required anti-affinity (failureDomain app=db): VM db-0 runs in this failure domain"},
+		{"preferred beats load", []v1alpha1.AntiAffinityTerm{term("failureDomain", "preferred")},
+			[]Peer{peer("db-0", "p1", "fd-a", db), peer("db-1", "p1", "fd-b", db), peer("db-2", "p2", "fd-c", db)},
+			map[string]int{Key(ns+"/p2", "fd-d"): 5}, ReasonScheduled, "p2/fd-d", ""},
+		{"preferred, all taken: the least taken", []v1alpha1.AntiAffinityTerm{term("failureDomain", "preferred")},
+			[]Peer{peer("db-0", "p1", "fd-a", db), peer("db-1", "p1", "fd-a", db), peer("db-2", "p1", "fd-b", db), peer("db-3", "p2", "fd-c", db), peer("db-4", "p2", "fd-d", db), peer("db-5", "p2", "fd-d", db)},
+			nil, ReasonScheduled, "p1/fd-b", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := seedVM()
+			vm.Spec.Placement.AntiAffinity = tc.terms
+			in := input(t, vm, seedClass(), seedImage("p1", "p2"), provider("p1", "fd-a", "fd-b"), provider("p2", "fd-c", "fd-d"))
+			in.Peers, in.Load = tc.peers, tc.load
+			d := Decide(in)
+			if d.Reason != tc.wantReason {
+				t.Fatalf("reason %s (%s), want %s", d.Reason, d.Message, tc.wantReason)
+			}
+			if tc.wantFD != "" && d.Scheduled.Provider+"/"+d.Scheduled.FailureDomain != tc.wantFD {
+				t.Errorf("placed on %s/%s, want %s", d.Scheduled.Provider, d.Scheduled.FailureDomain, tc.wantFD)
+			}
+			if !strings.Contains(d.Message, tc.wantMsg) {
+				t.Errorf("message %q lacks %q", d.Message, tc.wantMsg)
+			}
+		})
+	}
+}

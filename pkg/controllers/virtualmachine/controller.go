@@ -102,8 +102,10 @@ type Reconciler struct {
 // costs a few sequential API writes, which overlap across workers.
 const DefaultWorkers = 8
 
+// assumption is where a VM was placed: its Provider (namespace/name) and
+// failure domain.
 type assumption struct {
-	key string
+	provider, failureDomain string
 }
 
 // SetupWithManager registers the controller. Workers run in parallel but
@@ -361,11 +363,11 @@ func findProvider(providers []v1alpha1.Provider, vm *v1alpha1.VirtualMachine) *v
 func (r *Reconciler) decide(ctx context.Context, in placement.Input) (placement.Decision, error) {
 	r.placing.Lock()
 	defer r.placing.Unlock()
-	load, err := r.load(ctx, in.VM)
+	load, peers, err := r.load(ctx, in.VM)
 	if err != nil {
 		return placement.Decision{}, err
 	}
-	in.Load = load
+	in.Load, in.Peers = load, peers
 	d := placement.Decide(in)
 	if d.Fits {
 		r.assume(in.VM.UID, in.VM.Namespace, d.Scheduled)
@@ -373,29 +375,36 @@ func (r *Reconciler) decide(ctx context.Context, in placement.Input) (placement.
 	return d, nil
 }
 
-// load counts placed VMs per failure domain: those in the cache plus the
-// ones this controller placed that the cache does not show yet.
-func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map[string]int, error) {
+// load counts placed VMs per failure domain, and lists those of vm's
+// namespace as anti-affinity peers: the VMs in the cache plus the ones
+// this controller placed that the cache does not show yet.
+func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map[string]int, []placement.Peer, error) {
 	var vms v1alpha1.VirtualMachineList
 	// Read-only: the cache's objects are not copied (a copy of every VM
 	// for every placement made scheduling quadratic in CPU).
 	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	load := map[string]int{}
+	var peers []placement.Peer
 	seen := map[types.UID]bool{}
 	for _, other := range vms.Items {
 		seen[other.UID] = true
 		if other.UID == vm.UID {
 			continue
 		}
+		var a assumption
 		if s := other.Status.Scheduled; s != nil {
-			load[placement.Key(placement.QualifiedProvider(other.Namespace, s.Provider), s.FailureDomain)]++
+			a = assumption{provider: placement.QualifiedProvider(other.Namespace, s.Provider), failureDomain: s.FailureDomain}
 			delete(r.assumed, other.UID) // the cache caught up
-		} else if a, ok := r.assumed[other.UID]; ok {
-			load[a.key]++
+		} else if a = r.assumed[other.UID]; a.provider == "" {
+			continue
+		}
+		load[placement.Key(a.provider, a.failureDomain)]++
+		if other.Namespace == vm.Namespace && len(vm.Spec.Placement.AntiAffinityTerms()) > 0 {
+			peers = append(peers, placement.Peer{Name: other.Name, Labels: other.Labels, Provider: a.provider, FailureDomain: a.failureDomain})
 		}
 	}
 	for uid := range r.assumed {
@@ -403,13 +412,13 @@ func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map
 			delete(r.assumed, uid) // deleted VM
 		}
 	}
-	return load, nil
+	return load, peers, nil
 }
 
 func (r *Reconciler) assume(uid types.UID, namespace string, s *v1alpha1.ScheduledPlacement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.assumed[uid] = assumption{key: placement.Key(placement.QualifiedProvider(namespace, s.Provider), s.FailureDomain)}
+	r.assumed[uid] = assumption{provider: placement.QualifiedProvider(namespace, s.Provider), failureDomain: s.FailureDomain}
 }
 
 // reconcileDelete deletes the VM's infrastructure machine (the kind its

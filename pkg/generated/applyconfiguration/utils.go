@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=banlieue.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AntiAffinityTerm"):
+		return &banlieuev1alpha1.AntiAffinityTermApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CABundleSource"):
 		return &banlieuev1alpha1.CABundleSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CloudConfigSource"):

@@ -33,6 +33,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1alpha1.AntiAffinityTerm{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_AntiAffinityTerm(ref),
 		v1alpha1.CABundleSource{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref),
 		v1alpha1.CloudConfigSource{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref),
 		v1alpha1.DiskOverride{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_DiskOverride(ref),
@@ -147,6 +148,46 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                      schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                       schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                          schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_AntiAffinityTerm(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AntiAffinityTerm keeps a VM apart from the VMs a selector picks.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"topologyKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "topologyKey is what the VMs must not share: provider or failureDomain.\n\nPossible enum values:\n - `\"failureDomain\"` : not the same failure domain of a Provider.\n - `\"provider\"` : not the same Provider.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"failureDomain", "provider"},
+						},
+					},
+					"labelSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "labelSelector selects the other VMs (of the VM's namespace) by label.",
+							Ref:         ref(v1.LabelSelector{}.OpenAPIModelName()),
+						},
+					},
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "mode is required (the default) or preferred.\n\nPossible enum values:\n - `\"preferred\"` : among the fitting placements, those breaking the term least win (before the least loaded).\n - `\"required\"` : a placement breaking the term is not made.",
+							Default:     "required",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"preferred", "required"},
+						},
+					},
+				},
+				Required: []string{"topologyKey", "labelSelector"},
+			},
+		},
+		Dependencies: []string{
+			v1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -926,11 +967,29 @@ func schema_pkg_apis_banlieue_v1alpha1_Placement(ref common.ReferenceCallback) c
 							Ref:         ref(v1.LabelSelector{}.OpenAPIModelName()),
 						},
 					},
+					"antiAffinity": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "antiAffinity keeps the VM apart from the other VMs of its namespace that a term's labelSelector selects: never on the same Provider or failure domain (mode required, else AntiAffinityUnsatisfied), or as rarely as the Providers allow (mode preferred). /placement explains each term per failure domain.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.AntiAffinityTerm{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.LabelSelector{}.OpenAPIModelName()},
+			v1alpha1.AntiAffinityTerm{}.OpenAPIModelName(), v1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 

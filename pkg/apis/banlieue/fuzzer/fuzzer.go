@@ -82,6 +82,12 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				t.InstallMode = banlieue.InstallModeImmediate
 			}
 		},
+		func(t *banlieue.AntiAffinityTerm, c randfill.Continue) {
+			c.FillNoCustom(t)
+			if t.Mode == "" {
+				t.Mode = banlieue.AntiAffinityRequired
+			}
+		},
 		func(s *banlieue.VMImageSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
 			if s.GuestAgent == "" {

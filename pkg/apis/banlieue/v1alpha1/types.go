@@ -154,6 +154,57 @@ type Placement struct {
 	// "name" (the resolved failure-domain name).
 	// +optional
 	FailureDomainSelector *metav1.LabelSelector `json:"failureDomainSelector,omitempty"`
+	// antiAffinity keeps the VM apart from the other VMs of its namespace
+	// that a term's labelSelector selects: never on the same Provider or
+	// failure domain (mode required, else AntiAffinityUnsatisfied), or as
+	// rarely as the Providers allow (mode preferred). /placement explains
+	// each term per failure domain.
+	// +optional
+	// +listType=atomic
+	AntiAffinity []AntiAffinityTerm `json:"antiAffinity,omitempty"`
+}
+
+// AntiAffinityTerms are p's anti-affinity terms; none for no placement.
+func (p *Placement) AntiAffinityTerms() []AntiAffinityTerm {
+	if p == nil {
+		return nil
+	}
+	return p.AntiAffinity
+}
+
+// AntiAffinityTopology is what two VMs must not share.
+// +enum
+type AntiAffinityTopology string
+
+const (
+	// AntiAffinityProvider: not the same Provider.
+	AntiAffinityProvider AntiAffinityTopology = "provider"
+	// AntiAffinityFailureDomain: not the same failure domain of a Provider.
+	AntiAffinityFailureDomain AntiAffinityTopology = "failureDomain"
+)
+
+// AntiAffinityMode is how strictly a term holds.
+// +enum
+type AntiAffinityMode string
+
+const (
+	// AntiAffinityRequired: a placement breaking the term is not made.
+	AntiAffinityRequired AntiAffinityMode = "required"
+	// AntiAffinityPreferred: among the fitting placements, those breaking
+	// the term least win (before the least loaded).
+	AntiAffinityPreferred AntiAffinityMode = "preferred"
+)
+
+// AntiAffinityTerm keeps a VM apart from the VMs a selector picks.
+type AntiAffinityTerm struct {
+	// topologyKey is what the VMs must not share: provider or failureDomain.
+	TopologyKey AntiAffinityTopology `json:"topologyKey"`
+	// labelSelector selects the other VMs (of the VM's namespace) by label.
+	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	// mode is required (the default) or preferred.
+	// +optional
+	// +default="required"
+	Mode AntiAffinityMode `json:"mode,omitempty"`
 }
 
 // UserData references the first-boot payload of a VM. Exactly one of

@@ -31,6 +31,7 @@ import (
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&Provider{}, func(obj interface{}) { SetObjectDefaults_Provider(obj.(*Provider)) })
 	scheme.AddTypeDefaultingFunc(&ProviderList{}, func(obj interface{}) { SetObjectDefaults_ProviderList(obj.(*ProviderList)) })
+	scheme.AddTypeDefaultingFunc(&ResolvedVirtualMachine{}, func(obj interface{}) { SetObjectDefaults_ResolvedVirtualMachine(obj.(*ResolvedVirtualMachine)) })
 	scheme.AddTypeDefaultingFunc(&VMClass{}, func(obj interface{}) { SetObjectDefaults_VMClass(obj.(*VMClass)) })
 	scheme.AddTypeDefaultingFunc(&VMClassList{}, func(obj interface{}) { SetObjectDefaults_VMClassList(obj.(*VMClassList)) })
 	scheme.AddTypeDefaultingFunc(&VMImage{}, func(obj interface{}) { SetObjectDefaults_VMImage(obj.(*VMImage)) })
@@ -50,6 +51,17 @@ func SetObjectDefaults_ProviderList(in *ProviderList) {
 	for i := range in.Items {
 		a := &in.Items[i]
 		SetObjectDefaults_Provider(a)
+	}
+}
+
+func SetObjectDefaults_ResolvedVirtualMachine(in *ResolvedVirtualMachine) {
+	if in.Spec.Placement != nil {
+		for i := range in.Spec.Placement.AntiAffinity {
+			a := &in.Spec.Placement.AntiAffinity[i]
+			if a.Mode == "" {
+				a.Mode = "required"
+			}
+		}
 	}
 }
 
@@ -97,6 +109,14 @@ func SetObjectDefaults_VMImageList(in *VMImageList) {
 
 func SetObjectDefaults_VirtualMachine(in *VirtualMachine) {
 	SetDefaults_VirtualMachineSpec(&in.Spec)
+	if in.Spec.Placement != nil {
+		for i := range in.Spec.Placement.AntiAffinity {
+			a := &in.Spec.Placement.AntiAffinity[i]
+			if a.Mode == "" {
+				a.Mode = "required"
+			}
+		}
+	}
 	if in.Spec.DesiredPowerState == "" {
 		in.Spec.DesiredPowerState = "PoweredOn"
 	}

@@ -22,6 +22,11 @@ limitations under the License.
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in AntiAffinityTerm) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.AntiAffinityTerm"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in CABundleSource) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.CABundleSource"
 }

@@ -78,6 +78,7 @@ func validateVirtualMachineSpec(spec *banlieue.VirtualMachineSpec, p *field.Path
 	if spec.Placement != nil {
 		allErrs = append(allErrs, validateSelector(spec.Placement.ProviderSelector, p.Child("placement", "providerSelector"))...)
 		allErrs = append(allErrs, validateSelector(spec.Placement.FailureDomainSelector, p.Child("placement", "failureDomainSelector"))...)
+		allErrs = append(allErrs, validateAntiAffinity(spec.Placement.AntiAffinity, p.Child("placement", "antiAffinity"))...)
 	}
 	allErrs = append(allErrs, validatePowerState(spec.DesiredPowerState, true, p.Child("desiredPowerState"))...)
 	if spec.UserData != nil {
@@ -332,6 +333,24 @@ func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorL
 	return allErrs
 }
 
+// MaxAntiAffinityTerms bounds a VM's anti-affinity terms.
+const MaxAntiAffinityTerms = 16
+
+func validateAntiAffinity(terms []banlieue.AntiAffinityTerm, p *field.Path) field.ErrorList {
+	allErrs := tooMany(len(terms), MaxAntiAffinityTerms, p)
+	for i, t := range terms {
+		ip := p.Index(i)
+		allErrs = append(allErrs, validateEnum(t.TopologyKey, topologyKeys, true, ip.Child("topologyKey"))...)
+		allErrs = append(allErrs, validateEnum(t.Mode, antiAffinityModes, false, ip.Child("mode"))...)
+		if t.LabelSelector == nil {
+			allErrs = append(allErrs, field.Required(ip.Child("labelSelector"), "a term keeps the VM apart from the VMs it selects"))
+			continue
+		}
+		allErrs = append(allErrs, validateSelector(t.LabelSelector, ip.Child("labelSelector"))...)
+	}
+	return allErrs
+}
+
 // validateGuestAgent accepts the agents whose user data every backend
 // delivers, and refuses sysprep by name.
 func validateGuestAgent(a banlieue.GuestAgent, p *field.Path) field.ErrorList {
@@ -452,13 +471,15 @@ func ValidateProviderStatusUpdate(pr, old *banlieue.Provider) field.ErrorList {
 // helpers
 
 var (
-	powerStates   = sets.New(banlieue.PowerStatePoweredOn, banlieue.PowerStatePoweredOff, banlieue.PowerStateSuspended)
-	firmwares     = sets.New(banlieue.FirmwareBIOS, banlieue.FirmwareEFI, banlieue.FirmwareEFISecure)
-	provisionings = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
-	installModes  = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
-	guestAgents   = sets.New(banlieue.GuestAgentCloudInit, banlieue.GuestAgentIgnition)
-	sourceKinds   = sets.New(banlieue.ImageSourceTemplate, banlieue.ImageSourceVolume)
-	addressTypes  = sets.New(banlieue.MachineHostName, banlieue.MachineExternalIP, banlieue.MachineInternalIP,
+	powerStates       = sets.New(banlieue.PowerStatePoweredOn, banlieue.PowerStatePoweredOff, banlieue.PowerStateSuspended)
+	firmwares         = sets.New(banlieue.FirmwareBIOS, banlieue.FirmwareEFI, banlieue.FirmwareEFISecure)
+	provisionings     = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
+	installModes      = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
+	guestAgents       = sets.New(banlieue.GuestAgentCloudInit, banlieue.GuestAgentIgnition)
+	topologyKeys      = sets.New(banlieue.AntiAffinityProvider, banlieue.AntiAffinityFailureDomain)
+	antiAffinityModes = sets.New(banlieue.AntiAffinityRequired, banlieue.AntiAffinityPreferred)
+	sourceKinds       = sets.New(banlieue.ImageSourceTemplate, banlieue.ImageSourceVolume)
+	addressTypes      = sets.New(banlieue.MachineHostName, banlieue.MachineExternalIP, banlieue.MachineInternalIP,
 		banlieue.MachineExternalDNS, banlieue.MachineInternalDNS)
 )
 

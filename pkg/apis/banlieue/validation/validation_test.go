@@ -96,6 +96,19 @@ func TestValidateVirtualMachine(t *testing.T) {
 		{"missing classRef", func(vm *banlieue.VirtualMachine) { vm.Spec.ClassRef.Name = "" }, []want{{field.ErrorTypeRequired, "spec.classRef.name"}}},
 		{"bad imageRef", func(vm *banlieue.VirtualMachine) { vm.Spec.ImageRef.Name = "Ubuntu!" }, []want{{field.ErrorTypeInvalid, "spec.imageRef.name"}}},
 		{"unknown power state", func(vm *banlieue.VirtualMachine) { vm.Spec.DesiredPowerState = "Hibernating" }, []want{{field.ErrorTypeNotSupported, "spec.desiredPowerState"}}},
+		{"anti-affinity", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.Placement.AntiAffinity = []banlieue.AntiAffinityTerm{
+				{TopologyKey: "failureDomain", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Mode: "required"},
+				{TopologyKey: "provider", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Mode: "preferred"},
+			}
+		}, nil},
+		{"anti-affinity mistakes", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.Placement.AntiAffinity = []banlieue.AntiAffinityTerm{
+				{TopologyKey: "rack", LabelSelector: &metav1.LabelSelector{}, Mode: "sometimes"},
+				{TopologyKey: "provider"},
+			}
+		}, []want{{field.ErrorTypeNotSupported, "spec.placement.antiAffinity[0].topologyKey"}, {field.ErrorTypeNotSupported, "spec.placement.antiAffinity[0].mode"},
+			{field.ErrorTypeRequired, "spec.placement.antiAffinity[1].labelSelector"}}},
 		{"invalid selector", func(vm *banlieue.VirtualMachine) {
 			vm.Spec.Placement.FailureDomainSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "name", Operator: "Near"}}}
 		}, []want{{field.ErrorTypeInvalid, "spec.placement.failureDomainSelector.matchExpressions[0].operator"}}},

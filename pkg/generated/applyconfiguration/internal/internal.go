@@ -39,6 +39,20 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.AntiAffinityTerm
+  map:
+    fields:
+    - name: labelSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    - name: mode
+      type:
+        scalar: string
+      default: required
+    - name: topologyKey
+      type:
+        scalar: string
+      default: ""
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.CABundleSource
   map:
     fields:
@@ -297,6 +311,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Placement
   map:
     fields:
+    - name: antiAffinity
+      type:
+        list:
+          elementType:
+            namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.AntiAffinityTerm
+          elementRelationship: atomic
     - name: failureDomainSelector
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector

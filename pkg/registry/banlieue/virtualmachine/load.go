@@ -97,7 +97,7 @@ func (l *schedulingLoad) start() {
 			ListerWatcher: lw,
 			ObjectType:    &banlieue.VirtualMachine{},
 			Handler:       cache.ResourceEventHandlerFuncs{},
-			Indexers:      cache.Indexers{loadIndex: indexByLoadKey},
+			Indexers:      cache.Indexers{loadIndex: indexByLoadKey, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			Transform:     keepSchedulingOnly,
 		})
 		l.store, l.synced = store.(cache.Indexer), informer.HasSynced
@@ -134,6 +134,27 @@ func (l *schedulingLoad) Load(ctx context.Context, self types.UID) (map[string]i
 	return out, nil
 }
 
+// Peers are the scheduled VMs of namespace other than self, as
+// anti-affinity sees them.
+func (l *schedulingLoad) Peers(ctx context.Context, namespace string, self types.UID) ([]placement.Peer, error) {
+	l.start()
+	if !cache.WaitForCacheSync(ctx.Done(), l.synced) {
+		return nil, fmt.Errorf("the scheduling load is not known yet: %w", ctx.Err())
+	}
+	objs, err := l.store.ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []placement.Peer
+	for _, o := range objs {
+		vm := o.(*banlieue.VirtualMachine)
+		if s := vm.Status.Scheduled; s != nil && vm.UID != self {
+			out = append(out, placement.Peer{Name: vm.Name, Labels: vm.Labels, Provider: placement.QualifiedProvider(vm.Namespace, s.Provider), FailureDomain: s.FailureDomain})
+		}
+	}
+	return out, nil
+}
+
 func indexByLoadKey(obj any) ([]string, error) {
 	vm, ok := obj.(*banlieue.VirtualMachine)
 	if !ok || vm.Status.Scheduled == nil {
@@ -143,15 +164,16 @@ func indexByLoadKey(obj any) ([]string, error) {
 	return []string{placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)}, nil
 }
 
-// keepSchedulingOnly drops everything counting does not need, so the
-// tracker holds a few dozen bytes per VM, not a second copy of each.
+// keepSchedulingOnly drops everything counting and anti-affinity do not
+// need, so the tracker holds a few dozen bytes per VM (and its labels),
+// not a second copy of each.
 func keepSchedulingOnly(obj any) (any, error) {
 	vm, ok := obj.(*banlieue.VirtualMachine)
 	if !ok {
 		return obj, nil // a tombstone
 	}
 	return &banlieue.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, ResourceVersion: vm.ResourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, ResourceVersion: vm.ResourceVersion, Labels: vm.Labels},
 		Status:     banlieue.VirtualMachineStatus{Scheduled: vm.Status.Scheduled},
 	}, nil
 }

@@ -110,6 +110,11 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 	if in.Load, err = r.load.Load(ctx, vm.UID); err != nil {
 		return nil, err
 	}
+	if len(vm.Spec.Placement.AntiAffinityTerms()) > 0 {
+		if in.Peers, err = r.load.Peers(ctx, vm.Namespace, vm.UID); err != nil {
+			return nil, err
+		}
+	}
 	return ToResult(placement.Decide(in)), nil
 }
 

@@ -34,6 +34,12 @@ type PlacementApplyConfiguration struct {
 	// publishes in status.failureDomains[].labels, which always include
 	// "name" (the resolved failure-domain name).
 	FailureDomainSelector *v1.LabelSelectorApplyConfiguration `json:"failureDomainSelector,omitempty"`
+	// antiAffinity keeps the VM apart from the other VMs of its namespace
+	// that a term's labelSelector selects: never on the same Provider or
+	// failure domain (mode required, else AntiAffinityUnsatisfied), or as
+	// rarely as the Providers allow (mode preferred). /placement explains
+	// each term per failure domain.
+	AntiAffinity []AntiAffinityTermApplyConfiguration `json:"antiAffinity,omitempty"`
 }
 
 // PlacementApplyConfiguration constructs a declarative configuration of the Placement type for use with
@@ -55,5 +61,18 @@ func (b *PlacementApplyConfiguration) WithProviderSelector(value *v1.LabelSelect
 // If called multiple times, the FailureDomainSelector field is set to the value of the last call.
 func (b *PlacementApplyConfiguration) WithFailureDomainSelector(value *v1.LabelSelectorApplyConfiguration) *PlacementApplyConfiguration {
 	b.FailureDomainSelector = value
+	return b
+}
+
+// WithAntiAffinity adds the given value to the AntiAffinity field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AntiAffinity field.
+func (b *PlacementApplyConfiguration) WithAntiAffinity(values ...*AntiAffinityTermApplyConfiguration) *PlacementApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithAntiAffinity")
+		}
+		b.AntiAffinity = append(b.AntiAffinity, *values[i])
+	}
 	return b
 }
