@@ -210,6 +210,9 @@ type MachineStatus struct {
 	// Firmware is bios, efi or efi-secure; TPM tells whether a vTPM is attached.
 	Firmware string
 	TPM      bool
+	// Restarting: the VM is being restarted to apply its spec (CPUs or
+	// memory the backend applies at start); look again soon.
+	Restarting bool
 }
 
 // Machines is the VM lifecycle of a backend.

@@ -99,7 +99,7 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		},
 	}
 	spec := &out.Spec
-	spec.Class = class.Name
+	spec.Class, spec.ClassGeneration = class.Name, class.Generation
 	hw := class.Spec.Hardware
 	override := vm.Spec.HardwareOverride
 	if override == nil {
@@ -157,10 +157,10 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 	spec.TPMEnabled = class.Spec.TPMEnabled
 
 	spec.Image = v1alpha1.ResolvedImage{
-		Name:        image.Name,
-		OSFamily:    image.Spec.OSFamily,
-		Sources:     image.Spec.Sources,
-		InstallMode: v1alpha1.DefaultInstallMode,
+		Name:         image.Name,
+		OSFamily:     image.Spec.OSFamily,
+		Sources:      image.Spec.Sources,
+		InstallMode:  v1alpha1.DefaultInstallMode,
 		GuestAgent:   image.Spec.GuestAgent,
 		CloudConfigs: image.Spec.CloudConfigs,
 	}

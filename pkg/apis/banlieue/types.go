@@ -275,6 +275,9 @@ const (
 	VirtualMachineMigrating = "Migrating"
 	// VirtualMachinePaused: spec.paused is true and nothing acts on the VM.
 	VirtualMachinePaused = "Paused"
+	// VirtualMachineClassOutOfDate: the VMClass changed (or is gone) since
+	// the VM pinned it; the VM keeps its pinned shape.
+	VirtualMachineClassOutOfDate = "ClassOutOfDate"
 )
 
 // VirtualMachineStatus is the observed state of a VirtualMachine, mirrored
@@ -283,7 +286,7 @@ type VirtualMachineStatus struct {
 	// observedGeneration is the metadata.generation the controllers last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused, ClassOutOfDate.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -294,6 +297,12 @@ type VirtualMachineStatus struct {
 	// scheduled records where the scheduler placed the VM.
 	// +optional
 	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+	// classRevision is the VMClass shape the VM is built from, pinned when
+	// it is scheduled: later edits of the class change nothing of a placed
+	// VM (ClassOutOfDate says they exist) until the VM is annotated
+	// banlieue.io/update-class=true, which pins the class as it is then.
+	// +optional
+	ClassRevision *ClassRevision `json:"classRevision,omitempty"`
 	// infrastructureRef points at the backend infrastructure object (for
 	// vSphere, a VSphereMachine in the VM's namespace).
 	// +optional
@@ -313,6 +322,14 @@ type VirtualMachineInitialization struct {
 	// mirrored from the infrastructure object, never set by the core controller.
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// ClassRevision is a VMClass's spec at one generation.
+type ClassRevision struct {
+	// generation of the VMClass this spec is.
+	Generation int64 `json:"generation"`
+	// spec of the VMClass at that generation.
+	Spec VMClassSpec `json:"spec"`
 }
 
 // ScheduledPlacement is the scheduler's decision for a VM.
@@ -427,14 +444,23 @@ type ResolvedVirtualMachine struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is the merged, effective configuration.
+	// spec is the merged, effective configuration: of the pinned class
+	// (status.classRevision) once the VM is placed.
 	Spec ResolvedVirtualMachineSpec `json:"spec"`
+	// current is the configuration with the VMClass as it is now, when that
+	// differs from the pinned one (the VM is ClassOutOfDate): what
+	// annotating it banlieue.io/update-class=true would apply.
+	// +optional
+	Current *ResolvedVirtualMachineSpec `json:"current,omitempty"`
 }
 
 // ResolvedVirtualMachineSpec is the merged configuration of a VM.
 type ResolvedVirtualMachineSpec struct {
 	// class is the name of the VMClass merged in.
 	Class string `json:"class"`
+	// classGeneration is the generation of the VMClass merged in.
+	// +optional
+	ClassGeneration int64 `json:"classGeneration,omitempty"`
 	// cpus is the effective number of virtual CPUs.
 	CPUs ResolvedInt32 `json:"cpus"`
 	// memoryMiB is the effective memory in MiB.

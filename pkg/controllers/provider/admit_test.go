@@ -70,10 +70,16 @@ func TestAdmit(t *testing.T) {
 		{"port group outside the capabilities", shared, func(m *infrav1.VSphereMachine) { m.Spec.Network[1].PortGroup = "VM Network" }, ReasonPortGroupNotPublished, "spec.network[1].portGroup"},
 		{"template of no image (another VM)", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "someone-elses-vm" }, ReasonTemplateNotPublished, "spec.template"},
 		{"template of another class's source", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "9000" }, ReasonTemplateNotPublished, "spec.template"},
-		{"the image's cloud configs", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"install", "seal"} }, "", ""},
+		{"the image's cloud configs", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"install", "seal"}
+		}, "", ""},
 		{"cloud configs of another image", shared, func(m *infrav1.VSphereMachine) { m.Spec.CloudConfigs = []string{"install", "seal"} }, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
-		{"the Provider's credentials as a cloud config", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"vsphere-creds"} }, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
-		{"the image's cloud configs reordered", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"seal", "install"} }, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
+		{"the Provider's credentials as a cloud config", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"vsphere-creds"}
+		}, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
+		{"the image's cloud configs reordered", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"seal", "install"}
+		}, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
 	} {
 		m := good()
 		tc.mutate(m)

@@ -47,8 +47,10 @@ import (
 
 // Reasons of a machine's Ready condition besides the power states.
 const (
-	ReasonProvisioningFailed      = "ProvisioningFailed"
-	ReasonPowerStatePending       = "PowerStatePending"
+	ReasonProvisioningFailed = "ProvisioningFailed"
+	ReasonPowerStatePending  = "PowerStatePending"
+	// ReasonRestarting: the backend restarts the VM to apply its spec.
+	ReasonRestarting              = "Restarting"
 	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
 	ReasonUserDataMissing         = "UserDataMissing"
 	// ReasonUserDataForbidden: the machine's namespace has not granted this
@@ -221,7 +223,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	base := copyOf(m)
-	m.CommonStatus().TaskRef = "" // every task of this call has ended
+	if st.PowerState == string(m.CommonSpec().PowerState) && !st.Restarting {
+		// Every task of this call has ended; one not in its state yet (a
+		// libvirt shutdown within its grace) keeps its record.
+		m.CommonStatus().TaskRef = ""
+	}
 	meta.SetStatusCondition(&m.CommonStatus().Conditions, notPaused(m))
 	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
 	r.Kind.Observe(m, st)
@@ -233,10 +239,13 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if st.IPAddress != "" {
 		m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
 	}
-	ready := st.PowerState == string(m.CommonSpec().PowerState)
+	ready := st.PowerState == string(m.CommonSpec().PowerState) && !st.Restarting
 	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: m.GetGeneration(),
 		Status: metav1.ConditionTrue, Reason: st.PowerState, Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
-	if !ready {
+	switch {
+	case st.Restarting:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonRestarting, fmt.Sprintf("VM %s is restarting to apply its CPUs and memory", spec.Name)
+	case !ready:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, m.CommonSpec().PowerState)
 	}
 	meta.SetStatusCondition(&m.CommonStatus().Conditions, cond)

@@ -133,7 +133,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Unscheduled VMs wait on Providers, classes and images.
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
 		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
-		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
+		// Every VM of a class: placed ones say ClassOutOfDate.
+		Watches(&v1alpha1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfClass)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(conflict.Requeue(r))
 }
@@ -171,6 +172,53 @@ func (r *Reconciler) unscheduledVMs(ctx context.Context, _ client.Object) []reco
 		}
 	}
 	return out
+}
+
+func (r *Reconciler) vmsOfClass(ctx context.Context, class client.Object) []reconcile.Request {
+	var vms v1alpha1.VirtualMachineList
+	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing VirtualMachines to requeue")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, vm := range vms.Items {
+		if vm.Spec.ClassRef.Name == class.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vm)})
+		}
+	}
+	return out
+}
+
+// pinClass is the class vm is built from. Until the VM is placed it is
+// the class as it is (live), recorded in status.classRevision; after, the
+// pinned revision, pinned again from live when the VM carries the
+// update-class annotation (which is removed). ClassOutOfDate says whether
+// live differs. nil when there is neither.
+func (r *Reconciler) pinClass(ctx context.Context, vm *v1alpha1.VirtualMachine, live *v1alpha1.VMClass) (*v1alpha1.VMClass, error) {
+	pinned := resolve.PinnedClass(vm)
+	switch {
+	case pinned == nil && live == nil:
+		return nil, nil
+	case pinned == nil:
+		vm.Status.ClassRevision, pinned = resolve.Pin(live), live
+	case resolve.WantsClassUpdate(vm):
+		patch := client.MergeFrom(vm.DeepCopy())
+		delete(vm.Annotations, resolve.UpdateClassAnnotation)
+		if err := r.Client.Patch(ctx, vm, patch); err != nil {
+			return nil, fmt.Errorf("removing %s: %w", resolve.UpdateClassAnnotation, err)
+		}
+		if live == nil {
+			r.event(vm, corev1.EventTypeWarning, resolve.ReasonClassDeleted, "UpdateClass",
+				fmt.Sprintf("VMClass %s is gone: the VM keeps generation %d", vm.Spec.ClassRef.Name, pinned.Generation))
+			break
+		}
+		r.event(vm, corev1.EventTypeNormal, "ClassUpdated", "UpdateClass",
+			fmt.Sprintf("now built from generation %d of VMClass %s (was %d)", live.Generation, live.Name, pinned.Generation))
+		vm.Status.ClassRevision, pinned = resolve.Pin(live), live
+	}
+	status, reason, msg := resolve.ClassStatus(vm, pinned, live)
+	r.setCondition(vm, v1alpha1.VirtualMachineClassOutOfDate, status, reason, msg)
+	return pinned, nil
 }
 
 // Reconcile drives one VirtualMachine one step.
@@ -214,13 +262,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMachine) (ctrl.Result, error) {
-	class := &v1alpha1.VMClass{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, class); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
-			return ctrl.Result{}, nil
-		}
+	live := &v1alpha1.VMClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, live); apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
 		return ctrl.Result{}, err
+	}
+	class, err := r.pinClass(ctx, vm, live)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if class == nil {
+		r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
+		return ctrl.Result{}, nil
 	}
 	image := &v1alpha1.VMImage{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
@@ -300,7 +354,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed)
+	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed, len(resolved.Spec.Interfaces) > 0)
 	return ctrl.Result{}, nil
 }
 

@@ -125,7 +125,9 @@ func setSpec(m client.Object, desired map[string]interface{}, owned []string) er
 // contract onto the VM. provisioned comes only from the infrastructure, and
 // the infrastructure's reason is InfrastructureReady's; Ready is what the
 // seed defines: provisioned, in the desired power state and reachable.
-func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastructure.Observed) {
+// A VM with no network interface (networked is false) has no address to
+// wait for.
+func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastructure.Observed, networked bool) {
 	if o.Provisioned != nil {
 		p := *o.Provisioned
 		vm.Status.Initialization = &v1alpha1.VirtualMachineInitialization{Provisioned: &p}
@@ -136,7 +138,7 @@ func mirror(vm *v1alpha1.VirtualMachine, kind string, name string, o infrastruct
 	infra := infrastructureReady(kind, name, o)
 	infra.ObservedGeneration = vm.Generation
 	meta.SetStatusCondition(&vm.Status.Conditions, infra)
-	ready := readiness(infra, o)
+	ready := readiness(infra, o, networked)
 	ready.ObservedGeneration = vm.Generation
 	meta.SetStatusCondition(&vm.Status.Conditions, ready)
 }
@@ -165,7 +167,7 @@ func infrastructureReady(kind, name string, o infrastructure.Observed) metav1.Co
 // reachable". A machine not Ready passes its reason on; a provisioned
 // machine in its desired state is Ready only powered on with an address
 // (PoweredOff, Suspended and WaitingForAddress otherwise).
-func readiness(infra metav1.Condition, o infrastructure.Observed) metav1.Condition {
+func readiness(infra metav1.Condition, o infrastructure.Observed, networked bool) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.VirtualMachineReady, Status: metav1.ConditionFalse, Reason: infra.Reason, Message: infra.Message}
 	switch {
 	case infra.Status != metav1.ConditionTrue:
@@ -178,6 +180,9 @@ func readiness(infra metav1.Condition, o infrastructure.Observed) metav1.Conditi
 		c.Reason, c.Message = reasonSuspended, "the VM is suspended, as desired: it is not reachable"
 	case o.PowerState != string(v1alpha1.PowerStatePoweredOn):
 		c.Reason, c.Message = reasonInfrastructureNotReady, fmt.Sprintf("the VM reports power state %q", o.PowerState)
+	case !networked:
+		c.Status, c.Reason = metav1.ConditionTrue, reasonReachable
+		c.Message = "the VM is provisioned and powered on; its class has no network interface, so no address to wait for"
 	case !hasIP(o.Addresses):
 		c.Reason, c.Message = reasonWaitingForAddress, "the VM is powered on and has not reported an IP address yet"
 	default:

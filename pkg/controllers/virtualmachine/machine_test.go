@@ -56,7 +56,7 @@ func TestReadiness(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			infra := infrastructureReady("XMachine", "vm", tc.o)
-			got := readiness(infra, tc.o)
+			got := readiness(infra, tc.o, true)
 			if infra.Reason != tc.infra || got.Reason != tc.vm || got.Status != tc.status {
 				t.Errorf("InfrastructureReady %s, Ready %s/%s; want %s, %s/%s", infra.Reason, got.Status, got.Reason, tc.infra, tc.status, tc.vm)
 			}
@@ -64,5 +64,10 @@ func TestReadiness(t *testing.T) {
 				t.Error("Ready has no message")
 			}
 		})
+	}
+	// A class without interfaces has no address to wait for.
+	o := infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "PoweredOn", Addresses: hostOnly}
+	if got := readiness(infrastructureReady("XMachine", "vm", o), o, false); got.Status != metav1.ConditionTrue {
+		t.Errorf("no interface: Ready %s/%s, want True", got.Status, got.Reason)
 	}
 }

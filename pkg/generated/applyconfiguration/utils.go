@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.AntiAffinityTermApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CABundleSource"):
 		return &banlieuev1alpha1.CABundleSourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClassRevision"):
+		return &banlieuev1alpha1.ClassRevisionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CloudConfigSource"):
 		return &banlieuev1alpha1.CloudConfigSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DiskOverride"):

@@ -35,6 +35,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1alpha1.AntiAffinityTerm{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_AntiAffinityTerm(ref),
 		v1alpha1.CABundleSource{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref),
+		v1alpha1.ClassRevision{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ClassRevision(ref),
 		v1alpha1.CloudConfigSource{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_CloudConfigSource(ref),
 		v1alpha1.DiskOverride{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_DiskOverride(ref),
 		v1alpha1.DiskSpec{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_DiskSpec(ref),
@@ -222,6 +223,37 @@ func schema_pkg_apis_banlieue_v1alpha1_CABundleSource(ref common.ReferenceCallba
 		},
 		Dependencies: []string{
 			v1alpha1.KeySelector{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ClassRevision(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClassRevision is a VMClass's spec at one generation.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"generation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "generation of the VMClass this spec is.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec of the VMClass at that generation.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.VMClassSpec{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"generation", "spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VMClassSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -1804,8 +1836,14 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachine(ref common.Referen
 					},
 					"spec": {
 						SchemaProps: spec.SchemaProps{
-							Description: "spec is the merged, effective configuration.",
+							Description: "spec is the merged, effective configuration: of the pinned class (status.classRevision) once the VM is placed.",
 							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.ResolvedVirtualMachineSpec{}.OpenAPIModelName()),
+						},
+					},
+					"current": {
+						SchemaProps: spec.SchemaProps{
+							Description: "current is the configuration with the VMClass as it is now, when that differs from the pinned one (the VM is ClassOutOfDate): what annotating it banlieue.io/update-class=true would apply.",
 							Ref:         ref(v1alpha1.ResolvedVirtualMachineSpec{}.OpenAPIModelName()),
 						},
 					},
@@ -1831,6 +1869,13 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"classGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "classGeneration is the generation of the VMClass merged in.",
+							Type:        []string{"integer"},
+							Format:      "int64",
 						},
 					},
 					"cpus": {
@@ -2965,7 +3010,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.",
+							Description: "conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused, ClassOutOfDate.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -2986,6 +3031,12 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 						SchemaProps: spec.SchemaProps{
 							Description: "scheduled records where the scheduler placed the VM.",
 							Ref:         ref(v1alpha1.ScheduledPlacement{}.OpenAPIModelName()),
+						},
+					},
+					"classRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "classRevision is the VMClass shape the VM is built from, pinned when it is scheduled: later edits of the class change nothing of a placed VM (ClassOutOfDate says they exist) until the VM is annotated banlieue.io/update-class=true, which pins the class as it is then.",
+							Ref:         ref(v1alpha1.ClassRevision{}.OpenAPIModelName()),
 						},
 					},
 					"infrastructureRef": {
@@ -3024,7 +3075,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.ClassRevision{}.OpenAPIModelName(), v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

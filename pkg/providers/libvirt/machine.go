@@ -67,7 +67,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	created := false
+	created, restarting := false, false
 	switch {
 	case fresh:
 		if dom, err = c.l.DomainDefineXML(want); err != nil {
@@ -78,6 +78,15 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		if err := c.converge(dom, want); err != nil {
 			return providers.MachineStatus{}, err
 		}
+		pending, err := c.restartPending(dom)
+		if err != nil {
+			return providers.MachineStatus{}, err
+		}
+		if pending && spec.PowerState == "PoweredOn" {
+			// New CPUs or memory apply at the next start: shut down
+			// (gracefully, within the grace) and the next call starts it.
+			spec.PowerState, restarting = "PoweredOff", true
+		}
 	}
 	if err := c.growDisks(dom, spec, disks); err != nil {
 		return providers.MachineStatus{}, err
@@ -86,7 +95,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, err
 	}
 	st, err := c.observe(dom, spec)
-	st.Created = created
+	st.Created, st.Restarting = created, restarting
 	return st, err
 }
 
@@ -283,6 +292,47 @@ func (c *Client) converge(dom golibvirt.Domain, want string) error {
 		return fmt.Errorf("redefining domain %s: %w", dom.Name, err)
 	}
 	return nil
+}
+
+// restartPending tells whether dom runs with fewer or more CPUs or memory
+// than its definition says: QEMU without hotplug applies those at start.
+func (c *Client) restartPending(dom golibvirt.Domain) (bool, error) {
+	active, err := c.l.DomainIsActive(dom)
+	if err != nil || active == 0 {
+		return false, err
+	}
+	running, err := c.l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		return false, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	defined, err := c.l.DomainGetXMLDesc(dom, golibvirt.DomainXMLInactive)
+	if err != nil {
+		return false, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	r, d := &libvirtxml.Domain{}, &libvirtxml.Domain{}
+	if err := r.Unmarshal(running); err != nil {
+		return false, err
+	}
+	if err := d.Unmarshal(defined); err != nil {
+		return false, err
+	}
+	return r.VCPU.Value != d.VCPU.Value || memoryKiB(r.Memory) != memoryKiB(d.Memory), nil
+}
+
+// memoryKiB is a domain's memory in KiB, whatever unit it is written in.
+func memoryKiB(m *libvirtxml.DomainMemory) uint {
+	if m == nil {
+		return 0
+	}
+	switch m.Unit {
+	case "MiB", "M":
+		return m.Value * 1024
+	case "GiB", "G":
+		return m.Value * 1024 * 1024
+	case "b", "bytes":
+		return m.Value / 1024
+	}
+	return m.Value // KiB, libvirt's default
 }
 
 // summary is what converge compares of a definition.

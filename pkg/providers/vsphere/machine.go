@@ -258,6 +258,16 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 	if spec.MemoryMiB > 0 && spec.MemoryMiB != int64(m.Config.Hardware.MemoryMB) {
 		cs.MemoryMB = spec.MemoryMiB
 	}
+	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && needsPowerOff(m.Config, cs) {
+		// CPUs or memory vCenter cannot change live: off first, then on
+		// again (the power step) with the new shape.
+		if err := power(ctx, vm, "PoweredOff"); err != nil {
+			return fmt.Errorf("powering off to change CPUs or memory: %w", err)
+		}
+		if err := reread(); err != nil {
+			return err
+		}
+	}
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
 		// vCenter changes the hot-add flags of a powered-off VM only.
 		cs.CpuHotAddEnabled, cs.MemoryHotAddEnabled = hotAdd(m.Config, spec)
@@ -605,6 +615,15 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 		return err
 	}
 	return wait(ctx, task, record)
+}
+
+// needsPowerOff tells whether cs changes CPUs or memory in a way vCenter
+// does not apply to a running VM: anything but growing with hot add on.
+func needsPowerOff(cfg *types.VirtualMachineConfigInfo, cs types.VirtualMachineConfigSpec) bool {
+	if cs.NumCPUs != 0 && !(cs.NumCPUs > cfg.Hardware.NumCPU && ptr.Deref(cfg.CpuHotAddEnabled, false)) {
+		return true
+	}
+	return cs.MemoryMB != 0 && !(cs.MemoryMB > int64(cfg.Hardware.MemoryMB) && ptr.Deref(cfg.MemoryHotAddEnabled, false))
 }
 
 // hotAdd are the CPU and memory hot-add flags to change (nil: as they are).

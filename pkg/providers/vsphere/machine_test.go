@@ -368,3 +368,28 @@ func TestTemplateNetworkAndHotAdd(t *testing.T) {
 		t.Errorf("hot add: cpu %v memory %v, want true and false", ptr.Deref(m.Config.CpuHotAddEnabled, false), ptr.Deref(m.Config.MemoryHotAddEnabled, false))
 	}
 }
+
+func TestNeedsPowerOff(t *testing.T) {
+	cfg := func(hotCPU, hotMem bool) *types.VirtualMachineConfigInfo {
+		return &types.VirtualMachineConfigInfo{Hardware: types.VirtualHardware{NumCPU: 2, MemoryMB: 2048},
+			CpuHotAddEnabled: &hotCPU, MemoryHotAddEnabled: &hotMem}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *types.VirtualMachineConfigInfo
+		cs   types.VirtualMachineConfigSpec
+		want bool
+	}{
+		{"nothing changes", cfg(false, false), types.VirtualMachineConfigSpec{}, false},
+		{"more CPUs, hot add on", cfg(true, false), types.VirtualMachineConfigSpec{NumCPUs: 4}, false},
+		{"more CPUs, hot add off", cfg(false, true), types.VirtualMachineConfigSpec{NumCPUs: 4}, true},
+		{"fewer CPUs, hot add on", cfg(true, true), types.VirtualMachineConfigSpec{NumCPUs: 1}, true},
+		{"more memory, hot add on", cfg(false, true), types.VirtualMachineConfigSpec{MemoryMB: 4096}, false},
+		{"more memory, hot add off", cfg(true, false), types.VirtualMachineConfigSpec{MemoryMB: 4096}, true},
+		{"less memory, hot add on", cfg(true, true), types.VirtualMachineConfigSpec{MemoryMB: 1024}, true},
+	} {
+		if got := needsPowerOff(tc.cfg, tc.cs); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

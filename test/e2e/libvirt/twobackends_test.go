@@ -36,8 +36,10 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	banlieuev1alpha1 "github.com/firestoned/banlieue/pkg/generated/clientset/versioned/typed/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+	"libvirt.org/go/libvirtxml"
 )
 
 // TestOneManifestTwoBackends: one VirtualMachine manifest, its image
@@ -186,11 +188,118 @@ func TestOneManifestTwoBackends(t *testing.T) {
 			t.Errorf("%s: /placement on two-%s %+v, on two-%s %+v", vm.Name, backend, verdicts["two-"+backend], other, verdicts["two-"+other])
 		}
 	}
+	classPinning(t, api, vms, wantKind, func(backend, name string) int { return cpus(t, sim, backend, name) })
 	for backend, vm := range vms {
 		if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineReady); c.Reason != "Reachable" {
 			t.Errorf("%s: Ready reason %s, want Reachable", vm.Name, c.Reason)
 		}
 		pauseAndResume(t, vm, wantKind[backend], power(t, sim, backend, vm.Name))
+	}
+}
+
+// cpus reads the CPU count the VM named name runs with on its backend;
+// 0 when it is not running.
+func cpus(t *testing.T, sim *vcsim.Simulator, backend, name string) int {
+	t.Helper()
+	if backend == "vsphere" {
+		m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
+		if err != nil || m == nil {
+			t.Fatalf("vcsim VM %s: %v", name, err)
+		}
+		if m.Runtime.PowerState != "poweredOn" {
+			return 0
+		}
+		return int(m.Config.Hardware.NumCPU)
+	}
+	d, err := lv(t).DomainLookupByName(ns + "." + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if active, err := lv(t).DomainIsActive(d); err != nil || active == 0 {
+		return 0 // an inactive domain's XML is its definition
+	}
+	doc, err := lv(t).DomainGetXMLDesc(d, 0) // the running domain's, not its definition
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &libvirtxml.Domain{}
+	if err := x.Unmarshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	return int(x.VCPU.Value)
+}
+
+// classPinning: editing the class changes neither backend's VM, only says
+// ClassOutOfDate (and /resolved shows both shapes); annotating each VM
+// banlieue.io/update-class=true applies the new class on its backend.
+func classPinning(t *testing.T, api banlieuev1alpha1.VirtualMachineInterface, vms map[string]*v1alpha1.VirtualMachine, kinds map[string]string, backendCPUs func(backend, name string) int) {
+	ctx := context.Background()
+	class := &v1alpha1.VMClass{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "two-class"}, class); err != nil {
+		t.Fatal(err)
+	}
+	class.Spec.Hardware.CPUs = 2
+	if err := c.Update(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	machineCPUs := func(backend string, vm *v1alpha1.VirtualMachine) int64 {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(infrav1.GroupVersion.String())
+		u.SetKind(kinds[backend])
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), u); err != nil {
+			t.Fatal(err)
+		}
+		n, _, _ := unstructured.NestedInt64(u.Object, "spec", "cpus")
+		return n
+	}
+	for backend, vm := range vms {
+		eventually(t, time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+				return err
+			}
+			if cond := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineClassOutOfDate); cond == nil || cond.Reason != "ClassChanged" {
+				return fmt.Errorf("ClassOutOfDate %+v", cond)
+			}
+			return nil
+		})
+		if m, b := machineCPUs(backend, vm), backendCPUs(backend, vm.Name); m != 1 || b != 1 {
+			t.Errorf("%s after the class edit: machine %d CPUs, backend %d; want both 1", vm.Name, m, b)
+		}
+		r, err := api.GetResolved(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Spec.CPUs.Value != 1 || r.Current == nil || r.Current.CPUs.Value != 2 || r.Current.ClassGeneration != class.Generation {
+			t.Errorf("%s /resolved: pinned %d CPUs, current %+v", vm.Name, r.Spec.CPUs.Value, r.Current)
+		}
+	}
+	for _, vm := range vms {
+		patch := client.MergeFrom(vm.DeepCopy())
+		metav1.SetMetaDataAnnotation(&vm.ObjectMeta, "banlieue.io/update-class", "true")
+		if err := c.Patch(ctx, vm, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for backend, vm := range vms {
+		eventually(t, 3*time.Minute, func() error {
+			if got := backendCPUs(backend, vm.Name); got != 2 {
+				return fmt.Errorf("%s: backend runs %d CPUs", vm.Name, got)
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) ||
+				meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineClassOutOfDate) {
+				return fmt.Errorf("%s: %+v", vm.Name, vm.Status.Conditions)
+			}
+			if _, still := vm.Annotations["banlieue.io/update-class"]; still {
+				return fmt.Errorf("%s still annotated", vm.Name)
+			}
+			return nil
+		})
+		if m := machineCPUs(backend, vm); m != 2 {
+			t.Errorf("%s: machine %d CPUs after the update, want 2", vm.Name, m)
+		}
 	}
 }
 

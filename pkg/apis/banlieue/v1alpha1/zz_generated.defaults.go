@@ -63,6 +63,16 @@ func SetObjectDefaults_ResolvedVirtualMachine(in *ResolvedVirtualMachine) {
 			}
 		}
 	}
+	if in.Current != nil {
+		if in.Current.Placement != nil {
+			for i := range in.Current.Placement.AntiAffinity {
+				a := &in.Current.Placement.AntiAffinity[i]
+				if a.Mode == "" {
+					a.Mode = "required"
+				}
+			}
+		}
+	}
 }
 
 func SetObjectDefaults_VMClass(in *VMClass) {
@@ -119,6 +129,21 @@ func SetObjectDefaults_VirtualMachine(in *VirtualMachine) {
 	}
 	if in.Spec.DesiredPowerState == "" {
 		in.Spec.DesiredPowerState = "PoweredOn"
+	}
+	if in.Status.ClassRevision != nil {
+		for i := range in.Status.ClassRevision.Spec.Hardware.Disks {
+			a := &in.Status.ClassRevision.Spec.Hardware.Disks[i]
+			SetDefaults_DiskSpec(a)
+			if a.Provisioning == "" {
+				a.Provisioning = "thin"
+			}
+		}
+		if in.Status.ClassRevision.Spec.Network != nil {
+			for i := range in.Status.ClassRevision.Spec.Network.Interfaces {
+				a := &in.Status.ClassRevision.Spec.Network.Interfaces[i]
+				SetDefaults_NetworkInterfaceSpec(a)
+			}
+		}
 	}
 }
 

@@ -32,6 +32,11 @@ func (in CABundleSource) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClassRevision) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ClassRevision"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in CloudConfigSource) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.CloudConfigSource"
 }

@@ -65,6 +65,17 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: secretRef
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.KeySelector
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ClassRevision
+  map:
+    fields:
+    - name: generation
+      type:
+        scalar: numeric
+      default: 0
+    - name: spec
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VMClassSpec
+      default: {}
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.CloudConfigSource
   map:
     fields:
@@ -742,6 +753,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.MachineAddress
           elementRelationship: atomic
+    - name: classRevision
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ClassRevision
     - name: conditions
       type:
         list:

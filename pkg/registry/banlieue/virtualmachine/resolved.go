@@ -48,9 +48,19 @@ func (r *ResolvedREST) Get(ctx context.Context, name string, options *metav1.Get
 	if err != nil {
 		return nil, err
 	}
-	class, err := r.class(ctx, vm.Spec.ClassRef.Name)
-	if err != nil {
+	// A placed VM is resolved with the class it pinned, deleted or not;
+	// the class as it is now is shown beside it when it differs.
+	live, err := r.class(ctx, vm.Spec.ClassRef.Name)
+	pinned := resolve.PinnedClass(vm)
+	switch {
+	case apierrors.IsNotFound(err) && pinned != nil:
+		live = nil
+	case err != nil:
 		return nil, err
+	}
+	class := pinned
+	if class == nil {
+		class = live
 	}
 	image, err := r.image(ctx, vm.Spec.ImageRef.Name)
 	if err != nil {
@@ -64,6 +74,13 @@ func (r *ResolvedREST) Get(ctx context.Context, name string, options *metav1.Get
 	}
 	if err != nil {
 		return nil, err
+	}
+	if pinned != nil && live != nil && live.Generation != pinned.Generation {
+		// The current class may not take the VM's overrides any more:
+		// then there is nothing to show it would become.
+		if current, err := resolve.Resolve(vm, live, image); err == nil {
+			resolved.Current = &current.Spec
+		}
 	}
 	out := &banlieue.ResolvedVirtualMachine{}
 	if err := r.scheme.Convert(resolved, out, nil); err != nil {

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/firestoned/banlieue/pkg/resolve"
+
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -72,7 +74,7 @@ func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field
 func (Strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
 
 func (Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return []string{"changing a VMClass does not reconfigure VirtualMachines already placed with it"}
+	return []string{"changing a VMClass does not reconfigure VirtualMachines already placed with it: they show ClassOutOfDate until annotated " + resolve.UpdateClassAnnotation + "=true"}
 }
 
 func (Strategy) AllowCreateOnUpdate(context.Context) bool { return false }

@@ -31,12 +31,17 @@ import (
 type VirtualMachineStatusApplyConfiguration struct {
 	// observedGeneration is the metadata.generation the controllers last acted on.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused, ClassOutOfDate.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// initialization tracks whether the backend has ever accepted the spec.
 	Initialization *VirtualMachineInitializationApplyConfiguration `json:"initialization,omitempty"`
 	// scheduled records where the scheduler placed the VM.
 	Scheduled *ScheduledPlacementApplyConfiguration `json:"scheduled,omitempty"`
+	// classRevision is the VMClass shape the VM is built from, pinned when
+	// it is scheduled: later edits of the class change nothing of a placed
+	// VM (ClassOutOfDate says they exist) until the VM is annotated
+	// banlieue.io/update-class=true, which pins the class as it is then.
+	ClassRevision *ClassRevisionApplyConfiguration `json:"classRevision,omitempty"`
 	// infrastructureRef points at the backend infrastructure object (for
 	// vSphere, a VSphereMachine in the VM's namespace).
 	InfrastructureRef *InfrastructureReferenceApplyConfiguration `json:"infrastructureRef,omitempty"`
@@ -86,6 +91,14 @@ func (b *VirtualMachineStatusApplyConfiguration) WithInitialization(value *Virtu
 // If called multiple times, the Scheduled field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithScheduled(value *ScheduledPlacementApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
 	b.Scheduled = value
+	return b
+}
+
+// WithClassRevision sets the ClassRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ClassRevision field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithClassRevision(value *ClassRevisionApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
+	b.ClassRevision = value
 	return b
 }
 
