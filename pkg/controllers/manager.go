@@ -32,6 +32,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/backends"
+	"github.com/firestoned/banlieue/pkg/controllers/capispread"
 	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/controllers/vspherecluster"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
@@ -41,10 +42,12 @@ import (
 const (
 	VirtualMachine = "virtualmachine"
 	VSphereCluster = "vspherecluster"
+	// CAPISpread gives Cluster API machines their failure domains.
+	CAPISpread = "capispread"
 )
 
 // All is every core controller.
-var All = []string{VirtualMachine, VSphereCluster}
+var All = []string{VirtualMachine, VSphereCluster, CAPISpread}
 
 // Options configure the manager.
 type Options struct {
@@ -105,6 +108,16 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 			}
 		case VSphereCluster:
 			err = (&vspherecluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		case CAPISpread:
+			var kinds *infrastructure.Registry
+			if kinds, err = backends.Infrastructure(); err == nil {
+				for _, kind := range kinds.Kinds() {
+					r := &capispread.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Kind: kind, Recorder: mgr.GetEventRecorder("banlieue-capispread")}
+					if err = r.SetupWithManager(mgr); err != nil {
+						break
+					}
+				}
+			}
 		default:
 			err = fmt.Errorf("unknown controller %q (known: %v)", name, All)
 		}

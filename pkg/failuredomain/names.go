@@ -118,11 +118,13 @@ func (e *CollisionError) Error() string {
 
 // Resolve names every pair of provider: overrides first, the computed name
 // otherwise. The result is sorted by name; "name" is in every domain's
-// labels. Two pairs with one name is a *CollisionError.
+// labels, beside those of its override. Two pairs with one name is a *CollisionError.
 func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDomainNameOverride) ([]v1alpha1.FailureDomain, error) {
 	byPair := map[Location]string{}
+	extra := map[Location]map[string]string{}
 	for _, o := range overrides {
 		byPair[Location{o.Datacenter, o.Cluster, o.Host}] = o.Name
+		extra[Location{o.Datacenter, o.Cluster, o.Host}] = o.Labels
 	}
 	owners := map[string][]Location{}
 	var out []v1alpha1.FailureDomain
@@ -132,9 +134,13 @@ func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDoma
 			name = AutoName(provider, p)
 		}
 		owners[name] = append(owners[name], p)
+		labels := map[string]string{}
+		for k, v := range extra[p] {
+			labels[k] = v
+		}
+		labels["name"] = name
 		out = append(out, v1alpha1.FailureDomain{
-			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster, Host: p.Host,
-			Labels: map[string]string{"name": name},
+			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster, Host: p.Host, Labels: labels,
 		})
 	}
 	names := make([]string, 0, len(owners))

@@ -64,9 +64,13 @@ func TestAutoName(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	pairs := []Location{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A"}, {Datacenter: "DC-East", Cluster: "Compute-Cluster-B"}, {Datacenter: "DC-West", Cluster: "C1"}}
-	fds, err := Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A", Name: "cluster-01"}})
+	fds, err := Resolve("prod-vsphere", pairs, []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC-East", Cluster: "Compute-Cluster-A", Name: "cluster-01",
+		Labels: map[string]string{"controlPlane": "false"}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fds[0].Labels["controlPlane"] != "false" || len(fds[0].Labels) != 2 || len(fds[1].Labels) != 1 {
+		t.Errorf("override labels: %v and %v", fds[0].Labels, fds[1].Labels)
 	}
 	var names []string
 	for _, fd := range fds {

@@ -22,12 +22,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -190,6 +193,187 @@ func TestMachineOnVCSim(t *testing.T) {
 		}
 		if simVM(t, sim, "DC0", vmName) != nil {
 			return fmt.Errorf("vcsim still has %s", vmName)
+		}
+		return nil
+	})
+}
+
+// vmCluster is the compute cluster the VM named name of datacenter dc runs
+// in, as vcsim says ("" when there is no such VM).
+func vmCluster(t *testing.T, sim *vcsim.Simulator, dc, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	gc, err := vcsim.Login(ctx, sim.Endpoint, simUser, simPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = gc.Logout(ctx) }()
+	f := find.NewFinder(gc.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	vm, err := f.VirtualMachine(ctx, name)
+	if err != nil {
+		return ""
+	}
+	// The cluster whose resource pool the VM is in (vcsim leaves a clone on
+	// its template's host; the pool is where vCenter runs it).
+	pool, err := vm.ResourcePool(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rp mo.ResourcePool
+	if err := pool.Properties(ctx, pool.Reference(), []string{"owner"}, &rp); err != nil {
+		t.Fatalf("resource pool of %s: %v", name, err)
+	}
+	var cluster mo.ManagedEntity
+	if err := property.DefaultCollector(gc.Client).RetrieveOne(ctx, rp.Owner, []string{"name"}, &cluster); err != nil {
+		t.Fatal(err)
+	}
+	return cluster.Name
+}
+
+// TestMachineDeploymentSpreads: a MachineDeployment of six replicas, its
+// template naming no datacenter or cluster, against a VSphereCluster whose
+// failure domains banlieue's controller aggregated from a shared Provider
+// (2 datacenters x 3 clusters of vcsim): banlieue gives each machine the
+// least used failure domain (Cluster API's MachineSets do not spread) and
+// the real provider builds each VM in its own compute cluster.
+func TestMachineDeploymentSpreads(t *testing.T) {
+	ctx := context.Background()
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: "spread-template",
+		Username: simUser, Password: simPassword, DHCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "spread-creds", Namespace: devenv.Namespace},
+		StringData: map[string]string{"username": simUser, "password": simPassword}}); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "spread-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"spread": "capi"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint,
+				CredentialsRef: v1alpha1.LocalObjectReference{Name: "spread-creds"},
+				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "spread-template"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "spread-template"}}}}
+	if err := c.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := env.StartVSphereProvider("provider-vsphere-spread", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Kill()
+	ctrlProc, err := env.StartController(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrlProc.Kill()
+
+	ns := newNamespace(t, "capi-spread")
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}); err != nil {
+		t.Fatal(err)
+	}
+	// banlieue's controller, not the test, fills the VSphereCluster's status.
+	vsc := &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
+		Spec: infrav1.VSphereClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spread": "capi"}},
+			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.20", Port: 6443}}}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereCluster", Name: "spread"}}}
+	for _, o := range []client.Object{vsc, cluster} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		if len(cluster.Status.FailureDomains) != 6 {
+			return fmt.Errorf("Cluster failure domains %+v", cluster.Status.FailureDomains)
+		}
+		return nil
+	})
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "spread-bootstrap", Namespace: ns},
+		Data: map[string][]byte{"value": []byte("#cloud-config\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	// No datacenter, cluster, datastore or port group: the failure domain
+	// and the template say where.
+	tmpl := &infrav1.VSphereMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
+		Spec: infrav1.VSphereMachineTemplateSpec{Template: infrav1.VSphereMachineTemplateResource{Spec: infrav1.VSphereMachineSpec{
+			Template: "spread-template", CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 512},
+			Network: []infrav1.VSphereNetworkDevice{{Name: "eth0", DHCP4: true}},
+		}}}}
+	if err := c.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"md": "workers", clusterv1.ClusterNameLabel: "spread"}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "spread", Replicas: ptr.To[int32](6),
+			Selector: metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       "spread",
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("spread-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachineTemplate", Name: "workers"},
+				},
+			},
+		},
+	}
+	if err := c.Create(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	where := map[string]v1alpha1.FailureDomain{}
+	for _, fd := range p.Status.FailureDomains {
+		where[fd.Name] = fd
+	}
+	eventually(t, 4*time.Minute, func() error {
+		var list infrav1.VSphereMachineList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 6 {
+			return fmt.Errorf("%d VSphereMachines; %s", len(list.Items), describeMD(ctx, ns, md.Name))
+		}
+		used := map[string]string{}
+		for _, vsm := range list.Items {
+			fd, ok := where[vsm.Spec.FailureDomain]
+			if !ok {
+				return fmt.Errorf("%s: failure domain %q", vsm.Name, vsm.Spec.FailureDomain)
+			}
+			if other, taken := used[fd.Name]; taken {
+				t.Fatalf("%s and %s share failure domain %s", other, vsm.Name, fd.Name)
+			}
+			used[fd.Name] = vsm.Name
+			if got := vmCluster(t, sim, fd.Datacenter, providers.BackendName(ns, vsm.Name)); got != fd.Cluster {
+				return fmt.Errorf("%s: vcsim VM in cluster %q, want %s/%s", vsm.Name, got, fd.Datacenter, fd.Cluster)
+			}
 		}
 		return nil
 	})

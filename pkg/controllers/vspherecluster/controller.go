@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,6 +37,8 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/placement"
+	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // Reconciler reconciles VSphereClusters.
@@ -55,7 +58,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Reconciler) clustersOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var list infrav1.VSphereClusterList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	opts := []client.ListOption{client.InNamespace(o.GetNamespace())}
+	if o.GetNamespace() == placement.SharedProviderNamespace {
+		opts = nil // shared Providers serve every namespace's clusters
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -65,7 +72,20 @@ func (r *Reconciler) clustersOf(ctx context.Context, o client.Object) []reconcil
 	return out
 }
 
-// Reconcile rebuilds status.failureDomains from the selected Providers.
+// Conditions of a VSphereCluster besides Ready.
+const (
+	// FailureDomainsUniqueCondition is False when two selected Providers
+	// publish a failure domain of the same name: the first (by Provider)
+	// is kept, the other left out, and the condition names both.
+	FailureDomainsUniqueCondition = "FailureDomainsUnique"
+	// ControlPlaneLabel on a Provider's failure domain set to "false" keeps
+	// control planes out of it (controlPlane false in the cluster's list).
+	ControlPlaneLabel = "controlPlane"
+)
+
+// Reconcile rebuilds status.failureDomains from the selected Providers: the
+// Ready vSphere Providers its selector picks in its own namespace and in
+// the shared one, as VM scheduling looks for them.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vsc := &infrav1.VSphereCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, vsc); err != nil {
@@ -80,42 +100,69 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		sel = s
 	}
-	var providers v1alpha1.ProviderList
-	if err := r.Client.List(ctx, &providers, client.InNamespace(vsc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return ctrl.Result{}, err
-	}
-	sort.Slice(providers.Items, func(i, j int) bool { return providers.Items[i].Name < providers.Items[j].Name })
-	var fds []infrav1.FailureDomain
-	seen := map[string]bool{}
-	for _, p := range providers.Items {
-		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
-			continue
+	var providers []v1alpha1.Provider
+	for _, ns := range placement.CandidateNamespaces(vsc.Namespace) {
+		var list v1alpha1.ProviderList
+		if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return ctrl.Result{}, err
 		}
-		for _, fd := range p.Status.FailureDomains {
-			if seen[fd.Name] {
-				continue // names are unique per Provider; across Providers the first wins
+		for _, p := range list.Items {
+			if p.Spec.ProviderClassRef.Name == vspheremachines.ProviderClass {
+				providers = append(providers, p)
 			}
-			seen[fd.Name] = true
-			fds = append(fds, infrav1.FailureDomain{
-				Name: fd.Name, ControlPlane: ptr.To(true),
-				Attributes: map[string]string{"provider": p.Name, "datacenter": fd.Datacenter, "cluster": fd.Cluster},
-			})
 		}
 	}
+	fds, duplicates := aggregate(providers, vsc.Namespace)
 	vsc.Status.FailureDomains = fds
 	vsc.Status.ObservedGeneration = vsc.Generation
 	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: vsc.Generation}
 	if len(fds) > 0 {
 		vsc.Status.Initialization = &infrav1.ClusterInitialization{Provisioned: ptr.To(true)}
 		cond.Status, cond.Reason = metav1.ConditionTrue, "FailureDomainsKnown"
-		cond.Message = fmt.Sprintf("%d failure domains from %d Providers", len(fds), len(providers.Items))
+		cond.Message = fmt.Sprintf("%d failure domains from %d Providers", len(fds), len(providers))
 	} else {
 		cond.Status, cond.Reason = metav1.ConditionFalse, "NoFailureDomains"
-		cond.Message = fmt.Sprintf("no Ready Provider among the %d selected reports failure domains", len(providers.Items))
+		cond.Message = fmt.Sprintf("no Ready Provider among the %d selected reports failure domains", len(providers))
 	}
 	meta.SetStatusCondition(&vsc.Status.Conditions, cond)
+	unique := metav1.Condition{Type: FailureDomainsUniqueCondition, Status: metav1.ConditionTrue, Reason: "Unique",
+		Message: "every failure domain name is published by one Provider", ObservedGeneration: vsc.Generation}
+	if len(duplicates) > 0 {
+		unique.Status, unique.Reason = metav1.ConditionFalse, "DuplicateFailureDomain"
+		unique.Message = strings.Join(duplicates, "; ")
+	}
+	meta.SetStatusCondition(&vsc.Status.Conditions, unique)
 	if apiequality.Semantic.DeepEqual(before, &vsc.Status) {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, r.Client.Status().Update(ctx, vsc)
+}
+
+// aggregate lists the failure domains of the Ready Providers, in the
+// Cluster API shape, and what it left out because a name was taken. Pure.
+func aggregate(providers []v1alpha1.Provider, namespace string) ([]infrav1.FailureDomain, []string) {
+	sort.Slice(providers, func(i, j int) bool {
+		return placement.ProviderName(&providers[i], namespace) < placement.ProviderName(&providers[j], namespace)
+	})
+	var fds []infrav1.FailureDomain
+	var duplicates []string
+	owner := map[string]string{}
+	for _, p := range providers {
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
+			continue
+		}
+		name := placement.ProviderName(&p, namespace)
+		for _, fd := range p.Status.FailureDomains {
+			if first, taken := owner[fd.Name]; taken {
+				duplicates = append(duplicates, fmt.Sprintf("failure domain %s is published by Providers %s and %s; %s's is left out", fd.Name, first, name, name))
+				continue
+			}
+			owner[fd.Name] = name
+			fds = append(fds, infrav1.FailureDomain{
+				Name: fd.Name, ControlPlane: ptr.To(fd.Labels[ControlPlaneLabel] != "false"),
+				Attributes: map[string]string{"provider": name, "datacenter": fd.Datacenter, "cluster": fd.Cluster},
+			})
+		}
+	}
+	return fds, duplicates
 }

@@ -449,6 +449,21 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref common.Refe
 							Format:      "",
 						},
 					},
+					"labels": {
+						SchemaProps: spec.SchemaProps{
+							Description: "labels to publish with it (status.failureDomains[].labels), which a VM's placement.failureDomainSelector matches; \"name\" is always the name. controlPlane: \"false\" keeps Cluster API control planes out of it (a VSphereCluster reports it controlPlane false).",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name"},
 			},

@@ -1067,6 +1067,12 @@ type FailureDomainNameOverride struct {
 	Host string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
 	Name string `json:"name"`
+	// labels to publish with it (status.failureDomains[].labels), which a
+	// VM's placement.failureDomainSelector matches; "name" is always the
+	// name. controlPlane: "false" keeps Cluster API control planes out of
+	// it (a VSphereCluster reports it controlPlane false).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Reasons of a Provider's Ready condition.

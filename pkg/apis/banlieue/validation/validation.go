@@ -447,6 +447,10 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 		}
 		pairs.Insert([3]string{o.Datacenter, o.Cluster, o.Host})
 		allErrs = append(allErrs, validateUniqueLabel(o.Name, names, ip.Child("name"))...)
+		allErrs = append(allErrs, metav1validation.ValidateLabels(o.Labels, ip.Child("labels"))...)
+		if _, ok := o.Labels["name"]; ok {
+			allErrs = append(allErrs, field.Forbidden(ip.Child("labels").Key("name"), "the \"name\" label is always the failure domain's name"))
+		}
 	}
 	return allErrs
 }

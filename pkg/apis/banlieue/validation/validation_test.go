@@ -408,6 +408,12 @@ func TestValidateProvider(t *testing.T) {
 
 		// libvirt: its endpoints, pools, networks or bridges, and hosts.
 		{"libvirt valid", toLibvirt, nil},
+		{"override labels", func(p *banlieue.Provider) {
+			p.Spec.FailureDomainNameOverrides[0].Labels = map[string]string{"controlPlane": "false", "zone": "a"}
+		}, nil},
+		{"override labels: bad and reserved", func(p *banlieue.Provider) {
+			p.Spec.FailureDomainNameOverrides[0].Labels = map[string]string{"name": "x", "bad key!": "v"}
+		}, []want{{field.ErrorTypeInvalid, "spec.failureDomainNameOverrides[0].labels"}, {field.ErrorTypeForbidden, "spec.failureDomainNameOverrides[0].labels[name]"}}},
 		{"libvirt hot add", func(p *banlieue.Provider) {
 			toLibvirt(p)
 			p.Spec.Capabilities.Features = []string{"vtpm", "hotAddMemory"}

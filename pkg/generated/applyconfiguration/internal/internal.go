@@ -144,6 +144,11 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: host
       type:
         scalar: string
+    - name: labels
+      type:
+        map:
+          elementType:
+            scalar: string
     - name: name
       type:
         scalar: string

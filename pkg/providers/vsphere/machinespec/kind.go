@@ -56,11 +56,16 @@ func items(l client.ObjectList) []infrav1.Machine {
 
 // machineSpec is the backend's view of a VSphereMachine: its datacenter
 // and cluster say where, whatever failure domain it names (admission
-// checks the two agree), and its first disk's datastore takes the clone.
-func machineSpec(m infrav1.Machine, _ v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
+// checks the two agree), or, when it sets neither (a Cluster API template),
+// its failure domain's; its first disk's datastore takes the clone.
+func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
 	vsm := m.(*infrav1.VSphereMachine)
+	where := failuredomain.Location{Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster}
+	if where == (failuredomain.Location{}) && vsm.Spec.FailureDomain != "" {
+		where = failuredomain.Location{Datacenter: fd.Datacenter, Cluster: fd.Cluster}
+	}
 	spec := providers.MachineSpec{
-		Location: failuredomain.Location{Datacenter: vsm.Spec.Datacenter, Cluster: vsm.Spec.Cluster},
+		Location: where,
 		Options: map[string]string{OptionResourcePool: vsm.Spec.ResourcePool, OptionFolder: vsm.Spec.Folder,
 			OptionCPUHotAdd: strconv.FormatBool(vsm.Spec.CPUHotAdd), OptionMemoryHotAdd: strconv.FormatBool(vsm.Spec.MemoryHotAdd)},
 		Image: vsm.Spec.Template,

@@ -32,6 +32,11 @@ type FailureDomainNameOverrideApplyConfiguration struct {
 	Host *string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
 	Name *string `json:"name,omitempty"`
+	// labels to publish with it (status.failureDomains[].labels), which a
+	// VM's placement.failureDomainSelector matches; "name" is always the
+	// name. controlPlane: "false" keeps Cluster API control planes out of
+	// it (a VSphereCluster reports it controlPlane false).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // FailureDomainNameOverrideApplyConfiguration constructs a declarative configuration of the FailureDomainNameOverride type for use with
@@ -69,5 +74,19 @@ func (b *FailureDomainNameOverrideApplyConfiguration) WithHost(value string) *Fa
 // If called multiple times, the Name field is set to the value of the last call.
 func (b *FailureDomainNameOverrideApplyConfiguration) WithName(value string) *FailureDomainNameOverrideApplyConfiguration {
 	b.Name = &value
+	return b
+}
+
+// WithLabels puts the entries into the Labels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Labels field,
+// overwriting an existing map entries in Labels field with the same key.
+func (b *FailureDomainNameOverrideApplyConfiguration) WithLabels(entries map[string]string) *FailureDomainNameOverrideApplyConfiguration {
+	if b.Labels == nil && len(entries) > 0 {
+		b.Labels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Labels[k] = v
+	}
 	return b
 }

@@ -31,7 +31,8 @@ import (
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 )
 
-// TestAntiAffinitySpread: six VMs of one app, each required apart from the
+// TestAntiAffinitySpread (in a file named to run after TestImageChecks,
+// which needs the template not to exist yet): six VMs of one app, each required apart from the
 // others by failure domain, land on the six failure domains the real
 // provider publishes for vcsim, never two together; a seventh stays
 // unscheduled with AntiAffinityUnsatisfied, and /placement says why for
@@ -40,15 +41,19 @@ func TestAntiAffinitySpread(t *testing.T) {
 	ctx := context.Background()
 	markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
 	markTemplate(t, "DC1", "ubuntu-22.04-cloudinit")
-	servingProvider(t, "spread-vsphere", nil)
-	p := &v1alpha1.Provider{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "spread-vsphere"}, p); err != nil {
+	// Its own image (other tests create the template's namesake).
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "spread-image"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}}}
+	if err := c.Create(ctx, img); err != nil {
 		t.Fatal(err)
 	}
+	secret(t, ns, "spread-vsphere-creds", map[string]string{"username": user, "password": password})
+	p := provider("spread-vsphere", "spread-vsphere-creds", nil)
 	p.Labels["spread"] = "yes"
-	if err := c.Update(ctx, p); err != nil {
+	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	waitReady(t, "spread-vsphere", "InventoryWalked")
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "spread-class"},
 		Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512}}}
 	if err := c.Create(ctx, class); err != nil {
@@ -58,7 +63,7 @@ func TestAntiAffinitySpread(t *testing.T) {
 		return &v1alpha1.VirtualMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("spread-%d", i), Namespace: ns, Labels: map[string]string{"app": "spread"}},
 			Spec: v1alpha1.VirtualMachineSpec{
-				ClassRef: v1alpha1.LocalObjectReference{Name: "spread-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+				ClassRef: v1alpha1.LocalObjectReference{Name: "spread-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "spread-image"},
 				DesiredPowerState: v1alpha1.PowerStatePoweredOff,
 				Placement: &v1alpha1.Placement{
 					ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spread": "yes"}},
