@@ -88,7 +88,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return machineOwner(o) != nil && failureDomainOf(o) == ""
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("failuredomain-" + strings.ToLower(r.Kind.GroupVersionKind.Kind)).
+		Named("failuredomain-"+strings.ToLower(r.Kind.GroupVersionKind.Kind)).
 		For(obj, builder.WithPredicates(unplaced)).
 		Complete(conflict.Requeue(r))
 }
