@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restclient "k8s.io/client-go/rest"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -33,6 +34,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/backends"
 	"github.com/firestoned/banlieue/pkg/controllers/capispread"
+	"github.com/firestoned/banlieue/pkg/controllers/ippool"
 	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/controllers/vspherecluster"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
@@ -44,10 +46,12 @@ const (
 	VSphereCluster = "vspherecluster"
 	// CAPISpread gives Cluster API machines their failure domains.
 	CAPISpread = "capispread"
+	// IPPool serves IPAddressClaims of banlieue's IPPools.
+	IPPool = "ippool"
 )
 
 // All is every core controller.
-var All = []string{VirtualMachine, VSphereCluster, CAPISpread}
+var All = []string{VirtualMachine, VSphereCluster, CAPISpread, IPPool}
 
 // Options configure the manager.
 type Options struct {
@@ -65,7 +69,7 @@ type Options struct {
 // Scheme knows every type the controllers read and write.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, infrav1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, infrav1.AddToScheme, ipamv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -108,6 +112,8 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 			}
 		case VSphereCluster:
 			err = (&vspherecluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		case IPPool:
+			err = (&ippool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)
 		case CAPISpread:
 			var kinds *infrastructure.Registry
 			if kinds, err = backends.Infrastructure(); err == nil {

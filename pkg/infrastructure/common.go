@@ -54,10 +54,10 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 	return spec
 }
 
-// StaticIP is an interface's static address in the machine's shape; nil
-// for DHCP.
+// StaticIP is an interface's static address in the machine's shape (its
+// own, or the one its pool gave); nil for DHCP.
 func StaticIP(n v1alpha1.ResolvedInterface) *infrav1.StaticIP {
-	if n.Mode != v1alpha1.IPAMStatic || n.Static == nil {
+	if n.Static == nil { // DHCP, or a pool address not claimed yet
 		return nil
 	}
 	return &infrav1.StaticIP{Address: n.Static.Address, Prefix: ptr.Deref(n.Static.Prefix, 0), Gateway: n.Static.Gateway, Nameservers: n.Static.Nameservers}

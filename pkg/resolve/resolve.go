@@ -137,15 +137,13 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		spec.Disks = append(spec.Disks, rd)
 	}
 
-	statics := map[string]*v1alpha1.StaticIPConfig{}
-	for _, n := range vm.Spec.NetworkOverrides {
-		if n.Static != nil {
-			statics[n.Name] = n.Static
-		}
+	overrides := map[string]*v1alpha1.NetworkOverride{}
+	for i := range vm.Spec.NetworkOverrides {
+		overrides[vm.Spec.NetworkOverrides[i].Name] = &vm.Spec.NetworkOverrides[i]
 	}
 	if class.Spec.Network != nil {
 		for _, n := range class.Spec.Network.Interfaces {
-			spec.Interfaces = append(spec.Interfaces, resolveInterface(n, statics[n.Name]))
+			spec.Interfaces = append(spec.Interfaces, resolveInterface(n, overrides[n.Name]))
 		}
 	}
 
@@ -180,17 +178,39 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 	return out, nil
 }
 
-func resolveInterface(n v1alpha1.NetworkInterfaceSpec, override *v1alpha1.StaticIPConfig) v1alpha1.ResolvedInterface {
+func resolveInterface(n v1alpha1.NetworkInterfaceSpec, override *v1alpha1.NetworkOverride) v1alpha1.ResolvedInterface {
 	ri := v1alpha1.ResolvedInterface{Name: n.Name, NetworkClass: n.NetworkClass}
 	switch {
-	case override != nil:
-		ri.Mode, ri.Static, ri.From = v1alpha1.IPAMStatic, override, v1alpha1.ProvenanceOverride
+	case override != nil && override.Static != nil:
+		ri.Mode, ri.Static, ri.From = v1alpha1.IPAMStatic, override.Static, v1alpha1.ProvenanceOverride
+	case override != nil && override.Pool != nil:
+		ri.Mode, ri.Pool, ri.From = v1alpha1.IPAMPool, PoolRef(override.Pool), v1alpha1.ProvenanceOverride
+	case override != nil && override.DHCP:
+		ri.Mode, ri.From = v1alpha1.IPAMDHCP, v1alpha1.ProvenanceOverride
 	case n.IPAM.Static != nil:
 		ri.Mode, ri.Static, ri.From = v1alpha1.IPAMStatic, n.IPAM.Static, v1alpha1.ProvenanceClass
 	case n.IPAM.Pool != nil:
-		ri.Mode, ri.Pool, ri.From = v1alpha1.IPAMPool, n.IPAM.Pool, v1alpha1.ProvenanceClass
+		ri.Mode, ri.Pool, ri.From = v1alpha1.IPAMPool, PoolRef(n.IPAM.Pool), v1alpha1.ProvenanceClass
 	default:
 		ri.Mode, ri.From = v1alpha1.IPAMDHCP, v1alpha1.ProvenanceDefault
 	}
 	return ri
+}
+
+// The pool kind an IPPoolReference names when it names none: banlieue's.
+const (
+	DefaultPoolAPIGroup = "infrastructure.banlieue.io"
+	DefaultPoolKind     = "IPPool"
+)
+
+// PoolRef is r with its group and kind filled in.
+func PoolRef(r *v1alpha1.IPPoolReference) *v1alpha1.IPPoolReference {
+	out := *r
+	if out.APIGroup == "" {
+		out.APIGroup = DefaultPoolAPIGroup
+	}
+	if out.Kind == "" {
+		out.Kind = DefaultPoolKind
+	}
+	return &out
 }

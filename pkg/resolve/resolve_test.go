@@ -38,7 +38,7 @@ func seedClass() *VMClass {
 			}},
 			Network: &VMClassNetwork{Interfaces: []NetworkInterfaceSpec{
 				{Name: "eth0", NetworkClass: "prod"},
-				{Name: "eth1", NetworkClass: "storage", IPAM: IPAMConfig{Pool: &LocalObjectReference{Name: "pool-a"}}},
+				{Name: "eth1", NetworkClass: "storage", IPAM: IPAMConfig{Pool: &IPPoolReference{Name: "pool-a"}}},
 				{Name: "eth2", NetworkClass: "mgmt", IPAM: IPAMConfig{Static: &StaticIPConfig{Address: "10.9.0.5", Prefix: ptr.To[int32](16)}}},
 			}},
 			Firmware: FirmwareEFISecure,
@@ -76,7 +76,7 @@ var static90 = &StaticIPConfig{Address: "192.0.2.90", Prefix: ptr.To[int32](24),
 func TestResolveProvenance(t *testing.T) {
 	classIfaces := []ResolvedInterface{
 		{Name: "eth0", NetworkClass: "prod", Mode: IPAMDHCP, From: ProvenanceDefault},
-		{Name: "eth1", NetworkClass: "storage", Mode: IPAMPool, Pool: &LocalObjectReference{Name: "pool-a"}, From: ProvenanceClass},
+		{Name: "eth1", NetworkClass: "storage", Mode: IPAMPool, Pool: &IPPoolReference{APIGroup: "infrastructure.banlieue.io", Kind: "IPPool", Name: "pool-a"}, From: ProvenanceClass},
 		{Name: "eth2", NetworkClass: "mgmt", Mode: IPAMStatic, Static: &StaticIPConfig{Address: "10.9.0.5", Prefix: ptr.To[int32](16)}, From: ProvenanceClass},
 	}
 	cases := []struct {
@@ -129,6 +129,23 @@ func TestResolveProvenance(t *testing.T) {
 				classIfaces[0],
 				{Name: "eth1", NetworkClass: "storage", Mode: IPAMStatic, Static: static90, From: ProvenanceOverride},
 				{Name: "eth2", NetworkClass: "mgmt", Mode: IPAMStatic, Static: static90, From: ProvenanceOverride},
+			},
+			firmware: FirmwareEFISecure, fwFrom: ProvenanceClass,
+		},
+		{
+			name: "overrides switch a pool interface to DHCP and a DHCP one to another kind of pool",
+			vm: vm(func(s *VirtualMachineSpec) {
+				s.NetworkOverrides = []NetworkOverride{{Name: "eth0", Pool: &IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "lab"}}, {Name: "eth1", DHCP: true}}
+			}),
+			cpus: i32(8, ProvenanceClass), memory: i64(32768, ProvenanceClass),
+			disks: []ResolvedDisk{
+				{Name: "root", SizeGiB: i64(80, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningThin},
+				{Name: "data", SizeGiB: i64(500, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
+			},
+			interfaces: []ResolvedInterface{
+				{Name: "eth0", NetworkClass: "prod", Mode: IPAMPool, Pool: &IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "lab"}, From: ProvenanceOverride},
+				{Name: "eth1", NetworkClass: "storage", Mode: IPAMDHCP, From: ProvenanceOverride},
+				classIfaces[2],
 			},
 			firmware: FirmwareEFISecure, fwFrom: ProvenanceClass,
 		},

@@ -39,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,6 +130,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.Owns(owned, builder.WithPredicates(notOnly(kind.QuietStatusFields)))
 	}
+	// Its pool interfaces' address claims (Cluster API's IPAM contract).
+	b = b.Owns(&ipamv1.IPAddressClaim{})
 	return b.
 		// Unscheduled VMs wait on Providers, classes and images.
 		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.unscheduledVMs)).
@@ -336,6 +339,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 			fmt.Sprintf("no backend serves provider class %q", provider.Spec.ProviderClassRef.Name))
 		return ctrl.Result{}, nil
 	}
+	if reason, msg, err := r.claimAddresses(ctx, vm, resolved); err != nil {
+		return ctrl.Result{}, err
+	} else if reason != "" {
+		// The machine is built with its pool addresses, never without.
+		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reason, msg)
+		r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reason, msg)
+		return ctrl.Result{}, nil
+	}
 	m, err := r.ensureMachine(ctx, kind, vm, resolved, provider)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -510,6 +521,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 		case err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
 			return ctrl.Result{}, err
 		}
+	}
+	// The machine is gone: its addresses go back to their pools.
+	if released, err := r.releaseAddresses(ctx, vm); err != nil || !released {
+		return ctrl.Result{}, err // a claim's deletion requeues us
 	}
 	patch := client.MergeFrom(vm.DeepCopy())
 	controllerutil.RemoveFinalizer(vm, Finalizer)

@@ -60,6 +60,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.InfrastructureReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("IPAMConfig"):
 		return &banlieuev1alpha1.IPAMConfigApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IPPoolReference"):
+		return &banlieuev1alpha1.IPPoolReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("KeySelector"):
 		return &banlieuev1alpha1.KeySelectorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("LocalObjectReference"):

@@ -44,6 +44,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.FailureDomainPlacement{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_FailureDomainPlacement(ref),
 		v1alpha1.HardwareOverride{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref),
 		v1alpha1.IPAMConfig{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref),
+		v1alpha1.IPPoolReference{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_IPPoolReference(ref),
 		v1alpha1.ImageProviderStatus{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref),
 		v1alpha1.ImageSource{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_ImageSource(ref),
 		v1alpha1.ImageTemplate{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ImageTemplate(ref),
@@ -582,14 +583,50 @@ func schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref common.ReferenceCallback) 
 					"pool": {
 						SchemaProps: spec.SchemaProps{
 							Description: "pool allocates the address from a named IP pool.",
-							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
+							Ref:         ref(v1alpha1.IPPoolReference{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
+			v1alpha1.IPPoolReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_IPPoolReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "IPPoolReference names the pool an interface's address is claimed from, through Cluster API's IPAM contract: banlieue creates an IPAddressClaim (ipam.cluster.x-k8s.io) in the VM's namespace whose poolRef is this, so any IPAM provider serves it; banlieue's own is the IPPool kind.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"apiGroup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "apiGroup of the pool; infrastructure.banlieue.io when empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "kind of the pool; IPPool (banlieue's, cluster-scoped) when empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the pool.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
 	}
 }
 
@@ -899,7 +936,7 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref common.ReferenceCallb
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "NetworkOverride replaces the IPAM of one class interface.",
+				Description: "NetworkOverride replaces the IPAM of one class interface: exactly one of static, dhcp or pool.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"name": {
@@ -916,12 +953,25 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref common.ReferenceCallb
 							Ref:         ref(v1alpha1.StaticIPConfig{}.OpenAPIModelName()),
 						},
 					},
+					"dhcp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "dhcp gets the interface's address from DHCP, whatever the class says.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"pool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pool claims the interface's address from an IP pool (Cluster API's IPAM contract), whatever the class says.",
+							Ref:         ref(v1alpha1.IPPoolReference{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
+			v1alpha1.IPPoolReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
 	}
 }
 
@@ -1800,7 +1850,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref common.ReferenceCal
 					"pool": {
 						SchemaProps: spec.SchemaProps{
 							Description: "pool is the IP pool when mode is Pool.",
-							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
+							Ref:         ref(v1alpha1.IPPoolReference{}.OpenAPIModelName()),
 						},
 					},
 					"from": {
@@ -1817,7 +1867,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
+			v1alpha1.IPPoolReference{}.OpenAPIModelName(), v1alpha1.StaticIPConfig{}.OpenAPIModelName()},
 	}
 }
 

@@ -51,7 +51,7 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			}
 			var nets []banlieue.NetworkOverride
 			for _, n := range s.NetworkOverrides {
-				if n.Static != nil {
+				if n.Static != nil || n.DHCP || n.Pool != nil {
 					nets = append(nets, n)
 				}
 			}

@@ -74,10 +74,12 @@ func normaliseHardwareOverride(o *HardwareOverride) *HardwareOverride {
 func normaliseNetworkOverrides(in []NetworkOverride) []NetworkOverride {
 	var out []NetworkOverride
 	for _, n := range in {
-		if n.Static == nil {
+		if n.Static == nil && !n.DHCP && n.Pool == nil {
 			continue
 		}
-		splitCIDR(n.Static)
+		if n.Static != nil {
+			splitCIDR(n.Static)
+		}
 		out = append(out, n)
 	}
 	return out

@@ -246,7 +246,8 @@ type DiskOverride struct {
 	SizeGiB *int64 `json:"sizeGiB,omitempty"`
 }
 
-// NetworkOverride replaces the IPAM of one class interface.
+// NetworkOverride replaces the IPAM of one class interface: exactly one of
+// static, dhcp or pool.
 type NetworkOverride struct {
 	// name of the class interface to override.
 	Name string `json:"name"`
@@ -254,6 +255,28 @@ type NetworkOverride struct {
 	// CIDR form ("192.0.2.90/24") is split into address and prefix.
 	// +optional
 	Static *StaticIPConfig `json:"static,omitempty"`
+	// dhcp gets the interface's address from DHCP, whatever the class says.
+	// +optional
+	DHCP bool `json:"dhcp,omitempty"`
+	// pool claims the interface's address from an IP pool (Cluster API's
+	// IPAM contract), whatever the class says.
+	// +optional
+	Pool *IPPoolReference `json:"pool,omitempty"`
+}
+
+// IPPoolReference names the pool an interface's address is claimed from,
+// through Cluster API's IPAM contract: banlieue creates an IPAddressClaim
+// (ipam.cluster.x-k8s.io) in the VM's namespace whose poolRef is this, so
+// any IPAM provider serves it; banlieue's own is the IPPool kind.
+type IPPoolReference struct {
+	// apiGroup of the pool; infrastructure.banlieue.io when empty.
+	// +optional
+	APIGroup string `json:"apiGroup,omitempty"`
+	// kind of the pool; IPPool (banlieue's, cluster-scoped) when empty.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// name of the pool.
+	Name string `json:"name"`
 }
 
 // StaticIPConfig is a static IPv4 or IPv6 configuration of one interface.
@@ -566,7 +589,7 @@ type ResolvedInterface struct {
 	Static *StaticIPConfig `json:"static,omitempty"`
 	// pool is the IP pool when mode is Pool.
 	// +optional
-	Pool *LocalObjectReference `json:"pool,omitempty"`
+	Pool *IPPoolReference `json:"pool,omitempty"`
 	// from is where the IPAM came from: class, override, or default (DHCP).
 	From Provenance `json:"from"`
 }
@@ -696,7 +719,7 @@ type IPAMConfig struct {
 	Static *StaticIPConfig `json:"static,omitempty"`
 	// pool allocates the address from a named IP pool.
 	// +optional
-	Pool *LocalObjectReference `json:"pool,omitempty"`
+	Pool *IPPoolReference `json:"pool,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

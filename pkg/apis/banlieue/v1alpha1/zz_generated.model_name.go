@@ -77,6 +77,11 @@ func (in IPAMConfig) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in IPPoolReference) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.IPPoolReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ImageProviderStatus) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageProviderStatus"
 }

@@ -111,11 +111,13 @@ func validateVirtualMachineSpec(spec *banlieue.VirtualMachineSpec, p *field.Path
 	for i, n := range spec.NetworkOverrides {
 		ip := np.Index(i)
 		allErrs = append(allErrs, validateUniqueLabel(n.Name, names, ip.Child("name"))...)
-		if n.Static == nil {
-			allErrs = append(allErrs, field.Required(ip.Child("static"), "an override must set static"))
-			continue
+		allErrs = append(allErrs, exactlyOne(ip, map[string]bool{"static": n.Static != nil, "dhcp": n.DHCP, "pool": n.Pool != nil})...)
+		if n.Static != nil {
+			allErrs = append(allErrs, validateStaticIP(n.Static, ip.Child("static"))...)
 		}
-		allErrs = append(allErrs, validateStaticIP(n.Static, ip.Child("static"))...)
+		if n.Pool != nil {
+			allErrs = append(allErrs, validatePoolRef(n.Pool, ip.Child("pool"))...)
+		}
 	}
 	return allErrs
 }
@@ -277,10 +279,25 @@ func validateIPAM(ipam *banlieue.IPAMConfig, p *field.Path) field.ErrorList {
 		allErrs = append(allErrs, validateStaticIP(ipam.Static, p.Child("static"))...)
 	}
 	if ipam.Pool != nil {
-		allErrs = append(allErrs, validateRefName(ipam.Pool.Name, p.Child("pool", "name"))...)
+		allErrs = append(allErrs, validatePoolRef(ipam.Pool, p.Child("pool"))...)
 	}
 	return allErrs
 }
+
+func validatePoolRef(r *banlieue.IPPoolReference, p *field.Path) field.ErrorList {
+	allErrs := validateRefName(r.Name, p.Child("name"))
+	if r.APIGroup != "" {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(r.APIGroup) {
+			allErrs = append(allErrs, field.Invalid(p.Child("apiGroup"), r.APIGroup, msg))
+		}
+	}
+	if r.Kind != "" && !kindPattern.MatchString(r.Kind) {
+		allErrs = append(allErrs, field.Invalid(p.Child("kind"), r.Kind, "must be a kind, e.g. InClusterIPPool"))
+	}
+	return allErrs
+}
+
+var kindPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
 
 // ValidateVMImage validates a new VMImage.
 func ValidateVMImage(img *banlieue.VMImage) field.ErrorList {

@@ -130,6 +130,16 @@ func TestValidateVirtualMachine(t *testing.T) {
 			vm.Spec.NetworkOverrides = append(vm.Spec.NetworkOverrides, vm.Spec.NetworkOverrides[0])
 		}, []want{{field.ErrorTypeDuplicate, "spec.networkOverrides[1].name"}}},
 		{"bad address", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0].Static.Address = "192.0.2.300" }, []want{{field.ErrorTypeInvalid, "spec.networkOverrides[0].static.address"}}},
+		{"override to DHCP", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", DHCP: true} }, nil},
+		{"override to a pool", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", Pool: &banlieue.IPPoolReference{Name: "lab", Kind: "InClusterIPPool", APIGroup: "ipam.cluster.x-k8s.io"}}
+		}, nil},
+		{"override to DHCP and a pool", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", DHCP: true, Pool: &banlieue.IPPoolReference{Name: "lab"}}
+		}, []want{{field.ErrorTypeInvalid, "spec.networkOverrides[0]"}}},
+		{"override pool of a bad kind", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", Pool: &banlieue.IPPoolReference{Name: "lab", Kind: "ip pool"}}
+		}, []want{{field.ErrorTypeInvalid, "spec.networkOverrides[0].pool.kind"}}},
 		{"missing prefix", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0].Static.Prefix = nil }, []want{{field.ErrorTypeRequired, "spec.networkOverrides[0].static.prefix"}}},
 		{"v4 prefix too long", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0].Static.Prefix = ptr.To[int32](33) }, []want{{field.ErrorTypeInvalid, "spec.networkOverrides[0].static.prefix"}}},
 		{"v6 prefix in range", func(vm *banlieue.VirtualMachine) {
@@ -262,7 +272,7 @@ func TestValidateVMClass(t *testing.T) {
 		{"static and pool", func(c *banlieue.VMClass) {
 			c.Spec.Network.Interfaces[0].IPAM = banlieue.IPAMConfig{
 				Static: &banlieue.StaticIPConfig{Address: "10.0.0.5", Prefix: ptr.To[int32](24)},
-				Pool:   &banlieue.LocalObjectReference{Name: "pool-a"},
+				Pool:   &banlieue.IPPoolReference{Name: "pool-a"},
 			}
 		}, []want{{field.ErrorTypeInvalid, "spec.network.interfaces[0].ipam"}}},
 		{"class static gateway outside", func(c *banlieue.VMClass) {

@@ -41,6 +41,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VSphereCluster{}, &VSphereClusterList{},
 		&LibvirtMachine{}, &LibvirtMachineList{},
 		&LibvirtMachineTemplate{}, &LibvirtMachineTemplateList{},
+		&IPPool{}, &IPPoolList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -175,10 +175,23 @@ var schemaYAML = typed.YAMLObject(`types:
     fields:
     - name: pool
       type:
-        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.LocalObjectReference
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.IPPoolReference
     - name: static
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.StaticIPConfig
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.IPPoolReference
+  map:
+    fields:
+    - name: apiGroup
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageProviderStatus
   map:
     fields:
@@ -292,10 +305,16 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.NetworkOverride
   map:
     fields:
+    - name: dhcp
+      type:
+        scalar: boolean
     - name: name
       type:
         scalar: string
       default: ""
+    - name: pool
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.IPPoolReference
     - name: static
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.StaticIPConfig

@@ -65,8 +65,8 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	spec.MemoryHotAdd = slices.Contains(r.Spec.Features, FeatureHotAddMemory)
 	portGroups := infrastructure.Targets(s.Network)
 	for _, n := range r.Spec.Interfaces {
-		// No static address is DHCP; pool allocation is not implemented
-		// yet and falls back to DHCP.
+		// No static address is DHCP; a pool's address is static here
+		// (the core claimed it before building the machine).
 		static := infrastructure.StaticIP(n)
 		spec.Network = append(spec.Network, infrav1.VSphereNetworkDevice{Name: n.Name, PortGroup: portGroups[n.Name], Static: static, DHCP4: static == nil})
 	}

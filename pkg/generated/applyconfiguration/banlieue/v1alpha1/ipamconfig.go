@@ -26,7 +26,7 @@ type IPAMConfigApplyConfiguration struct {
 	// static gives the interface a fixed address.
 	Static *StaticIPConfigApplyConfiguration `json:"static,omitempty"`
 	// pool allocates the address from a named IP pool.
-	Pool *LocalObjectReferenceApplyConfiguration `json:"pool,omitempty"`
+	Pool *IPPoolReferenceApplyConfiguration `json:"pool,omitempty"`
 }
 
 // IPAMConfigApplyConfiguration constructs a declarative configuration of the IPAMConfig type for use with
@@ -46,7 +46,7 @@ func (b *IPAMConfigApplyConfiguration) WithStatic(value *StaticIPConfigApplyConf
 // WithPool sets the Pool field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Pool field is set to the value of the last call.
-func (b *IPAMConfigApplyConfiguration) WithPool(value *LocalObjectReferenceApplyConfiguration) *IPAMConfigApplyConfiguration {
+func (b *IPAMConfigApplyConfiguration) WithPool(value *IPPoolReferenceApplyConfiguration) *IPAMConfigApplyConfiguration {
 	b.Pool = value
 	return b
 }

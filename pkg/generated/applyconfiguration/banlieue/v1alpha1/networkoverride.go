@@ -21,13 +21,19 @@ package v1alpha1
 // NetworkOverrideApplyConfiguration represents a declarative configuration of the NetworkOverride type for use
 // with apply.
 //
-// NetworkOverride replaces the IPAM of one class interface.
+// NetworkOverride replaces the IPAM of one class interface: exactly one of
+// static, dhcp or pool.
 type NetworkOverrideApplyConfiguration struct {
 	// name of the class interface to override.
 	Name *string `json:"name,omitempty"`
 	// static pins the interface to a static address. An address written in
 	// CIDR form ("192.0.2.90/24") is split into address and prefix.
 	Static *StaticIPConfigApplyConfiguration `json:"static,omitempty"`
+	// dhcp gets the interface's address from DHCP, whatever the class says.
+	DHCP *bool `json:"dhcp,omitempty"`
+	// pool claims the interface's address from an IP pool (Cluster API's
+	// IPAM contract), whatever the class says.
+	Pool *IPPoolReferenceApplyConfiguration `json:"pool,omitempty"`
 }
 
 // NetworkOverrideApplyConfiguration constructs a declarative configuration of the NetworkOverride type for use with
@@ -49,5 +55,21 @@ func (b *NetworkOverrideApplyConfiguration) WithName(value string) *NetworkOverr
 // If called multiple times, the Static field is set to the value of the last call.
 func (b *NetworkOverrideApplyConfiguration) WithStatic(value *StaticIPConfigApplyConfiguration) *NetworkOverrideApplyConfiguration {
 	b.Static = value
+	return b
+}
+
+// WithDHCP sets the DHCP field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DHCP field is set to the value of the last call.
+func (b *NetworkOverrideApplyConfiguration) WithDHCP(value bool) *NetworkOverrideApplyConfiguration {
+	b.DHCP = &value
+	return b
+}
+
+// WithPool sets the Pool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pool field is set to the value of the last call.
+func (b *NetworkOverrideApplyConfiguration) WithPool(value *IPPoolReferenceApplyConfiguration) *NetworkOverrideApplyConfiguration {
+	b.Pool = value
 	return b
 }
