@@ -130,7 +130,9 @@ func TestValidateVirtualMachine(t *testing.T) {
 			vm.Spec.NetworkOverrides = append(vm.Spec.NetworkOverrides, vm.Spec.NetworkOverrides[0])
 		}, []want{{field.ErrorTypeDuplicate, "spec.networkOverrides[1].name"}}},
 		{"bad address", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0].Static.Address = "192.0.2.300" }, []want{{field.ErrorTypeInvalid, "spec.networkOverrides[0].static.address"}}},
-		{"override to DHCP", func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", DHCP: true} }, nil},
+		{"override to DHCP", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", DHCP: true}
+		}, nil},
 		{"override to a pool", func(vm *banlieue.VirtualMachine) {
 			vm.Spec.NetworkOverrides[0] = banlieue.NetworkOverride{Name: "eth0", Pool: &banlieue.IPPoolReference{Name: "lab", Kind: "InClusterIPPool", APIGroup: "ipam.cluster.x-k8s.io"}}
 		}, nil},
