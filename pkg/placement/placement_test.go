@@ -327,3 +327,43 @@ func TestAntiAffinity(t *testing.T) {
 		})
 	}
 }
+
+func TestDrift(t *testing.T) {
+	p := provider("prod-vsphere", "fd-a", "fd-b")
+	placed := func(mutate func(*v1alpha1.VirtualMachine)) *v1alpha1.VirtualMachine {
+		vm := seedVM()
+		vm.Status.Scheduled = &v1alpha1.ScheduledPlacement{Provider: "prod-vsphere", FailureDomain: "fd-b"}
+		if mutate != nil {
+			mutate(vm)
+		}
+		return vm
+	}
+	notReady := p.DeepCopy()
+	notReady.Status.Conditions[0].Status = metav1.ConditionFalse
+	notReady.Status.FailureDomains = nil
+	for _, tc := range []struct {
+		name     string
+		vm       *v1alpha1.VirtualMachine
+		provider *v1alpha1.Provider
+		want     string
+	}{
+		{"holds", placed(nil), &p, ""},
+		{"not placed", seedVM(), nil, ""},
+		{"Provider gone", placed(nil), nil, "no longer exists"},
+		{"selector edited", placed(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Placement.ProviderSelector.MatchLabels["env"] = "lab" }), &p, "no longer matches providerSelector"},
+		{"failure domain gone", placed(func(vm *v1alpha1.VirtualMachine) { vm.Status.Scheduled.FailureDomain = "fd-z" }), &p, "no longer publishes failure domain fd-z"},
+		{"failure domain selector edited", placed(func(vm *v1alpha1.VirtualMachine) {
+			vm.Spec.Placement.FailureDomainSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}
+		}), &p, "no longer matches failureDomainSelector"},
+		{"Provider not Ready: an outage, not a drift", placed(nil), notReady, ""},
+	} {
+		got := Drift(tc.vm, tc.provider)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	rest := Without([]v1alpha1.Provider{p}, ns+"/prod-vsphere", "fd-b")
+	if len(rest[0].Status.FailureDomains) != 1 || rest[0].Status.FailureDomains[0].Name != "fd-a" || len(p.Status.FailureDomains) != 2 {
+		t.Errorf("Without: %+v (original %d domains)", rest[0].Status.FailureDomains, len(p.Status.FailureDomains))
+	}
+}

@@ -259,10 +259,11 @@ func TestAPI(t *testing.T) {
 		if relabelled.Generation != 2 {
 			t.Errorf("label change bumped generation to %d", relabelled.Generation)
 		}
-		// Once scheduled, placement is frozen.
-		relabelled.Spec.Placement = nil
+		// Once scheduled, network overrides are frozen (placement may
+		// change: that is a migration).
+		relabelled.Spec.NetworkOverrides = []v1alpha1.NetworkOverride{{Name: "eth0", DHCP: true}}
 		_, err = vms.Update(ctx, relabelled, metav1.UpdateOptions{})
-		assertInvalid(t, err, "spec.placement")
+		assertInvalid(t, err, "spec.networkOverrides")
 	})
 
 	t.Run("list with label and field selectors", func(t *testing.T) {

@@ -326,6 +326,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
 	}
 
+	// A placement that no longer holds (or a request) recreates the VM
+	// elsewhere; until the new machine is Ready the old one is mirrored.
+	if err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers}); err != nil {
+		return ctrl.Result{}, err
+	}
 	provider := findProvider(providers, vm)
 	if provider == nil {
 		// The chosen Provider is gone; keep the placement and say so.
@@ -492,35 +497,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	for _, kind := range r.kindsOf(vm) {
-		m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, vm.Name)
-		if err != nil {
+	// Every machine of the VM, of any kind: a migration's target too.
+	machines, err := r.machinesOf(ctx, vm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, m := range machines {
+		if err := r.deleteMachine(ctx, vm, m); err != nil {
 			return ctrl.Result{}, err
 		}
-		err = r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
-		switch {
-		case err == nil && metav1.IsControlledBy(m, vm):
-			if _, paused := m.GetAnnotations()[infrastructure.PausedAnnotation]; paused {
-				// Paused with the VM, which has resumed: its provider must act.
-				patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
-				annotations := m.GetAnnotations()
-				delete(annotations, infrastructure.PausedAnnotation)
-				m.SetAnnotations(annotations)
-				if err := r.Client.Patch(ctx, m, patch); err != nil {
-					return ctrl.Result{}, fmt.Errorf("resuming %s %s: %w", kind.GroupVersionKind.Kind, m.GetName(), err)
-				}
-			}
-			if m.GetDeletionTimestamp().IsZero() {
-				if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
-					return ctrl.Result{}, fmt.Errorf("deleting %s: %w", kind.GroupVersionKind.Kind, err)
-				}
-				r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", fmt.Sprintf("deleting %s %s", kind.GroupVersionKind.Kind, m.GetName()))
-			}
-			// Its deletion event requeues us; nothing to poll.
-			return ctrl.Result{}, nil
-		case err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
-			return ctrl.Result{}, err
-		}
+	}
+	if len(machines) > 0 {
+		return ctrl.Result{}, nil // their deletion events requeue us
 	}
 	// The machine is gone: its addresses go back to their pools.
 	if released, err := r.releaseAddresses(ctx, vm); err != nil || !released {
@@ -535,6 +523,59 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 	delete(r.assumed, vm.UID)
 	r.mu.Unlock()
 	return ctrl.Result{}, nil
+}
+
+// machinesOf lists the machines vm controls, of every registered kind.
+func (r *Reconciler) machinesOf(ctx context.Context, vm *v1alpha1.VirtualMachine) ([]client.Object, error) {
+	var out []client.Object
+	for _, kind := range r.Infrastructure.Kinds() {
+		gvk := kind.GroupVersionKind
+		o, err := r.Client.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err != nil {
+			return nil, fmt.Errorf("infrastructure kind %s: %w", gvk, err)
+		}
+		list := o.(client.ObjectList)
+		if err := r.Client.List(ctx, list, client.InNamespace(vm.Namespace), client.MatchingLabels{VMLabel: vm.Name}); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			return nil, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if m, ok := it.(client.Object); ok && metav1.IsControlledBy(m, vm) {
+				m.GetObjectKind().SetGroupVersionKind(gvk)
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+// deleteMachine deletes m (resumed first if the VM had paused it).
+func (r *Reconciler) deleteMachine(ctx context.Context, vm *v1alpha1.VirtualMachine, m client.Object) error {
+	kind := m.GetObjectKind().GroupVersionKind().Kind
+	if _, paused := m.GetAnnotations()[infrastructure.PausedAnnotation]; paused {
+		// Paused with the VM, which has resumed: its provider must act.
+		patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+		annotations := m.GetAnnotations()
+		delete(annotations, infrastructure.PausedAnnotation)
+		m.SetAnnotations(annotations)
+		if err := r.Client.Patch(ctx, m, patch); err != nil {
+			return fmt.Errorf("resuming %s %s: %w", kind, m.GetName(), err)
+		}
+	}
+	if !m.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s: %w", kind, m.GetName(), err)
+	}
+	r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", fmt.Sprintf("deleting %s %s", kind, m.GetName()))
+	return nil
 }
 
 // kindsOf are the machine kinds vm may have: the one its infrastructureRef

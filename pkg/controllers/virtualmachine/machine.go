@@ -65,11 +65,26 @@ func (r *Reconciler) read(m client.Object) (infrastructure.Observed, error) {
 // for the kind, so it is read from the shared cache; the core edits it as
 // JSON-like data and never names its type.
 func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (client.Object, error) {
+	name := vm.Name // a migrated VM's machine has the name its migration gave it
+	if ref := vm.Status.InfrastructureRef; ref != nil && ref.Kind == kind.GroupVersionKind.Kind && ref.APIGroup == kind.GroupVersionKind.Group {
+		name = ref.Name
+	}
+	m, err := r.applyMachine(ctx, kind, vm, resolved, provider, name)
+	if err != nil {
+		return nil, err
+	}
+	vm.Status.InfrastructureRef = &v1alpha1.InfrastructureReference{APIGroup: kind.GroupVersionKind.Group, Kind: kind.GroupVersionKind.Kind, Name: m.GetName()}
+	return m, nil
+}
+
+// applyMachine creates or updates the machine named name of kind for vm
+// as placed in vm.Status.Scheduled.
+func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider, name string) (client.Object, error) {
 	desired, err := kind.BuildSpec(vm, resolved, provider)
 	if err != nil {
 		return nil, err
 	}
-	m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, vm.Name)
+	m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -96,12 +111,11 @@ func (r *Reconciler) ensureMachine(ctx context.Context, kind infrastructure.Kind
 		return controllerutil.SetControllerReference(vm, m, r.Client.Scheme())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating or updating %s %s: %w", kind.GroupVersionKind.Kind, vm.Name, err)
+		return nil, fmt.Errorf("creating or updating %s %s: %w", kind.GroupVersionKind.Kind, name, err)
 	}
 	if op == controllerutil.OperationResultCreated {
 		r.event(vm, "Normal", "InfrastructureCreated", "Provisioning", fmt.Sprintf("created %s %s", kind.GroupVersionKind.Kind, m.GetName()))
 	}
-	vm.Status.InfrastructureRef = &v1alpha1.InfrastructureReference{APIGroup: kind.GroupVersionKind.Group, Kind: kind.GroupVersionKind.Kind, Name: m.GetName()}
 	return m, nil
 }
 

@@ -68,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.LocalObjectReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MachineAddress"):
 		return &banlieuev1alpha1.MachineAddressApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MigrationStatus"):
+		return &banlieuev1alpha1.MigrationStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkClassCapability"):
 		return &banlieuev1alpha1.NetworkClassCapabilityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkInterfaceSpec"):

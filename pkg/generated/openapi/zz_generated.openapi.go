@@ -52,6 +52,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.KeySelector{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_KeySelector(ref),
 		v1alpha1.LocalObjectReference{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_LocalObjectReference(ref),
 		v1alpha1.MachineAddress{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_MachineAddress(ref),
+		v1alpha1.MigrationStatus{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_MigrationStatus(ref),
 		v1alpha1.NetworkClassCapability{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_NetworkClassCapability(ref),
 		v1alpha1.NetworkInterfaceSpec{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_NetworkInterfaceSpec(ref),
 		v1alpha1.NetworkOverride{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_NetworkOverride(ref),
@@ -860,6 +861,44 @@ func schema_pkg_apis_banlieue_v1alpha1_MachineAddress(ref common.ReferenceCallba
 				Required: []string{"type", "address"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_MigrationStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationStatus is a migration in progress.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "target is the new placement.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.ScheduledPlacement{}.OpenAPIModelName()),
+						},
+					},
+					"infrastructureRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "infrastructureRef is the machine being built there.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.InfrastructureReference{}.OpenAPIModelName()),
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason the VM moves: PlacementDrifted or Requested.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"target", "infrastructureRef", "reason"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName()},
 	}
 }
 
@@ -3042,6 +3081,14 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 							Format:      "",
 						},
 					},
+					"migrationPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "migrationPolicy says what banlieue does when the VM's placement no longer holds (its Provider or failure domain gone or no longer matching, its placement edited): Automatic (also when empty) recreates it on a new placement, Manual waits for the banlieue.io/migrate=true annotation, Never only reports it (PlacementValid=False). A migration builds the new machine, waits for it to be Ready, then deletes the old one: user data is delivered again, disk contents are not carried.\n\nPossible enum values:\n - `\"Automatic\"`\n - `\"Manual\"`\n - `\"Never\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Automatic", "Manual", "Never"},
+						},
+					},
 				},
 				Required: []string{"classRef", "imageRef"},
 			},
@@ -3104,6 +3151,12 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							Ref:         ref(v1alpha1.ClassRevision{}.OpenAPIModelName()),
 						},
 					},
+					"migration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "migration is the recreation in progress: where the VM goes and the machine being built there (status.scheduled and infrastructureRef stay the old ones until it is Ready and the old machine is gone).",
+							Ref:         ref(v1alpha1.MigrationStatus{}.OpenAPIModelName()),
+						},
+					},
 					"infrastructureRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "infrastructureRef points at the backend infrastructure object (for vSphere, a VSphereMachine in the VM's namespace).",
@@ -3140,7 +3193,7 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ClassRevision{}.OpenAPIModelName(), v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.ClassRevision{}.OpenAPIModelName(), v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.MigrationStatus{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -141,7 +141,26 @@ type VirtualMachineSpec struct {
 	// Paused condition shows it. Setting it back to false resumes.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// migrationPolicy says what banlieue does when the VM's placement no
+	// longer holds (its Provider or failure domain gone or no longer
+	// matching, its placement edited): Automatic (also when empty) recreates it
+	// on a new placement, Manual waits for the banlieue.io/migrate=true
+	// annotation, Never only reports it (PlacementValid=False). A migration
+	// builds the new machine, waits for it to be Ready, then deletes the old
+	// one: user data is delivered again, disk contents are not carried.
+	// +optional
+	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
 }
+
+// MigrationPolicy is when a VM is recreated elsewhere.
+// +enum
+type MigrationPolicy string
+
+const (
+	MigrationAutomatic MigrationPolicy = "Automatic"
+	MigrationManual    MigrationPolicy = "Manual"
+	MigrationNever     MigrationPolicy = "Never"
+)
 
 // Placement constrains where a VM may run.
 type Placement struct {
@@ -342,6 +361,11 @@ type VirtualMachineStatus struct {
 	// banlieue.io/update-class=true, which pins the class as it is then.
 	// +optional
 	ClassRevision *ClassRevision `json:"classRevision,omitempty"`
+	// migration is the recreation in progress: where the VM goes and the
+	// machine being built there (status.scheduled and infrastructureRef
+	// stay the old ones until it is Ready and the old machine is gone).
+	// +optional
+	Migration *MigrationStatus `json:"migration,omitempty"`
 	// infrastructureRef points at the backend infrastructure object (for
 	// vSphere, a VSphereMachine in the VM's namespace).
 	// +optional
@@ -361,6 +385,16 @@ type VirtualMachineInitialization struct {
 	// mirrored from the infrastructure object, never set by the core controller.
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// MigrationStatus is a migration in progress.
+type MigrationStatus struct {
+	// target is the new placement.
+	Target ScheduledPlacement `json:"target"`
+	// infrastructureRef is the machine being built there.
+	InfrastructureRef InfrastructureReference `json:"infrastructureRef"`
+	// reason the VM moves: PlacementDrifted or Requested.
+	Reason string `json:"reason"`
 }
 
 // ClassRevision is a VMClass's spec at one generation.

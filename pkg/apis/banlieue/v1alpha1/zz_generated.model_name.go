@@ -117,6 +117,11 @@ func (in MachineAddress) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.MigrationStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NetworkClassCapability) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.NetworkClassCapability"
 }

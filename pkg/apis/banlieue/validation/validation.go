@@ -75,6 +75,7 @@ func validateVirtualMachineSpec(spec *banlieue.VirtualMachineSpec, p *field.Path
 	var allErrs field.ErrorList
 	allErrs = append(allErrs, validateRefName(spec.ClassRef.Name, p.Child("classRef", "name"))...)
 	allErrs = append(allErrs, validateRefName(spec.ImageRef.Name, p.Child("imageRef", "name"))...)
+	allErrs = append(allErrs, validateEnum(spec.MigrationPolicy, migrationPolicies, false, p.Child("migrationPolicy"))...)
 	if spec.Placement != nil {
 		allErrs = append(allErrs, validateSelector(spec.Placement.ProviderSelector, p.Child("placement", "providerSelector"))...)
 		allErrs = append(allErrs, validateSelector(spec.Placement.FailureDomainSelector, p.Child("placement", "failureDomainSelector"))...)
@@ -131,9 +132,8 @@ func ValidateVirtualMachineUpdate(vm, old *banlieue.VirtualMachine) field.ErrorL
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(vm.Spec.ImageRef, old.Spec.ImageRef, p.Child("imageRef"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(vm.Spec.UserData, old.Spec.UserData, p.Child("userData"))...)
 	if old.Status.Scheduled != nil {
-		if !apiequality.Semantic.DeepEqual(vm.Spec.Placement, old.Spec.Placement) {
-			allErrs = append(allErrs, field.Forbidden(p.Child("placement"), "may not change once the VM is scheduled (status.scheduled is set)"))
-		}
+		// placement may change: a placement the VM no longer meets is
+		// a migration (spec.migrationPolicy).
 		if !apiequality.Semantic.DeepEqual(vm.Spec.NetworkOverrides, old.Spec.NetworkOverrides) {
 			allErrs = append(allErrs, field.Forbidden(p.Child("networkOverrides"), "may not change once the VM is scheduled (status.scheduled is set)"))
 		}
@@ -497,6 +497,7 @@ var (
 	provisionings     = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
 	installModes      = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
 	guestAgents       = sets.New(banlieue.GuestAgentCloudInit, banlieue.GuestAgentIgnition)
+	migrationPolicies = sets.New(banlieue.MigrationAutomatic, banlieue.MigrationManual, banlieue.MigrationNever)
 	topologyKeys      = sets.New(banlieue.AntiAffinityProvider, banlieue.AntiAffinityFailureDomain)
 	antiAffinityModes = sets.New(banlieue.AntiAffinityRequired, banlieue.AntiAffinityPreferred)
 	sourceKinds       = sets.New(banlieue.ImageSourceTemplate, banlieue.ImageSourceVolume)

@@ -183,7 +183,8 @@ func TestValidateVirtualMachineUpdate(t *testing.T) {
 		{"imageRef immutable", nil, func(vm *banlieue.VirtualMachine) { vm.Spec.ImageRef.Name = "other" }, []want{{field.ErrorTypeInvalid, "spec.imageRef"}}},
 		{"userData immutable", nil, func(vm *banlieue.VirtualMachine) { vm.Spec.UserData.SecretRef.Name = "other" }, []want{{field.ErrorTypeInvalid, "spec.userData"}}},
 		{"placement mutable before scheduling", nil, func(vm *banlieue.VirtualMachine) { vm.Spec.Placement = nil }, nil},
-		{"placement frozen once scheduled", scheduled, func(vm *banlieue.VirtualMachine) { vm.Spec.Placement = nil }, []want{{field.ErrorTypeForbidden, "spec.placement"}}},
+		{"placement changes once scheduled (a migration)", scheduled, func(vm *banlieue.VirtualMachine) { vm.Spec.Placement = nil }, nil},
+		{"unknown migration policy", nil, func(vm *banlieue.VirtualMachine) { vm.Spec.MigrationPolicy = "Sometimes" }, []want{{field.ErrorTypeNotSupported, "spec.migrationPolicy"}}},
 		{"network overrides frozen once scheduled", scheduled, func(vm *banlieue.VirtualMachine) { vm.Spec.NetworkOverrides = nil }, []want{{field.ErrorTypeForbidden, "spec.networkOverrides"}}},
 		{"disk may grow", nil, func(vm *banlieue.VirtualMachine) {
 			vm.Spec.HardwareOverride.DiskOverrides[0].SizeGiB = ptr.To[int64](3000)

@@ -277,6 +277,21 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.MigrationStatus
+  map:
+    fields:
+    - name: infrastructureRef
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.InfrastructureReference
+      default: {}
+    - name: reason
+      type:
+        scalar: string
+      default: ""
+    - name: target
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ScheduledPlacement
+      default: {}
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.NetworkClassCapability
   map:
     fields:
@@ -751,6 +766,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.LocalObjectReference
       default: {}
+    - name: migrationPolicy
+      type:
+        scalar: string
     - name: networkOverrides
       type:
         list:
@@ -794,6 +812,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: initialization
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineInitialization
+    - name: migration
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.MigrationStatus
     - name: observedGeneration
       type:
         scalar: numeric

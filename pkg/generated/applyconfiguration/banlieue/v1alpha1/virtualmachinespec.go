@@ -58,6 +58,14 @@ type VirtualMachineSpecApplyConfiguration struct {
 	// cluster.x-k8s.io/paused annotation so its provider stops too. The
 	// Paused condition shows it. Setting it back to false resumes.
 	Paused *bool `json:"paused,omitempty"`
+	// migrationPolicy says what banlieue does when the VM's placement no
+	// longer holds (its Provider or failure domain gone or no longer
+	// matching, its placement edited): Automatic (also when empty) recreates it
+	// on a new placement, Manual waits for the banlieue.io/migrate=true
+	// annotation, Never only reports it (PlacementValid=False). A migration
+	// builds the new machine, waits for it to be Ready, then deletes the old
+	// one: user data is delivered again, disk contents are not carried.
+	MigrationPolicy *banlieuev1alpha1.MigrationPolicy `json:"migrationPolicy,omitempty"`
 }
 
 // VirtualMachineSpecApplyConfiguration constructs a declarative configuration of the VirtualMachineSpec type for use with
@@ -132,5 +140,13 @@ func (b *VirtualMachineSpecApplyConfiguration) WithNetworkOverrides(values ...*N
 // If called multiple times, the Paused field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithPaused(value bool) *VirtualMachineSpecApplyConfiguration {
 	b.Paused = &value
+	return b
+}
+
+// WithMigrationPolicy sets the MigrationPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MigrationPolicy field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithMigrationPolicy(value banlieuev1alpha1.MigrationPolicy) *VirtualMachineSpecApplyConfiguration {
+	b.MigrationPolicy = &value
 	return b
 }

@@ -42,6 +42,10 @@ type VirtualMachineStatusApplyConfiguration struct {
 	// VM (ClassOutOfDate says they exist) until the VM is annotated
 	// banlieue.io/update-class=true, which pins the class as it is then.
 	ClassRevision *ClassRevisionApplyConfiguration `json:"classRevision,omitempty"`
+	// migration is the recreation in progress: where the VM goes and the
+	// machine being built there (status.scheduled and infrastructureRef
+	// stay the old ones until it is Ready and the old machine is gone).
+	Migration *MigrationStatusApplyConfiguration `json:"migration,omitempty"`
 	// infrastructureRef points at the backend infrastructure object (for
 	// vSphere, a VSphereMachine in the VM's namespace).
 	InfrastructureRef *InfrastructureReferenceApplyConfiguration `json:"infrastructureRef,omitempty"`
@@ -99,6 +103,14 @@ func (b *VirtualMachineStatusApplyConfiguration) WithScheduled(value *ScheduledP
 // If called multiple times, the ClassRevision field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithClassRevision(value *ClassRevisionApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
 	b.ClassRevision = value
+	return b
+}
+
+// WithMigration sets the Migration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Migration field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithMigration(value *MigrationStatusApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
+	b.Migration = value
 	return b
 }
 
