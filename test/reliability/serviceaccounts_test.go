@@ -93,6 +93,13 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
 		{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
+		// Pool addresses: the controller claims and serves them; nobody
+		// deletes an IPAddress (its claim's deletion does) or edits a pool.
+		{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
+		{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
+		{"delete", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
+		{"patch", "ippools.infrastructure.banlieue.io", ""},
+		{"patch", "ippools.infrastructure.banlieue.io/status", ""},
 	}
 	libvirtUser := devenv.ProviderUserOf("libvirt")
 	// The yeses granted on purpose, per identity; every other answer is no.
@@ -108,6 +115,9 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
 			{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
+			{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
+			{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
+			{"patch", "ippools.infrastructure.banlieue.io/status", ""},
 		},
 		// Each provider writes its own kind's machines only. Both may get
 		// any Secret of the Providers' namespace by name (so the libvirt
