@@ -19,6 +19,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,21 +153,53 @@ func TestMigrationAcrossBackends(t *testing.T) {
 	// The user data ran again, in the new guest.
 	waitSerial(t, ns+"."+ref.Name, "BANLIEUE-USERDATA marker-migrated-77")
 
-	// Never: the drift is reported, the VM stays.
+	// Manual: the drift is reported with the one-liner; the annotation moves it.
 	patch = client.MergeFrom(vm.DeepCopy())
-	vm.Spec.MigrationPolicy = v1alpha1.MigrationNever
+	vm.Spec.MigrationPolicy = v1alpha1.MigrationManual
 	vm.Spec.Placement.ProviderSelector.MatchLabels["backend"] = "vsphere"
 	if err := c.Patch(ctx, vm, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitVM("drift reported", time.Minute, func(vm *v1alpha1.VirtualMachine) error {
+	drifted := func(vm *v1alpha1.VirtualMachine) error {
 		c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePlacementValid)
 		if vm.Status.ObservedGeneration != vm.Generation || c == nil || c.Status != metav1.ConditionFalse || c.Reason != "PlacementDrifted" {
 			return fmt.Errorf("PlacementValid %+v at generation %d/%d", c, vm.Status.ObservedGeneration, vm.Generation)
 		}
 		return nil
+	}
+	waitVM("drift reported (Manual)", time.Minute, drifted)
+	if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePlacementValid); !strings.Contains(c.Message, "banlieue.io/migrate=true") ||
+		vm.Status.Scheduled.Provider != "mig-libvirt" || vm.Status.Migration != nil {
+		t.Errorf("Manual: %q, scheduled %+v, migration %+v", c.Message, vm.Status.Scheduled, vm.Status.Migration)
+	}
+	patch = client.MergeFrom(vm.DeepCopy())
+	metav1.SetMetaDataAnnotation(&vm.ObjectMeta, "banlieue.io/migrate", "true")
+	if err := c.Patch(ctx, vm, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitVM("migrated back to vSphere on request", 4*time.Minute, func(vm *v1alpha1.VirtualMachine) error {
+		if err := ready("mig-vsphere")(vm); err != nil {
+			return err
+		}
+		if _, still := vm.Annotations["banlieue.io/migrate"]; still {
+			return fmt.Errorf("the annotation is still there")
+		}
+		return nil
 	})
-	if vm.Status.Scheduled.Provider != "mig-libvirt" || vm.Status.Migration != nil {
+	if _, err := lv(t).DomainLookupByName(ns + "." + ref.Name); err == nil {
+		t.Errorf("the libvirt domain %s survived the migration back", ref.Name)
+	}
+	ref = vm.Status.InfrastructureRef
+
+	// Never: the drift is reported, the VM stays.
+	patch = client.MergeFrom(vm.DeepCopy())
+	vm.Spec.MigrationPolicy = v1alpha1.MigrationNever
+	vm.Spec.Placement.ProviderSelector.MatchLabels["backend"] = "libvirt"
+	if err := c.Patch(ctx, vm, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitVM("drift reported (Never)", time.Minute, drifted)
+	if vm.Status.Scheduled.Provider != "mig-vsphere" || vm.Status.Migration != nil {
 		t.Errorf("a Never VM moved: scheduled %+v, migration %+v", vm.Status.Scheduled, vm.Status.Migration)
 	}
 	if err := c.Delete(ctx, vm); err != nil {
@@ -176,8 +209,8 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("VM still there: %v", err)
 		}
-		if _, err := lv(t).DomainLookupByName(ns + "." + ref.Name); err == nil {
-			return fmt.Errorf("the domain is still there")
+		if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", providers.BackendName(ns, ref.Name)); err != nil || m != nil {
+			return fmt.Errorf("vcsim still has %s (%v)", ref.Name, err)
 		}
 		return nil
 	})
