@@ -30,6 +30,8 @@ import (
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 const (
@@ -149,4 +152,41 @@ func lv(t *testing.T) *golibvirt.Libvirt {
 	}
 	t.Cleanup(func() { _ = l.Disconnect() })
 	return l
+}
+
+// vsphereBeside starts, for one test, a one-cluster vcsim holding the
+// guest's template and a vSphere provider process, and creates a Ready
+// Provider name for it (labels; network class prod on VM Network, its
+// Secret name-creds with password).
+func vsphereBeside(t *testing.T, name, password string, labels map[string]string) *vcsim.Simulator {
+	t.Helper()
+	ctx := context.Background()
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: password, DHCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	proc, err := env.StartVSphereProvider("provider-"+name, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proc.Stop)
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-creds", Namespace: ns},
+		StringData: map[string]string{"username": "admin@vsphere.local", "password": password}}); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: name + "-creds"},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+			Capabilities: v1alpha1.ProviderCapabilities{NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}}},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitProviderReady(t, name)
+	return sim
 }

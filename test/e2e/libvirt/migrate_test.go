@@ -42,39 +42,15 @@ import (
 // With migrationPolicy Never, a drifted placement is only reported.
 func TestMigrationAcrossBackends(t *testing.T) {
 	ctx := context.Background()
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "mig", DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	vsphere, err := env.StartVSphereProvider("provider-vsphere-mig", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vsphere.Stop()
-	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere-creds", Namespace: ns}, StringData: map[string]string{"username": "admin@vsphere.local", "password": "mig"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-user-data", Namespace: ns}, Data: map[string]string{"user-data": "#!/bin/sh\necho marker-migrated-77\n"}},
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	vp := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere", Namespace: ns, Labels: map[string]string{"mig": "yes", "backend": "vsphere"}},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "mig-vsphere-creds"},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
-			Capabilities: v1alpha1.ProviderCapabilities{NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}}},
-		},
-	}
+	sim := vsphereBeside(t, "mig-vsphere", "mig", map[string]string{"mig": "yes", "backend": "vsphere"})
 	lp := libvirtProvider("mig-libvirt", map[string]string{"mig": "yes", "backend": "libvirt"})
-	for _, p := range []*v1alpha1.Provider{vp, lp} {
-		if err := c.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		waitProviderReady(t, p.Name)
+	if err := c.Create(ctx, lp); err != nil {
+		t.Fatal(err)
+	}
+	waitProviderReady(t, lp.Name)
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-user-data", Namespace: ns},
+		Data: map[string]string{"user-data": "#!/bin/sh\necho marker-migrated-77\n"}}); err != nil {
+		t.Fatal(err)
 	}
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "mig-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -47,38 +46,12 @@ func TestPoolAddresses(t *testing.T) {
 	if err := c.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "pool", DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	vsphere, err := env.StartVSphereProvider("provider-vsphere-pool", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vsphere.Stop()
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pool-vsphere-creds", Namespace: ns},
-		StringData: map[string]string{"username": "admin@vsphere.local", "password": "pool"}}); err != nil {
-		t.Fatal(err)
-	}
-	vp := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool-vsphere", Namespace: ns, Labels: map[string]string{"pool": "yes", "backend": "vsphere"}},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "pool-vsphere-creds"},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
-			},
-		},
-	}
+	sim := vsphereBeside(t, "pool-vsphere", "pool", map[string]string{"pool": "yes", "backend": "vsphere"})
 	lp := libvirtProvider("pool-libvirt", map[string]string{"pool": "yes", "backend": "libvirt"})
-	for _, p := range []*v1alpha1.Provider{vp, lp} {
-		if err := c.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		waitProviderReady(t, p.Name)
+	if err := c.Create(ctx, lp); err != nil {
+		t.Fatal(err)
 	}
+	waitProviderReady(t, lp.Name)
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "pool-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},
 		{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: image},
