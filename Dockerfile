@@ -1,4 +1,6 @@
-# A static banlieue binary on a distroless base.
+# A static banlieue binary on a distroless base: the product only (-tags
+# release leaves out "banlieue dev", its control plane and the simulators;
+# TestReleaseBuildHoldsTheProductOnly checks what it links).
 #   docker build -t ghcr.io/firestoned/banlieue:dev .
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -6,7 +8,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd cmd
 COPY pkg pkg
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/banlieue ./cmd/banlieue
+RUN CGO_ENABLED=0 go build -tags release -trimpath -ldflags="-s -w" -o /out/banlieue ./cmd/banlieue
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/banlieue /banlieue

@@ -40,9 +40,13 @@ verify: ## Fail on stale generated code, unformatted files, untidy go.mod or go 
 	cd test/capi && $(GO) vet ./...
 	hack/verify-codegen.sh
 
+.PHONY: release-binary
+release-binary: ## The shipped binary (as the Dockerfile builds it): static, -tags release, without the dev harness and simulators.
+	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w" -o bin/banlieue-release ./cmd/banlieue
+
 .PHONY: test-unit
 test-unit: libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd.
-	$(GO) test $(TEST_FLAGS) ./pkg/...
+	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/...
 
 .PHONY: test-integration
 test-integration: ## The real API server in-process on a real embedded etcd.

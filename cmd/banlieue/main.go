@@ -26,7 +26,6 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
 	"github.com/firestoned/banlieue/pkg/cmd/controller"
-	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/cmd/provider"
 )
 
@@ -38,6 +37,9 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), provider.NewCommand(ctx), dev.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), provider.NewCommand(ctx))
+	// The local environment, absent from release builds (-tags release):
+	// the shipped image holds the product, not the harness and simulators.
+	root.AddCommand(devCommands(ctx)...)
 	os.Exit(cli.Run(root))
 }
