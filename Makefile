@@ -40,13 +40,20 @@ verify: ## Fail on stale generated code, unformatted files, untidy go.mod or go 
 	cd test/capi && $(GO) vet ./...
 	hack/verify-codegen.sh
 
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= ghcr.io/firestoned/banlieue:$(VERSION)
+
 .PHONY: release-binary
 release-binary: ## The shipped binary (as the Dockerfile builds it): static, -tags release, without the dev harness and simulators.
-	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w" -o bin/banlieue-release ./cmd/banlieue
+	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/banlieue-release ./cmd/banlieue
+
+.PHONY: image
+image: release-binary ## The release image as a tarball (bin/banlieue-image.tar), without Docker: the binary alone on an empty base, non-root. docker load / crane push it.
+	$(GO) run ./hack/image -binary bin/banlieue-release -out bin/banlieue-image.tar -tag $(IMAGE)
 
 .PHONY: test-unit
 test-unit: libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd.
-	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/...
+	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/... ./hack/image/...
 
 .PHONY: test-integration
 test-integration: ## The real API server in-process on a real embedded etcd.

@@ -29,11 +29,15 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/provider"
 )
 
+// version is the release's, set at link time (-X main.version=...).
+var version = "dev"
+
 func main() {
 	ctx := genericapiserver.SetupSignalContext()
 	root := &cobra.Command{
-		Use:   "banlieue",
-		Short: "One Kubernetes API for virtual machines on any backend",
+		Use:     "banlieue",
+		Short:   "One Kubernetes API for virtual machines on any backend",
+		Version: version,
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
