@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -47,6 +48,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
+	"github.com/firestoned/banlieue/pkg/generated/clientset/versioned/scheme"
 	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/pki"
 )
@@ -711,8 +713,36 @@ func (e *Env) registerAPIService(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("APIService %s not Available (%s): %w", APIServiceName, last, err)
 	}
+	// Available can come a moment before kube-apiserver proxies to it (a
+	// first request then gets 503): wait until one goes through.
+	rc, err := restclient.RESTClientFor(aggregatedREST(e.Admin))
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		res := rc.Get().AbsPath("/apis/banlieue.io/v1alpha1/vmclasses").Param("limit", "1").Do(ctx)
+		if err := res.Error(); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("banlieue.io not served through kube-apiserver (%s): %w", last, err)
+	}
 	klog.InfoS("banlieue APIService available", "apiservice", APIServiceName)
 	return nil
+}
+
+// aggregatedREST is cfg for plain JSON requests to any path.
+func aggregatedREST(cfg *restclient.Config) *restclient.Config {
+	c := restclient.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = restclient.DefaultKubernetesUserAgent()
+	}
+	return c
 }
 
 func upsert(_ context.Context, create, update func() error) error {
