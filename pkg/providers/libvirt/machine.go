@@ -78,7 +78,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		if err := c.converge(dom, want); err != nil {
 			return providers.MachineStatus{}, err
 		}
-		pending, err := c.restartPending(dom)
+		pending, err := c.restartPending(dom, want)
 		if err != nil {
 			return providers.MachineStatus{}, err
 		}
@@ -295,8 +295,9 @@ func (c *Client) converge(dom golibvirt.Domain, want string) error {
 }
 
 // restartPending tells whether dom runs with fewer or more CPUs or memory
-// than its definition says: QEMU without hotplug applies those at start.
-func (c *Client) restartPending(dom golibvirt.Domain) (bool, error) {
+// than want, the definition converge just made its own: QEMU without
+// hotplug applies those at start.
+func (c *Client) restartPending(dom golibvirt.Domain, want string) (bool, error) {
 	active, err := c.l.DomainIsActive(dom)
 	if err != nil || active == 0 {
 		return false, err
@@ -305,15 +306,11 @@ func (c *Client) restartPending(dom golibvirt.Domain) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("domain %s: %w", dom.Name, err)
 	}
-	defined, err := c.l.DomainGetXMLDesc(dom, golibvirt.DomainXMLInactive)
-	if err != nil {
-		return false, fmt.Errorf("domain %s: %w", dom.Name, err)
-	}
 	r, d := &libvirtxml.Domain{}, &libvirtxml.Domain{}
 	if err := r.Unmarshal(running); err != nil {
 		return false, err
 	}
-	if err := d.Unmarshal(defined); err != nil {
+	if err := d.Unmarshal(want); err != nil {
 		return false, err
 	}
 	return r.VCPU.Value != d.VCPU.Value || memoryKiB(r.Memory) != memoryKiB(d.Memory), nil
