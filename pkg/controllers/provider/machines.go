@@ -69,7 +69,6 @@ const addressPollFactor = 6
 // Cluster API's names, read without importing Cluster API.
 const (
 	capiGroup        = "cluster.x-k8s.io"
-	capiPausedAnno   = "cluster.x-k8s.io/paused"
 	capiClusterLabel = "cluster.x-k8s.io/cluster-name"
 	capiBootstrapKey = "value"
 	// capiBootstrapFormatKey says cloud-config or ignition.
@@ -392,8 +391,8 @@ func notPaused(m infrav1.Machine) metav1.Condition {
 
 // paused tells whether Cluster API paused this object or its Cluster.
 func (r *MachineReconciler) paused(ctx context.Context, m infrav1.Machine) (bool, string, error) {
-	if _, ok := m.GetAnnotations()[capiPausedAnno]; ok {
-		return true, "the object has the " + capiPausedAnno + " annotation", nil
+	if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; ok {
+		return true, "the object has the " + infrastructure.PausedAnnotation + " annotation", nil
 	}
 	name := m.GetLabels()[capiClusterLabel]
 	if name == "" {

@@ -205,10 +205,8 @@ func (r *Reconciler) pinClass(ctx context.Context, vm *v1alpha1.VirtualMachine, 
 	case pinned == nil:
 		vm.Status.ClassRevision, pinned = resolve.Pin(live), live
 	case resolve.WantsClassUpdate(vm):
-		patch := client.MergeFrom(vm.DeepCopy())
-		delete(vm.Annotations, resolve.UpdateClassAnnotation)
-		if err := r.Client.Patch(ctx, vm, patch); err != nil {
-			return nil, fmt.Errorf("removing %s: %w", resolve.UpdateClassAnnotation, err)
+		if err := r.removeAnnotation(ctx, vm, resolve.UpdateClassAnnotation); err != nil {
+			return nil, err
 		}
 		if live == nil {
 			r.event(vm, corev1.EventTypeWarning, resolve.ReasonClassDeleted, "UpdateClass",
@@ -222,6 +220,23 @@ func (r *Reconciler) pinClass(ctx context.Context, vm *v1alpha1.VirtualMachine, 
 	status, reason, msg := resolve.ClassStatus(vm, pinned, live)
 	r.setCondition(vm, v1alpha1.VirtualMachineClassOutOfDate, status, reason, msg)
 	return pinned, nil
+}
+
+// removeAnnotation removes the annotation key (a request acted on) from
+// vm, keeping the status this reconcile has built so far (the patch's
+// answer holds the stored one).
+func (r *Reconciler) removeAnnotation(ctx context.Context, vm *v1alpha1.VirtualMachine, key string) error {
+	if _, ok := vm.Annotations[key]; !ok {
+		return nil
+	}
+	patch := client.MergeFrom(vm.DeepCopy())
+	delete(vm.Annotations, key)
+	status := vm.Status.DeepCopy()
+	if err := r.Client.Patch(ctx, vm, patch); err != nil {
+		return fmt.Errorf("removing %s: %w", key, err)
+	}
+	vm.Status = *status
+	return nil
 }
 
 // Reconcile drives one VirtualMachine one step.
@@ -576,18 +591,4 @@ func (r *Reconciler) deleteMachine(ctx context.Context, vm *v1alpha1.VirtualMach
 	}
 	r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", fmt.Sprintf("deleting %s %s", kind, m.GetName()))
 	return nil
-}
-
-// kindsOf are the machine kinds vm may have: the one its infrastructureRef
-// names, or every registered kind when it has none (a VM deleted right
-// after its machine was created, before status said so).
-func (r *Reconciler) kindsOf(vm *v1alpha1.VirtualMachine) []infrastructure.Kind {
-	if ref := vm.Status.InfrastructureRef; ref != nil {
-		for _, k := range r.Infrastructure.Kinds() {
-			if k.GroupVersionKind.Group == ref.APIGroup && k.GroupVersionKind.Kind == ref.Kind {
-				return []infrastructure.Kind{k}
-			}
-		}
-	}
-	return r.Infrastructure.Kinds()
 }

@@ -221,33 +221,27 @@ func firstIP(addrs []v1alpha1.MachineAddress) string {
 // API pauses infrastructure (its provider then stops too), and say so.
 func (r *Reconciler) reconcilePaused(ctx context.Context, vm *v1alpha1.VirtualMachine) error {
 	msg := "spec.paused is true: banlieue does not schedule, change, power or delete this VM"
-	if ref := vm.Status.InfrastructureRef; ref != nil {
-		for _, kind := range r.kindsOf(vm) {
-			m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, ref.Name)
-			if err != nil {
-				return err
+	// Every machine of the VM: a migration's target too.
+	machines, err := r.machinesOf(ctx, vm)
+	if err != nil {
+		return err
+	}
+	for _, m := range machines {
+		kind := m.GetObjectKind().GroupVersionKind().Kind
+		if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; !ok {
+			patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+			annotations := m.GetAnnotations()
+			if annotations == nil {
+				annotations = map[string]string{}
 			}
-			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-				return client.IgnoreNotFound(err)
+			annotations[infrastructure.PausedAnnotation] = ""
+			m.SetAnnotations(annotations)
+			if err := r.Client.Patch(ctx, m, patch); err != nil {
+				return fmt.Errorf("pausing %s %s: %w", kind, m.GetName(), err)
 			}
-			if !metav1.IsControlledBy(m, vm) {
-				return nil
-			}
-			if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; !ok {
-				patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
-				annotations := m.GetAnnotations()
-				if annotations == nil {
-					annotations = map[string]string{}
-				}
-				annotations[infrastructure.PausedAnnotation] = ""
-				m.SetAnnotations(annotations)
-				if err := r.Client.Patch(ctx, m, patch); err != nil {
-					return fmt.Errorf("pausing %s %s: %w", kind.GroupVersionKind.Kind, m.GetName(), err)
-				}
-				r.event(vm, corev1.EventTypeNormal, reasonPaused, "Pause", fmt.Sprintf("paused %s %s", kind.GroupVersionKind.Kind, m.GetName()))
-			}
-			msg += fmt.Sprintf(", nor its %s %s (annotated %s)", kind.GroupVersionKind.Kind, m.GetName(), infrastructure.PausedAnnotation)
+			r.event(vm, corev1.EventTypeNormal, reasonPaused, "Pause", fmt.Sprintf("paused %s %s", kind, m.GetName()))
 		}
+		msg += fmt.Sprintf(", nor its %s %s (annotated %s)", kind, m.GetName(), infrastructure.PausedAnnotation)
 	}
 	if !vm.DeletionTimestamp.IsZero() {
 		msg += "; its deletion waits until spec.paused is false"

@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/placement"
@@ -155,16 +154,7 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 	r.setCondition(vm, v1alpha1.VirtualMachineMigrating, metav1.ConditionFalse, reasonMigrated, msg)
 	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved, msg)
 	r.event(vm, corev1.EventTypeNormal, reasonMigrated, "Migrate", msg)
-	if _, asked := vm.Annotations[MigrateAnnotation]; asked {
-		patch := client.MergeFrom(vm.DeepCopy())
-		delete(vm.Annotations, MigrateAnnotation)
-		status := vm.Status.DeepCopy()
-		if err := r.Client.Patch(ctx, vm, patch); err != nil {
-			return fmt.Errorf("removing %s: %w", MigrateAnnotation, err)
-		}
-		vm.Status = *status // the patch's answer holds the stored status
-	}
-	return nil
+	return r.removeAnnotation(ctx, vm, MigrateAnnotation)
 }
 
 // targetName is the machine name of vm on placement s: stable for one
