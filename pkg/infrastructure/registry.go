@@ -27,6 +27,9 @@ package infrastructure
 import (
 	"fmt"
 	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,6 +99,36 @@ func (r *Registry) Kinds() []Kind {
 // (namespace/name) that serves it (infrastructure.banlieue.io's
 // ProviderAnnotation; a test keeps the two equal).
 const ProviderAnnotation = "banlieue.io/provider"
+
+// ClusterNameLabel is the label Cluster API puts on the objects of a Cluster.
+const ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+
+// MachineOwner is the Cluster API Machine owning o, or nil.
+func MachineOwner(o metav1.Object) *metav1.OwnerReference {
+	owners := o.GetOwnerReferences()
+	for i := range owners {
+		if owners[i].Kind == "Machine" && strings.HasPrefix(owners[i].APIVersion, capiGroup+"/") {
+			return &owners[i]
+		}
+	}
+	return nil
+}
+
+// CAPIOwned tells whether Cluster API manages o: it carries the
+// cluster-name label or a Cluster API owner.
+func CAPIOwned(o metav1.Object) bool {
+	if _, ok := o.GetLabels()[ClusterNameLabel]; ok {
+		return true
+	}
+	for _, ref := range o.GetOwnerReferences() {
+		if strings.HasPrefix(ref.APIVersion, capiGroup+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+const capiGroup = "cluster.x-k8s.io"
 
 // PausedAnnotation is Cluster API's pause: an infrastructure machine
 // carrying it is left alone by its provider (the contract's own name).

@@ -47,12 +47,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
 
-// Cluster API's names, read without importing Cluster API.
-const (
-	capiGroup    = "cluster.x-k8s.io"
-	clusterLabel = "cluster.x-k8s.io/cluster-name"
-)
-
 // clusterPoll is how often a machine whose Cluster reports no failure
 // domains yet is looked at again (a Cluster is not watched).
 const clusterPoll = 10 * time.Second
@@ -85,7 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("infrastructure kind %s is not an object", r.Kind.GroupVersionKind)
 	}
 	unplaced := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return machineOwner(o) != nil && failureDomainOf(o) == ""
+		return infrastructure.MachineOwner(o) != nil && failureDomainOf(o) == ""
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("failuredomain-"+strings.ToLower(r.Kind.GroupVersionKind.Kind)).
@@ -99,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || m == nil || failureDomainOf(m) != "" || !m.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, err
 	}
-	owner := machineOwner(m)
+	owner := infrastructure.MachineOwner(m)
 	if owner == nil {
 		return ctrl.Result{}, nil
 	}
@@ -110,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if fd, _, _ := unstructured.NestedString(machine.Object, "spec", "failureDomain"); fd != "" {
 		return ctrl.Result{}, r.place(ctx, m, fd, "Machine "+owner.Name+" names it")
 	}
-	clusterName := m.GetLabels()[clusterLabel]
+	clusterName := m.GetLabels()[infrastructure.ClusterNameLabel]
 	cluster, err := r.read(ctx, owner.APIVersion, "Cluster", m.GetNamespace(), clusterName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -172,7 +166,7 @@ func (r *Reconciler) load(ctx context.Context, m client.Object, clusterName stri
 		return nil, err
 	}
 	tl := typed.(client.ObjectList)
-	if err := r.Client.List(ctx, tl, client.InNamespace(m.GetNamespace()), client.MatchingLabels{clusterLabel: clusterName}); err != nil {
+	if err := r.Client.List(ctx, tl, client.InNamespace(m.GetNamespace()), client.MatchingLabels{infrastructure.ClusterNameLabel: clusterName}); err != nil {
 		return nil, err
 	}
 	items, err := meta.ExtractList(tl)
@@ -255,15 +249,3 @@ func failureDomainOf(o client.Object) string {
 	fd, _, _ := unstructured.NestedString(u, "spec", "failureDomain")
 	return fd
 }
-
-// machineOwner is the Cluster API Machine owning o, or nil.
-func machineOwner(o client.Object) *ownerRef {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.Kind == "Machine" && strings.HasPrefix(ref.APIVersion, capiGroup+"/") {
-			return &ownerRef{APIVersion: ref.APIVersion, Name: ref.Name}
-		}
-	}
-	return nil
-}
-
-type ownerRef struct{ APIVersion, Name string }

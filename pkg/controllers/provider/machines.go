@@ -68,16 +68,13 @@ const addressPollFactor = 6
 
 // Cluster API's names, read without importing Cluster API.
 const (
-	capiGroup        = "cluster.x-k8s.io"
-	capiClusterLabel = "cluster.x-k8s.io/cluster-name"
 	capiBootstrapKey = "value"
 	// capiBootstrapFormatKey says cloud-config or ignition.
 	capiBootstrapFormatKey = "format"
 	defaultUserDataKey     = "user-data"
 	// cloudConfigKey holds a VMImage cloud config in its Secret.
-	cloudConfigKey      = "cloud-config"
-	capiDefaultVersion  = "cluster.x-k8s.io/v1beta2"
-	capiMachineKindName = "Machine"
+	cloudConfigKey     = "cloud-config"
+	capiDefaultVersion = "cluster.x-k8s.io/v1beta2"
 )
 
 // MachineReconciler drives the machines of one kind (Kind): build the VM from its image, converge
@@ -394,7 +391,7 @@ func (r *MachineReconciler) paused(ctx context.Context, m infrav1.Machine) (bool
 	if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; ok {
 		return true, "the object has the " + infrastructure.PausedAnnotation + " annotation", nil
 	}
-	name := m.GetLabels()[capiClusterLabel]
+	name := m.GetLabels()[infrastructure.ClusterNameLabel]
 	if name == "" {
 		return false, "", nil
 	}
@@ -423,7 +420,7 @@ func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]
 	if format == "" {
 		format = providers.UserDataCloudConfig
 	}
-	if owner := capiMachine(m); owner != nil {
+	if owner := infrastructure.MachineOwner(m); owner != nil {
 		machine := &unstructured.Unstructured{}
 		machine.SetAPIVersion(owner.APIVersion)
 		machine.SetKind(owner.Kind)
@@ -443,7 +440,7 @@ func (r *MachineReconciler) userData(ctx context.Context, m infrav1.Machine) ([]
 		}
 		return secret.Data[capiBootstrapKey], format, "", nil
 	}
-	if capiManaged(m) {
+	if infrastructure.CAPIOwned(m) {
 		// Cluster API made it (a MachineSet, a control plane) but has not
 		// set the owning Machine yet: its bootstrap data comes with it, and
 		// a VM built now would boot without (a libvirt seed is written once).
@@ -537,31 +534,6 @@ func annotatedProvider(m infrav1.Machine) (key client.ObjectKey, named bool) {
 		return client.ObjectKey{Namespace: ns, Name: name}, true
 	}
 	return client.ObjectKey{Namespace: m.GetNamespace(), Name: want}, true
-}
-
-// capiManaged tells whether Cluster API manages m: it carries the
-// cluster-name label or a Cluster API owner.
-func capiManaged(m infrav1.Machine) bool {
-	if _, ok := m.GetLabels()[capiClusterLabel]; ok {
-		return true
-	}
-	for _, o := range m.GetOwnerReferences() {
-		if strings.HasPrefix(o.APIVersion, capiGroup+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// capiMachine is the Cluster API Machine owning m, or nil.
-func capiMachine(m infrav1.Machine) *metav1.OwnerReference {
-	for i, o := range m.GetOwnerReferences() {
-		if o.Kind == capiMachineKindName && strings.HasPrefix(o.APIVersion, capiGroup+"/") {
-			owners := m.GetOwnerReferences()
-			return &owners[i]
-		}
-	}
-	return nil
 }
 
 // provider finds the Provider that serves m: the one its
