@@ -28,7 +28,6 @@ import (
 	restclient "k8s.io/client-go/rest"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
@@ -60,10 +59,8 @@ type Options struct {
 	// LeaderElection makes replicas take turns; only the leader acts.
 	LeaderElection          bool
 	LeaderElectionNamespace string
-	// MetricsAddr and HealthAddr: "0" disables.
-	MetricsAddr, HealthAddr string
-	// PprofAddr serves /debug/pprof for profiling; "" or "0" disables.
-	PprofAddr string
+	// Serving: metrics, probes, pprof.
+	Serving
 }
 
 // Scheme knows every type the controllers read and write.
@@ -88,7 +85,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 	retry := 2 * time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 o.Metrics(),
 		HealthProbeBindAddress:  o.HealthAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
@@ -101,6 +98,9 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := AddHealthChecks(mgr); err != nil {
 		return nil, err
 	}
 	for _, name := range o.Controllers {

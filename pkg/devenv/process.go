@@ -43,6 +43,12 @@ type process struct {
 }
 
 func (e *Env) startProcess(name, path string, args ...string) (*process, error) {
+	return e.startProcessEnv(name, path, nil, args...)
+}
+
+// startProcessEnv starts a process with env (KEY=VALUE) after this
+// process's own environment; nil inherits it unchanged.
+func (e *Env) startProcessEnv(name, path string, env []string, args ...string) (*process, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %w (build it with 'make tools' / 'make build')", name, err)
 	}
@@ -53,6 +59,9 @@ func (e *Env) startProcess(name, path string, args ...string) (*process, error) 
 	}
 	fmt.Fprintf(log, "\n=== %s %s %v\n", time.Now().Format(time.RFC3339), path, args)
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	// Own process group, so that stopping also reaches any children, and a
 	// Ctrl-C in the terminal goes to the supervisor only, which stops

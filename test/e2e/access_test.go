@@ -227,7 +227,10 @@ spec:
 func TestInstallArtifacts(t *testing.T) {
 	out := mustKC(t, "apply", "--dry-run=server", "-k", "artifacts/deploy")
 	for _, want := range []string{"deployment.apps/banlieue-apiserver", "apiservice.apiregistration.k8s.io/v1alpha1.banlieue.io",
-		"statefulset.apps/banlieue-etcd", "poddisruptionbudget.policy/banlieue-apiserver", "clusterrole.rbac.authorization.k8s.io/banlieue-view"} {
+		"statefulset.apps/banlieue-etcd", "poddisruptionbudget.policy/banlieue-apiserver", "clusterrole.rbac.authorization.k8s.io/banlieue-view",
+		"deployment.apps/banlieue-controller", "service/banlieue-controller-metrics", "clusterrole.rbac.authorization.k8s.io/banlieue-metrics-reader",
+		"deployment.apps/banlieue-provider-vsphere", "configmap/banlieue-provider-vsphere-config", "service/banlieue-provider-vsphere-metrics",
+		"deployment.apps/banlieue-provider-libvirt", "configmap/banlieue-provider-libvirt-config", "service/banlieue-provider-libvirt-metrics"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run output lacks %s:\n%s", want, out)
 		}

@@ -110,6 +110,10 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 		},
 		devenv.ControllerUser: {
+			// Its HTTPS metrics endpoint asks kube-apiserver who calls and
+			// whether they may read /metrics (banlieue-metrics-auth).
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 			{"patch", "virtualmachines.banlieue.io/status", tenant},
 			{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
@@ -124,6 +128,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 		// provider could read vsphere-creds): per-Provider resourceNames
 		// come with the operator's per-Provider Roles.
 		libvirtUser: {
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 			{"get", "secrets/vsphere-creds", devenv.Namespace},
 			{"get", "configmaps/vcenter-ca", devenv.Namespace},
 			{"patch", "providers.banlieue.io", devenv.Namespace},
@@ -132,6 +138,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		},
 		devenv.ProviderUser: {
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 			// Credentials and CA bundles of the Providers it serves, by name.
 			{"get", "secrets/vsphere-creds", devenv.Namespace},
 			{"get", "configmaps/vcenter-ca", devenv.Namespace},

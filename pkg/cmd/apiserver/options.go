@@ -354,7 +354,7 @@ func (o *Options) addControllers(server *genericapiserver.GenericAPIServer) erro
 	ctrl.SetLogger(klog.NewKlogr())
 	mgr, err := controllers.NewManager(cfg, controllers.Options{
 		Controllers: o.Controllers, LeaderElection: true, LeaderElectionNamespace: "banlieue-system",
-		MetricsAddr: "0", HealthAddr: "0",
+		Serving: controllers.Serving{MetricsAddr: "0", HealthAddr: "0"},
 	})
 	if err != nil {
 		return err

@@ -19,11 +19,13 @@ package controller
 
 import (
 	"context"
+	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 )
 
@@ -31,13 +33,16 @@ import (
 func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		client = controllers.DefaultClientOptions()
-		o      = controllers.Options{MetricsAddr: ":8080", HealthAddr: ":8081", LeaderElection: true, LeaderElectionNamespace: "banlieue-system"}
+		o      = controllers.Options{Serving: controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}, LeaderElection: true, LeaderElectionNamespace: "banlieue-system"}
 	)
 	cmd := &cobra.Command{
 		Use:          "controller",
 		Short:        "Run banlieue's core controllers: scheduling, VSphereMachine lifecycle, status mirroring, VSphereCluster aggregation",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
 			ctrl.SetLogger(klog.NewKlogr())
 			cfg, err := client.Config()
 			if err != nil {
@@ -57,8 +62,6 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	f.StringSliceVar(&o.Controllers, "controllers", controllers.All, "Controllers to run.")
 	f.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "Take turns with other replicas through a Lease.")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease.")
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the metrics endpoint (0 disables).")
-	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "Address of /healthz and /readyz (0 disables).")
-	f.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address serving /debug/pprof (empty disables).")
+	o.Serving.AddFlags(f)
 	return cmd
 }

@@ -20,6 +20,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,8 +30,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -99,10 +100,10 @@ func libvirtBackend() backend {
 
 func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	var (
-		clientOpts                 = controllers.DefaultClientOptions()
-		namespace, metrics, health string
-		pprofAddr                  string
-		leaderElect                bool
+		clientOpts  = controllers.DefaultClientOptions()
+		serving     = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
+		namespace   string
+		leaderElect bool
 		resync                     time.Duration
 		workers                    int
 		serviceAccount             string
@@ -112,6 +113,11 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		Short:        fmt.Sprintf("Reconcile the %s Providers of one namespace (inventory, failure domains, image checks) and drive their machines", b.title),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The Deployment's ConfigMap banlieue-provider-CLASS-config
+			// (envFrom) gives the flags' defaults.
+			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
 			ctrl.SetLogger(klog.NewKlogr())
 			cfg, err := clientOpts.Config()
 			if err != nil {
@@ -132,14 +138,17 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 					DefaultNamespaces: map[string]cache.Config{namespace: {}},
 					ByObject:          map[client.Object]cache.ByObject{b.machine.New(): {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
 				},
-				Metrics:                 metricsserver.Options{BindAddress: metrics},
-				HealthProbeBindAddress:  health,
-				PprofBindAddress:        pprofAddr,
+				Metrics:                 serving.Metrics(),
+				HealthProbeBindAddress:  serving.HealthAddr,
+				PprofBindAddress:        serving.PprofAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "banlieue-provider-" + b.class,
 				LeaderElectionNamespace: namespace,
 			})
 			if err != nil {
+				return err
+			}
+			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
 			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Resync: resync, Connect: b.connector(),
@@ -174,9 +183,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		"NAMESPACE:NAME of the ServiceAccount this process runs as: the subject a namespace binds to banlieue-provider-userdata to let it read user data there (named in UserDataForbidden messages).")
 	f.IntVar(&workers, "machine-workers", 8, "How many machines are reconciled at once (the backend runs their tasks in parallel).")
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
-	f.StringVar(&metrics, "metrics-bind-address", ":8082", "Address of the metrics endpoint (0 disables).")
-	f.StringVar(&health, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
-	f.StringVar(&pprofAddr, "pprof-bind-address", "", "Address serving /debug/pprof (empty disables).")
+	serving.AddFlags(f)
 	if b.flags != nil {
 		b.flags(f)
 	}
