@@ -100,13 +100,13 @@ func libvirtBackend() backend {
 
 func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	var (
-		clientOpts  = controllers.DefaultClientOptions()
-		serving     = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
-		namespace   string
-		leaderElect bool
-		resync                     time.Duration
-		workers                    int
-		serviceAccount             string
+		clientOpts     = controllers.DefaultClientOptions()
+		serving        = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
+		namespace      string
+		leaderElect    bool
+		resync         time.Duration
+		workers        int
+		serviceAccount string
 	)
 	cmd := &cobra.Command{
 		Use:          b.class,
