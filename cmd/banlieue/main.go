@@ -26,6 +26,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
 	"github.com/firestoned/banlieue/pkg/cmd/controller"
+	"github.com/firestoned/banlieue/pkg/cmd/operator"
 	"github.com/firestoned/banlieue/pkg/cmd/provider"
 )
 
@@ -41,7 +42,7 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), provider.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), operator.NewCommand(ctx), provider.NewCommand(ctx))
 	// The local environment, absent from release builds (-tags release):
 	// the shipped image holds the product, not the harness and simulators.
 	root.AddCommand(devCommands(ctx)...)

@@ -29,6 +29,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/install"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/provider"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/providerclass"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmclass"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmimage"
@@ -101,6 +102,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	providerClasses, err := providerclass.NewREST(Scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
 	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers)
 	if err != nil {
 		return nil, err
@@ -118,6 +123,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		"vmimages/status":           imageStatus,
 		"providers":                 providers,
 		"providers/status":          providerStatus,
+		"providerclasses":           providerClasses,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
 		return nil, err

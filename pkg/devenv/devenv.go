@@ -65,6 +65,7 @@ const (
 	BanlieueUser       = "system:serviceaccount:" + APIServerNamespace + ":" + ServiceAccount
 	ControllerUser     = "system:serviceaccount:" + Namespace + ":banlieue-controller"
 	ProviderUser       = "system:serviceaccount:" + Namespace + ":banlieue-provider-vsphere"
+	OperatorUser       = "system:serviceaccount:" + Namespace + ":banlieue-operator"
 	APIServiceName     = "v1alpha1.banlieue.io"
 	banlieueEtcdPrefix = "/banlieue.io/registry"
 	// loopbackService is the ExternalName Service the APIService points at.
@@ -224,6 +225,20 @@ func (e *Env) StartController(i int, extra ...string) (Process, error) {
 	args := append([]string{"controller", "--kubeconfig=" + kubeconfig, "--leader-elect", "--leader-election-namespace=" + Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
 	p, err := e.startProcess(fmt.Sprintf("controller-%d", i), filepath.Join(e.cfg.BinDir, "banlieue"), args...)
+	return Process{p}, err
+}
+
+// StartOperator starts "banlieue operator", authenticated as the
+// operator's ServiceAccount, managing the workloads of namespaces. Extra
+// flags follow the environment's.
+func (e *Env) StartOperator(name string, namespaces []string, extra ...string) (Process, error) {
+	kubeconfig, err := e.serviceAccountKubeconfig("operator", OperatorUser)
+	if err != nil {
+		return Process{}, err
+	}
+	args := append([]string{"operator", "--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + Namespace,
+		"--namespaces=" + strings.Join(namespaces, ","), "--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err
 }
 

@@ -45,7 +45,7 @@ func (c canI) args() []string {
 }
 
 // TestServiceAccountMatrix asks kubectl auth can-i, as every ServiceAccount
-// banlieue ships (API server, controller, vSphere and libvirt providers), the same
+// banlieue ships (API server, controller, operator, vSphere and libvirt providers), the same
 // questions about Secrets, ConfigMaps and the writes that matter, and
 // fails on any yes not granted on purpose (and on any no where the
 // component needs a yes). No identity that talks to a backend may list or
@@ -137,6 +137,22 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"patch", "vmimages.banlieue.io/status", ""},
 			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		},
+		// The operator grants its workloads what it holds (no escalate,
+		// no bind): their Providers and credentials by name in
+		// banlieue-system, every backend's machine status, VMImage status.
+		devenv.OperatorUser: {
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
+			{"get", "secrets/vsphere-creds", devenv.Namespace},
+			{"get", "configmaps/vcenter-ca", devenv.Namespace},
+			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "providers.banlieue.io", tenant},
+			{"patch", "providers.banlieue.io/status", tenant},
+			{"patch", "vmimages.banlieue.io/status", ""},
+			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
+			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
+		},
 		devenv.ProviderUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
@@ -151,7 +167,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 	}
 	checked, wrong := 0, 0
 	var grid strings.Builder
-	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.ProviderUser, libvirtUser} {
+	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.OperatorUser, devenv.ProviderUser, libvirtUser} {
 		saNamespace := strings.Split(user, ":")[2]
 		yes := map[canI]bool{}
 		for _, q := range granted[user] {
@@ -180,7 +196,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("kubectl auth can-i matrix:\n%s", grid.String())
-	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, vSphere and libvirt providers) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
+	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, operator, vSphere and libvirt providers) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
 		Operations: checked, Faults: "requests beyond each identity's grants"})
 	if wrong > 0 {
 		t.Errorf("%d of %d answers differ from the grants", wrong, checked)

@@ -50,6 +50,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VMClass{}, &VMClassList{},
 		&VMImage{}, &VMImageList{},
 		&Provider{}, &ProviderList{},
+		&ProviderClass{}, &ProviderClassList{},
 	)
 	return nil
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package banlieue
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -912,6 +913,82 @@ type VMImageList struct {
 }
 
 // ---------------------------------------------------------------------------
+// ProviderClass
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ProviderClass describes how the providers of one backend run when
+// "banlieue operator" runs them: the image, where and how many, their
+// resources and log level. A Provider names it in spec.providerClassRef;
+// VMImage sources name it in providerClass. Cluster-scoped: platform
+// administrators own it.
+type ProviderClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the backend's provider workloads.
+	Spec ProviderClassSpec `json:"spec"`
+}
+
+// ProviderDeploymentStrategy is how many provider workloads a class runs.
+type ProviderDeploymentStrategy string
+
+const (
+	// ProviderDeploymentPerProvider runs one workload per Provider, whose
+	// identity reads that Provider's credentials and no other's.
+	ProviderDeploymentPerProvider ProviderDeploymentStrategy = "PerProvider"
+	// ProviderDeploymentShared runs one workload for every Provider of
+	// the class in the class's namespace (the static install's shape).
+	ProviderDeploymentShared ProviderDeploymentStrategy = "Shared"
+)
+
+// ProviderClassSpec describes a backend's provider workloads.
+type ProviderClassSpec struct {
+	// backend is the provider banlieue runs ("banlieue provider BACKEND"):
+	// vsphere or libvirt. Today it must equal the class's name, which
+	// Providers and VMImage sources use as the backend's name. Immutable.
+	Backend string `json:"backend"`
+	// image of the provider workloads: a banlieue release image.
+	Image string `json:"image"`
+	// namespace the workloads run in; it must hold the Providers the
+	// class serves. Defaults to banlieue-system.
+	Namespace string `json:"namespace,omitempty"`
+	// deploymentStrategy: PerProvider (default), one workload per
+	// Provider with an identity limited to that Provider's credentials, or
+	// Shared, one workload for every Provider of the class.
+	DeploymentStrategy ProviderDeploymentStrategy `json:"deploymentStrategy,omitempty"`
+	// replicas of each workload; replicas take turns through a Lease.
+	// Defaults to 1.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// resources of the provider container. Defaults to requests of 50m CPU
+	// and 64Mi memory and a 512Mi memory limit.
+	Resources *ProviderResources `json:"resources,omitempty"`
+	// logLevel is the providers' klog verbosity (0-10). Defaults to 2.
+	LogLevel *int32 `json:"logLevel,omitempty"`
+	// paused stops the operator from changing the class's workloads: they
+	// keep running as they are, and new Providers get none until unpaused.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ProviderResources are the compute resources of a provider container:
+// cpu and memory.
+type ProviderResources struct {
+	// requests the scheduler reserves.
+	Requests map[string]resource.Quantity `json:"requests,omitempty"`
+	// limits the container may not exceed.
+	Limits map[string]resource.Quantity `json:"limits,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ProviderClassList is a list of ProviderClasses.
+type ProviderClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProviderClass `json:"items"`
+}
+
+// ---------------------------------------------------------------------------
 // Provider
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1128,6 +1205,25 @@ type ProviderStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+	// workload is the provider workload "banlieue operator" runs for this
+	// Provider, or why it runs none. Written by the operator only.
+	Workload *ProviderWorkload `json:"workload,omitempty"`
+}
+
+// ProviderWorkload is the Deployment serving a Provider.
+type ProviderWorkload struct {
+	// namespace of the Deployment.
+	Namespace string `json:"namespace,omitempty"`
+	// deploymentName is the Deployment's name.
+	DeploymentName string `json:"deploymentName,omitempty"`
+	// readyReplicas of the Deployment.
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// reason, in CamelCase, when no workload runs or it is not ready:
+	// ProviderClassNotFound, ProviderClassPaused, NamespaceNotServed,
+	// Progressing; Available when ready.
+	Reason string `json:"reason,omitempty"`
+	// message explains reason to a human.
+	Message string `json:"message,omitempty"`
 }
 
 // FailureDomain is one (datacenter, cluster) pair of a Provider.

@@ -190,7 +190,8 @@ func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
 	if err := devenv.ApplyFiles(ctx, cfg, artifacts.Deploy,
 		"deploy/base/namespace.yaml", "deploy/base/serviceaccount.yaml",
 		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml", "deploy/base/rbac-controller.yaml", "deploy/base/rbac-userdata.yaml",
-		"deploy/base/rbac-metrics.yaml", "deploy/providers/vsphere/rbac.yaml", "deploy/providers/libvirt/rbac.yaml"); err != nil {
+		"deploy/base/rbac-metrics.yaml", "deploy/providers/vsphere/rbac.yaml", "deploy/providers/libvirt/rbac.yaml",
+		"deploy/operator/rbac.yaml"); err != nil {
 		return err
 	}
 	crds, err := devenv.YAMLFiles(artifacts.CRDs, "crds")

@@ -26,11 +26,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
@@ -104,6 +106,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		serving        = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
 		namespace      string
 		leaderElect    bool
+		only           string
 		resync         time.Duration
 		workers        int
 		serviceAccount string
@@ -133,16 +136,13 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 				// in the VMs' namespaces. Secrets and ConfigMaps are never
 				// cached (that would list and watch them): each is read by
 				// name when needed, which is all this identity may do.
-				Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
-				Cache: cache.Options{
-					DefaultNamespaces: map[string]cache.Config{namespace: {}},
-					ByObject:          map[client.Object]cache.ByObject{b.machine.New(): {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
-				},
+				Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
+				Cache:                   cacheOptions(namespace, only, b.machine.New()),
 				Metrics:                 serving.Metrics(),
 				HealthProbeBindAddress:  serving.HealthAddr,
 				PprofBindAddress:        serving.PprofAddr,
 				LeaderElection:          leaderElect,
-				LeaderElectionID:        "banlieue-provider-" + b.class,
+				LeaderElectionID:        leaseName(b.class, only),
 				LeaderElectionNamespace: namespace,
 			})
 			if err != nil {
@@ -151,7 +151,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
-			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Resync: resync, Connect: b.connector(),
+			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Only: only, Resync: resync, Connect: b.connector(),
 				Kind: b.machine, Credentials: b.credentials}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
@@ -170,7 +170,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
 			}
-			klog.InfoS("Starting the provider", "class", b.class, "namespace", namespace)
+			klog.InfoS("Starting the provider", "class", b.class, "namespace", namespace, "provider", only)
 			return mgr.Start(cmd.Context())
 		},
 	}
@@ -178,6 +178,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	f := cmd.Flags()
 	clientOpts.AddFlags(f)
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
+	f.StringVar(&only, "provider", "", "Serve this Provider of the namespace only (the operator's per-Provider workloads, whose identity may read no other): its Provider, machines and image checks.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
 	f.StringVar(&serviceAccount, "service-account", "banlieue-system:banlieue-provider-"+b.class,
 		"NAMESPACE:NAME of the ServiceAccount this process runs as: the subject a namespace binds to banlieue-provider-userdata to let it read user data there (named in UserDataForbidden messages).")
@@ -188,4 +189,28 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		b.flags(f)
 	}
 	return cmd
+}
+
+// cacheOptions watch the install namespace (machines live in the VMs'
+// namespaces). A process serving one Provider watches that Provider alone,
+// by a metadata.name field selector, which RBAC authorizes as a request
+// for that name: its Role names the Provider in resourceNames.
+func cacheOptions(namespace, only string, machine client.Object) cache.Options {
+	o := cache.Options{
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{machine: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}},
+	}
+	if only != "" {
+		o.ByObject[&v1alpha1.Provider{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", only)}
+	}
+	return o
+}
+
+// LeaseName is the leader-election Lease of the providers of class
+// (serving one Provider, if only is set).
+func leaseName(class, only string) string {
+	if only == "" {
+		return "banlieue-provider-" + class
+	}
+	return "banlieue-provider-" + class + "-" + only
 }

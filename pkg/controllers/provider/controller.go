@@ -66,7 +66,12 @@ type Connector func(ctx context.Context, owner string, conn providers.Connection
 type Reconciler struct {
 	Client client.Client
 	// Class is the providerClassRef.name this reconciler serves ("vsphere").
-	Class   string
+	Class string
+	// Only, when set, is the one Provider (by name) this process serves:
+	// the operator's per-Provider workloads, whose identity may read that
+	// Provider and its credentials only. Its manager's cache holds that
+	// Provider alone.
+	Only    string
 	Connect Connector
 	// Kind is the class's machine type (whose machines hold a deleted Provider).
 	Kind providers.MachineKind
@@ -230,6 +235,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(conflict.Requeue(r))
 }
 
+// Serves tells whether this process serves Provider p: one of its class,
+// and the one it is limited to, if any. Namespaces are the manager's.
+func (r *Reconciler) Serves(p *v1alpha1.Provider) bool {
+	return p.Spec.ProviderClassRef.Name == r.Class && (r.Only == "" || p.Name == r.Only)
+}
+
 // notReadyRetry is how soon a Provider that is not Ready is tried again.
 func (r *Reconciler) notReadyRetry() time.Duration {
 	if r.NotReadyRetry > 0 {
@@ -251,7 +262,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p.Spec.ProviderClassRef.Name != r.Class {
+	if !r.Serves(p) {
 		return ctrl.Result{}, nil
 	}
 	if !p.DeletionTimestamp.IsZero() {

@@ -95,7 +95,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	for i := range providers.Items {
 		p := &providers.Items[i]
 		switch {
-		case p.Spec.ProviderClassRef.Name != r.Class:
+		case !r.Providers.Serves(p):
 			others[placement.ImageStatusKey(p)] = true
 		case p.DeletionTimestamp.IsZero():
 			st := r.check(ctx, img, p)
@@ -105,7 +105,10 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	var next []v1alpha1.ImageProviderStatus
 	for _, s := range img.Status.PerProvider {
-		if !strings.HasPrefix(s.Provider, r.Namespace+"/") || others[s.Provider] {
+		// A process serving one Provider keeps every other's entry: its
+		// siblings' workloads write them.
+		onlyOther := r.Providers.Only != "" && s.Provider != r.Namespace+"/"+r.Providers.Only
+		if !strings.HasPrefix(s.Provider, r.Namespace+"/") || others[s.Provider] || onlyOther {
 			next = append(next, s)
 		}
 	}

@@ -545,14 +545,14 @@ func annotatedProvider(m infrav1.Machine) (key client.ObjectKey, named bool) {
 // not exist (any more).
 func (r *MachineReconciler) provider(ctx context.Context, m infrav1.Machine) (*v1alpha1.Provider, bool, error) {
 	if key, named := annotatedProvider(m); named {
-		if key.Namespace != r.Namespace {
+		if key.Namespace != r.Namespace || (r.Providers.Only != "" && key.Name != r.Providers.Only) {
 			return nil, false, nil
 		}
 		p := &v1alpha1.Provider{}
 		if err := r.Client.Get(ctx, key, p); err != nil {
 			return nil, apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}
-		if p.Spec.ProviderClassRef.Name != r.Class {
+		if !r.Providers.Serves(p) {
 			return nil, false, nil
 		}
 		return p, true, nil
@@ -563,7 +563,7 @@ func (r *MachineReconciler) provider(ctx context.Context, m infrav1.Machine) (*v
 	}
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Spec.ProviderClassRef.Name != r.Class {
+		if !r.Providers.Serves(p) {
 			continue
 		}
 		for _, fd := range p.Status.FailureDomains {

@@ -86,14 +86,22 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.ProviderApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderCapabilities"):
 		return &banlieuev1alpha1.ProviderCapabilitiesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderClass"):
+		return &banlieuev1alpha1.ProviderClassApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderClassSpec"):
+		return &banlieuev1alpha1.ProviderClassSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderConnection"):
 		return &banlieuev1alpha1.ProviderConnectionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderHost"):
 		return &banlieuev1alpha1.ProviderHostApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderResources"):
+		return &banlieuev1alpha1.ProviderResourcesApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderSpec"):
 		return &banlieuev1alpha1.ProviderSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderStatus"):
 		return &banlieuev1alpha1.ProviderStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderWorkload"):
+		return &banlieuev1alpha1.ProviderWorkloadApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ScheduledPlacement"):
 		return &banlieuev1alpha1.ScheduledPlacementApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StaticIPConfig"):

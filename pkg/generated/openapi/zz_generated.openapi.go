@@ -62,12 +62,17 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PlacementResult{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_PlacementResult(ref),
 		v1alpha1.Provider{}.OpenAPIModelName():                     schema_pkg_apis_banlieue_v1alpha1_Provider(ref),
 		v1alpha1.ProviderCapabilities{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref),
+		v1alpha1.ProviderClass{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ProviderClass(ref),
+		v1alpha1.ProviderClassList{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderClassList(ref),
+		v1alpha1.ProviderClassSpec{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderClassSpec(ref),
 		v1alpha1.ProviderConnection{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
 		v1alpha1.ProviderHost{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderHost(ref),
 		v1alpha1.ProviderList{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
 		v1alpha1.ProviderPlacement{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref),
+		v1alpha1.ProviderResources{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderResources(ref),
 		v1alpha1.ProviderSpec{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
 		v1alpha1.ProviderStatus{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref),
+		v1alpha1.ProviderWorkload{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_ProviderWorkload(ref),
 		v1alpha1.ResolvedDisk{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref),
 		v1alpha1.ResolvedImage{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref),
 		v1alpha1.ResolvedInt32{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt32(ref),
@@ -1327,6 +1332,170 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref common.Reference
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_ProviderClass(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderClass describes how the providers of one backend run when \"banlieue operator\" runs them: the image, where and how many, their resources and log level. A Provider names it in spec.providerClassRef; VMImage sources name it in providerClass. Cluster-scoped: platform administrators own it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec describes the backend's provider workloads.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.ProviderClassSpec{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ProviderClassSpec{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ProviderClassList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderClassList is a list of ProviderClasses.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.ProviderClass{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ProviderClass{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ProviderClassSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderClassSpec describes a backend's provider workloads.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "backend is the provider banlieue runs (\"banlieue provider BACKEND\"): vsphere or libvirt. Today it must equal the class's name, which Providers and VMImage sources use as the backend's name. Immutable.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"image": {
+						SchemaProps: spec.SchemaProps{
+							Description: "image of the provider workloads: a banlieue release image.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "namespace the workloads run in; it must hold the Providers the class serves. Defaults to banlieue-system.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"deploymentStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "deploymentStrategy: PerProvider (default), one workload per Provider with an identity limited to that Provider's credentials, or Shared, one workload for every Provider of the class.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "replicas of each workload; replicas take turns through a Lease. Defaults to 1.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"resources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "resources of the provider container. Defaults to requests of 50m CPU and 64Mi memory and a 512Mi memory limit.",
+							Ref:         ref(v1alpha1.ProviderResources{}.OpenAPIModelName()),
+						},
+					},
+					"logLevel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "logLevel is the providers' klog verbosity (0-10). Defaults to 2.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"paused": {
+						SchemaProps: spec.SchemaProps{
+							Description: "paused stops the operator from changing the class's workloads: they keep running as they are, and new Providers get none until unpaused.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"backend", "image"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ProviderResources{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1536,6 +1705,49 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref common.ReferenceCal
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_ProviderResources(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderResources are the compute resources of a provider container: cpu and memory.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requests the scheduler reserves.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"limits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "limits the container may not exceed.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1647,11 +1859,65 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 							},
 						},
 					},
+					"workload": {
+						SchemaProps: spec.SchemaProps{
+							Description: "workload is the provider workload \"banlieue operator\" runs for this Provider, or why it runs none. Written by the operator only.",
+							Ref:         ref(v1alpha1.ProviderWorkload{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1alpha1.ProviderWorkload{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ProviderWorkload(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderWorkload is the Deployment serving a Provider.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "namespace of the Deployment.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"deploymentName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "deploymentName is the Deployment's name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"readyReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "readyReplicas of the Deployment.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason, in CamelCase, when no workload runs or it is not ready: ProviderClassNotFound, ProviderClassPaused, NamespaceNotServed, Progressing; Available when ready.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message explains reason to a human.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

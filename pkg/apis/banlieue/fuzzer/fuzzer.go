@@ -94,5 +94,24 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				s.GuestAgent = banlieue.GuestAgentCloudInit
 			}
 		},
+		// Defaulted fields are set, as after defaulting.
+		func(s *banlieue.ProviderClassSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.Namespace == "" {
+				s.Namespace = "banlieue-system"
+			}
+			if s.DeploymentStrategy == "" {
+				s.DeploymentStrategy = banlieue.ProviderDeploymentPerProvider
+			}
+			if s.Replicas == nil {
+				s.Replicas = new(int32)
+			}
+			if s.LogLevel == nil {
+				s.LogLevel = new(int32)
+			}
+			if s.Resources == nil {
+				s.Resources = &banlieue.ProviderResources{}
+			}
+		},
 	}
 }

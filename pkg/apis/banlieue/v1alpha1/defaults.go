@@ -18,6 +18,8 @@ package v1alpha1
 import (
 	"net/netip"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -131,4 +133,38 @@ func SetDefaults_ImageTemplate(obj *ImageTemplate) {
 func SetDefaults_CABundleSource(obj *CABundleSource) {
 	defaultKey(obj.ConfigMapRef, DefaultCABundleKey)
 	defaultKey(obj.SecretRef, DefaultCABundleKey)
+}
+
+// Defaults of a ProviderClass's workloads.
+const (
+	DefaultProviderNamespace          = "banlieue-system"
+	DefaultProviderDeploymentStrategy = ProviderDeploymentPerProvider
+	DefaultProviderReplicas           = int32(1)
+	DefaultProviderLogLevel           = int32(2)
+)
+
+// SetDefaults_ProviderClassSpec defaults the namespace, strategy, replicas,
+// resources and log level of a class's workloads, so that the stored object
+// shows what runs.
+func SetDefaults_ProviderClassSpec(obj *ProviderClassSpec) {
+	if obj.Namespace == "" {
+		obj.Namespace = DefaultProviderNamespace
+	}
+	if obj.DeploymentStrategy == "" {
+		obj.DeploymentStrategy = DefaultProviderDeploymentStrategy
+	}
+	if obj.Replicas == nil {
+		r := DefaultProviderReplicas
+		obj.Replicas = &r
+	}
+	if obj.LogLevel == nil {
+		l := DefaultProviderLogLevel
+		obj.LogLevel = &l
+	}
+	if obj.Resources == nil {
+		obj.Resources = &ProviderResources{
+			Requests: map[string]resource.Quantity{"cpu": resource.MustParse("50m"), "memory": resource.MustParse("64Mi")},
+			Limits:   map[string]resource.Quantity{"memory": resource.MustParse("512Mi")},
+		}
+	}
 }

@@ -48,6 +48,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VMClass{}, &VMClassList{},
 		&VMImage{}, &VMImageList{},
 		&Provider{}, &ProviderList{},
+		&ProviderClass{}, &ProviderClassList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

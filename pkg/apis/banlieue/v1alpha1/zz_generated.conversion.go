@@ -326,6 +326,36 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*ProviderClass)(nil), (*banlieue.ProviderClass)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ProviderClass_To_banlieue_ProviderClass(a.(*ProviderClass), b.(*banlieue.ProviderClass), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderClass)(nil), (*ProviderClass)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_ProviderClass_To_v1alpha1_ProviderClass(a.(*banlieue.ProviderClass), b.(*ProviderClass), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ProviderClassList)(nil), (*banlieue.ProviderClassList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ProviderClassList_To_banlieue_ProviderClassList(a.(*ProviderClassList), b.(*banlieue.ProviderClassList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderClassList)(nil), (*ProviderClassList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_ProviderClassList_To_v1alpha1_ProviderClassList(a.(*banlieue.ProviderClassList), b.(*ProviderClassList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ProviderClassSpec)(nil), (*banlieue.ProviderClassSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec(a.(*ProviderClassSpec), b.(*banlieue.ProviderClassSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderClassSpec)(nil), (*ProviderClassSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec(a.(*banlieue.ProviderClassSpec), b.(*ProviderClassSpec), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*ProviderConnection)(nil), (*banlieue.ProviderConnection)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_ProviderConnection_To_banlieue_ProviderConnection(a.(*ProviderConnection), b.(*banlieue.ProviderConnection), scope)
 	}); err != nil {
@@ -366,6 +396,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*ProviderResources)(nil), (*banlieue.ProviderResources)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ProviderResources_To_banlieue_ProviderResources(a.(*ProviderResources), b.(*banlieue.ProviderResources), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderResources)(nil), (*ProviderResources)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_ProviderResources_To_v1alpha1_ProviderResources(a.(*banlieue.ProviderResources), b.(*ProviderResources), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*ProviderSpec)(nil), (*banlieue.ProviderSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_ProviderSpec_To_banlieue_ProviderSpec(a.(*ProviderSpec), b.(*banlieue.ProviderSpec), scope)
 	}); err != nil {
@@ -383,6 +423,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderStatus)(nil), (*ProviderStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_banlieue_ProviderStatus_To_v1alpha1_ProviderStatus(a.(*banlieue.ProviderStatus), b.(*ProviderStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ProviderWorkload)(nil), (*banlieue.ProviderWorkload)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ProviderWorkload_To_banlieue_ProviderWorkload(a.(*ProviderWorkload), b.(*banlieue.ProviderWorkload), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.ProviderWorkload)(nil), (*ProviderWorkload)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_ProviderWorkload_To_v1alpha1_ProviderWorkload(a.(*banlieue.ProviderWorkload), b.(*ProviderWorkload), scope)
 	}); err != nil {
 		return err
 	}
@@ -1261,6 +1311,74 @@ func Convert_banlieue_ProviderCapabilities_To_v1alpha1_ProviderCapabilities(in *
 	return autoConvert_banlieue_ProviderCapabilities_To_v1alpha1_ProviderCapabilities(in, out, s)
 }
 
+func autoConvert_v1alpha1_ProviderClass_To_banlieue_ProviderClass(in *ProviderClass, out *banlieue.ProviderClass, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_ProviderClass_To_banlieue_ProviderClass is an autogenerated conversion function.
+func Convert_v1alpha1_ProviderClass_To_banlieue_ProviderClass(in *ProviderClass, out *banlieue.ProviderClass, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ProviderClass_To_banlieue_ProviderClass(in, out, s)
+}
+
+func autoConvert_banlieue_ProviderClass_To_v1alpha1_ProviderClass(in *banlieue.ProviderClass, out *ProviderClass, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_banlieue_ProviderClass_To_v1alpha1_ProviderClass is an autogenerated conversion function.
+func Convert_banlieue_ProviderClass_To_v1alpha1_ProviderClass(in *banlieue.ProviderClass, out *ProviderClass, s conversion.Scope) error {
+	return autoConvert_banlieue_ProviderClass_To_v1alpha1_ProviderClass(in, out, s)
+}
+
+func autoConvert_v1alpha1_ProviderClassList_To_banlieue_ProviderClassList(in *ProviderClassList, out *banlieue.ProviderClassList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]banlieue.ProviderClass)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_ProviderClassList_To_banlieue_ProviderClassList is an autogenerated conversion function.
+func Convert_v1alpha1_ProviderClassList_To_banlieue_ProviderClassList(in *ProviderClassList, out *banlieue.ProviderClassList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ProviderClassList_To_banlieue_ProviderClassList(in, out, s)
+}
+
+func autoConvert_banlieue_ProviderClassList_To_v1alpha1_ProviderClassList(in *banlieue.ProviderClassList, out *ProviderClassList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ProviderClass)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_banlieue_ProviderClassList_To_v1alpha1_ProviderClassList is an autogenerated conversion function.
+func Convert_banlieue_ProviderClassList_To_v1alpha1_ProviderClassList(in *banlieue.ProviderClassList, out *ProviderClassList, s conversion.Scope) error {
+	return autoConvert_banlieue_ProviderClassList_To_v1alpha1_ProviderClassList(in, out, s)
+}
+
+func autoConvert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec(in *ProviderClassSpec, out *banlieue.ProviderClassSpec, s conversion.Scope) error {
+	*out = *(*banlieue.ProviderClassSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec is an autogenerated conversion function.
+func Convert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec(in *ProviderClassSpec, out *banlieue.ProviderClassSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ProviderClassSpec_To_banlieue_ProviderClassSpec(in, out, s)
+}
+
+func autoConvert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec(in *banlieue.ProviderClassSpec, out *ProviderClassSpec, s conversion.Scope) error {
+	*out = *(*ProviderClassSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec is an autogenerated conversion function.
+func Convert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec(in *banlieue.ProviderClassSpec, out *ProviderClassSpec, s conversion.Scope) error {
+	return autoConvert_banlieue_ProviderClassSpec_To_v1alpha1_ProviderClassSpec(in, out, s)
+}
+
 func autoConvert_v1alpha1_ProviderConnection_To_banlieue_ProviderConnection(in *ProviderConnection, out *banlieue.ProviderConnection, s conversion.Scope) error {
 	*out = *(*banlieue.ProviderConnection)(unsafe.Pointer(in))
 	return nil
@@ -1343,6 +1461,26 @@ func Convert_banlieue_ProviderPlacement_To_v1alpha1_ProviderPlacement(in *banlie
 	return autoConvert_banlieue_ProviderPlacement_To_v1alpha1_ProviderPlacement(in, out, s)
 }
 
+func autoConvert_v1alpha1_ProviderResources_To_banlieue_ProviderResources(in *ProviderResources, out *banlieue.ProviderResources, s conversion.Scope) error {
+	*out = *(*banlieue.ProviderResources)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ProviderResources_To_banlieue_ProviderResources is an autogenerated conversion function.
+func Convert_v1alpha1_ProviderResources_To_banlieue_ProviderResources(in *ProviderResources, out *banlieue.ProviderResources, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ProviderResources_To_banlieue_ProviderResources(in, out, s)
+}
+
+func autoConvert_banlieue_ProviderResources_To_v1alpha1_ProviderResources(in *banlieue.ProviderResources, out *ProviderResources, s conversion.Scope) error {
+	*out = *(*ProviderResources)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_ProviderResources_To_v1alpha1_ProviderResources is an autogenerated conversion function.
+func Convert_banlieue_ProviderResources_To_v1alpha1_ProviderResources(in *banlieue.ProviderResources, out *ProviderResources, s conversion.Scope) error {
+	return autoConvert_banlieue_ProviderResources_To_v1alpha1_ProviderResources(in, out, s)
+}
+
 func autoConvert_v1alpha1_ProviderSpec_To_banlieue_ProviderSpec(in *ProviderSpec, out *banlieue.ProviderSpec, s conversion.Scope) error {
 	*out = *(*banlieue.ProviderSpec)(unsafe.Pointer(in))
 	return nil
@@ -1381,6 +1519,26 @@ func autoConvert_banlieue_ProviderStatus_To_v1alpha1_ProviderStatus(in *banlieue
 // Convert_banlieue_ProviderStatus_To_v1alpha1_ProviderStatus is an autogenerated conversion function.
 func Convert_banlieue_ProviderStatus_To_v1alpha1_ProviderStatus(in *banlieue.ProviderStatus, out *ProviderStatus, s conversion.Scope) error {
 	return autoConvert_banlieue_ProviderStatus_To_v1alpha1_ProviderStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_ProviderWorkload_To_banlieue_ProviderWorkload(in *ProviderWorkload, out *banlieue.ProviderWorkload, s conversion.Scope) error {
+	*out = *(*banlieue.ProviderWorkload)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ProviderWorkload_To_banlieue_ProviderWorkload is an autogenerated conversion function.
+func Convert_v1alpha1_ProviderWorkload_To_banlieue_ProviderWorkload(in *ProviderWorkload, out *banlieue.ProviderWorkload, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ProviderWorkload_To_banlieue_ProviderWorkload(in, out, s)
+}
+
+func autoConvert_banlieue_ProviderWorkload_To_v1alpha1_ProviderWorkload(in *banlieue.ProviderWorkload, out *ProviderWorkload, s conversion.Scope) error {
+	*out = *(*ProviderWorkload)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_ProviderWorkload_To_v1alpha1_ProviderWorkload is an autogenerated conversion function.
+func Convert_banlieue_ProviderWorkload_To_v1alpha1_ProviderWorkload(in *banlieue.ProviderWorkload, out *ProviderWorkload, s conversion.Scope) error {
+	return autoConvert_banlieue_ProviderWorkload_To_v1alpha1_ProviderWorkload(in, out, s)
 }
 
 func autoConvert_v1alpha1_ResolvedDisk_To_banlieue_ResolvedDisk(in *ResolvedDisk, out *banlieue.ResolvedDisk, s conversion.Scope) error {

@@ -30,6 +30,8 @@ import (
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&Provider{}, func(obj interface{}) { SetObjectDefaults_Provider(obj.(*Provider)) })
+	scheme.AddTypeDefaultingFunc(&ProviderClass{}, func(obj interface{}) { SetObjectDefaults_ProviderClass(obj.(*ProviderClass)) })
+	scheme.AddTypeDefaultingFunc(&ProviderClassList{}, func(obj interface{}) { SetObjectDefaults_ProviderClassList(obj.(*ProviderClassList)) })
 	scheme.AddTypeDefaultingFunc(&ProviderList{}, func(obj interface{}) { SetObjectDefaults_ProviderList(obj.(*ProviderList)) })
 	scheme.AddTypeDefaultingFunc(&ResolvedVirtualMachine{}, func(obj interface{}) { SetObjectDefaults_ResolvedVirtualMachine(obj.(*ResolvedVirtualMachine)) })
 	scheme.AddTypeDefaultingFunc(&VMClass{}, func(obj interface{}) { SetObjectDefaults_VMClass(obj.(*VMClass)) })
@@ -44,6 +46,17 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 func SetObjectDefaults_Provider(in *Provider) {
 	if in.Spec.Connection.CABundle != nil {
 		SetDefaults_CABundleSource(in.Spec.Connection.CABundle)
+	}
+}
+
+func SetObjectDefaults_ProviderClass(in *ProviderClass) {
+	SetDefaults_ProviderClassSpec(&in.Spec)
+}
+
+func SetObjectDefaults_ProviderClassList(in *ProviderClassList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_ProviderClass(a)
 	}
 }
 

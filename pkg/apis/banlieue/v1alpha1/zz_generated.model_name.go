@@ -167,6 +167,21 @@ func (in ProviderCapabilities) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderClass) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClass"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderClassList) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClassList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderClassSpec) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClassSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderConnection) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderConnection"
 }
@@ -187,6 +202,11 @@ func (in ProviderPlacement) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderResources) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderResources"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderSpec) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSpec"
 }
@@ -194,6 +214,11 @@ func (in ProviderSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderStatus) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderWorkload) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderWorkload"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -485,7 +485,7 @@ func ValidateProviderStatusUpdate(pr, old *banlieue.Provider) field.ErrorList {
 		allErrs = append(allErrs, validateUniqueLabel(fd.Name, names, ip.Child("name"))...)
 		allErrs = append(allErrs, metav1validation.ValidateLabels(fd.Labels, ip.Child("labels"))...)
 	}
-	return allErrs
+	return append(allErrs, validateWorkload(pr.Status.Workload, p.Child("workload"))...)
 }
 
 // ---------------------------------------------------------------------------

@@ -419,6 +419,52 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClass
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClassSpec
+      default: {}
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderClassSpec
+  map:
+    fields:
+    - name: backend
+      type:
+        scalar: string
+      default: ""
+    - name: deploymentStrategy
+      type:
+        scalar: string
+    - name: image
+      type:
+        scalar: string
+      default: ""
+    - name: logLevel
+      type:
+        scalar: numeric
+    - name: namespace
+      type:
+        scalar: string
+    - name: paused
+      type:
+        scalar: boolean
+    - name: replicas
+      type:
+        scalar: numeric
+    - name: resources
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderResources
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderConnection
   map:
     fields:
@@ -454,6 +500,19 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderResources
+  map:
+    fields:
+    - name: limits
+      type:
+        map:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: requests
+      type:
+        map:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSpec
   map:
     fields:
@@ -497,6 +556,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: workload
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderWorkload
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderWorkload
+  map:
+    fields:
+    - name: deploymentName
+      type:
+        scalar: string
+    - name: message
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: readyReplicas
+      type:
+        scalar: numeric
+    - name: reason
+      type:
+        scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ScheduledPlacement
   map:
     fields:
@@ -824,6 +904,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduled
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ScheduledPlacement
+- name: io.k8s.apimachinery.pkg.api.resource.Quantity
+  scalar: untyped
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
   map:
     fields:

@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=banlieue.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("providers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().Providers().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("providerclasses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().ProviderClasses().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("vmclasses"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().VMClasses().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("vmimages"):

@@ -34,6 +34,9 @@ type ProviderStatusApplyConfiguration struct {
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// failureDomains found in the backend, one per (datacenter, cluster).
 	FailureDomains []FailureDomainApplyConfiguration `json:"failureDomains,omitempty"`
+	// workload is the provider workload "banlieue operator" runs for this
+	// Provider, or why it runs none. Written by the operator only.
+	Workload *ProviderWorkloadApplyConfiguration `json:"workload,omitempty"`
 }
 
 // ProviderStatusApplyConfiguration constructs a declarative configuration of the ProviderStatus type for use with
@@ -73,5 +76,13 @@ func (b *ProviderStatusApplyConfiguration) WithFailureDomains(values ...*Failure
 		}
 		b.FailureDomains = append(b.FailureDomains, *values[i])
 	}
+	return b
+}
+
+// WithWorkload sets the Workload field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Workload field is set to the value of the last call.
+func (b *ProviderStatusApplyConfiguration) WithWorkload(value *ProviderWorkloadApplyConfiguration) *ProviderStatusApplyConfiguration {
+	b.Workload = value
 	return b
 }

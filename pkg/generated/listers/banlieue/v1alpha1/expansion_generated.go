@@ -26,6 +26,10 @@ type ProviderListerExpansion interface{}
 // ProviderNamespaceLister.
 type ProviderNamespaceListerExpansion interface{}
 
+// ProviderClassListerExpansion allows custom methods to be added to
+// ProviderClassLister.
+type ProviderClassListerExpansion interface{}
+
 // VMClassListerExpansion allows custom methods to be added to
 // VMClassLister.
 type VMClassListerExpansion interface{}

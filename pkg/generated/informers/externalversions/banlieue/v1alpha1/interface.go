@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// Providers returns a ProviderInformer.
 	Providers() TypedProviderInformer
+	// ProviderClasses returns a ProviderClassInformer.
+	ProviderClasses() TypedProviderClassInformer
 	// VMClasses returns a VMClassInformer.
 	VMClasses() TypedVMClassInformer
 	// VMImages returns a VMImageInformer.
@@ -48,6 +50,11 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // Providers returns a TypedProviderInformer.
 func (v *version) Providers() TypedProviderInformer {
 	return &providerInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// ProviderClasses returns a TypedProviderClassInformer.
+func (v *version) ProviderClasses() TypedProviderClassInformer {
+	return &providerClassInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // VMClasses returns a TypedVMClassInformer.

@@ -29,6 +29,7 @@ import (
 type BanlieueV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	ProvidersGetter
+	ProviderClassesGetter
 	VMClassesGetter
 	VMImagesGetter
 	VirtualMachinesGetter
@@ -41,6 +42,10 @@ type BanlieueV1alpha1Client struct {
 
 func (c *BanlieueV1alpha1Client) Providers(namespace string) ProviderInterface {
 	return newProviders(c, namespace)
+}
+
+func (c *BanlieueV1alpha1Client) ProviderClasses() ProviderClassInterface {
+	return newProviderClasses(c)
 }
 
 func (c *BanlieueV1alpha1Client) VMClasses() VMClassInterface {

@@ -20,6 +20,8 @@ package v1alpha1
 
 type ProviderExpansion interface{}
 
+type ProviderClassExpansion interface{}
+
 type VMClassExpansion interface{}
 
 type VMImageExpansion interface{}

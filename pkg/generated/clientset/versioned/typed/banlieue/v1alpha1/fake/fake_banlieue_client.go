@@ -32,6 +32,10 @@ func (c *FakeBanlieueV1alpha1) Providers(namespace string) v1alpha1.ProviderInte
 	return newFakeProviders(c, namespace)
 }
 
+func (c *FakeBanlieueV1alpha1) ProviderClasses() v1alpha1.ProviderClassInterface {
+	return newFakeProviderClasses(c)
+}
+
 func (c *FakeBanlieueV1alpha1) VMClasses() v1alpha1.VMClassInterface {
 	return newFakeVMClasses(c)
 }

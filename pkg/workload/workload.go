@@ -1,0 +1,322 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package workload is what "banlieue operator" runs for a ProviderClass: the
+// Deployment, ServiceAccount, Role, RoleBinding and ClusterRoleBinding of
+// each Provider's provider (or of the class's one shared provider), as
+// server-side apply configurations. It is pure: the operator applies what
+// it returns, tests read it, and nothing here talks to a cluster.
+package workload
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// FieldManager is the operator's server-side apply field manager.
+const FieldManager = "banlieue-operator"
+
+// Labels the operator puts on what it makes, to find a workload's Providers.
+const (
+	// ClassLabel names the ProviderClass of a workload.
+	ClassLabel = "banlieue.io/provider-class"
+	// ProviderLabel names the Provider of a per-Provider workload.
+	ProviderLabel = "banlieue.io/provider"
+	// ProviderNamespaceLabel is the namespace of that Provider (on the
+	// cluster-scoped ClusterRoleBinding).
+	ProviderNamespaceLabel = "banlieue.io/provider-namespace"
+	managedBy              = "app.kubernetes.io/managed-by"
+)
+
+// Ports of the provider container.
+const (
+	MetricsPort = 8443
+	HealthPort  = 8081
+)
+
+// maxName keeps generated names short enough for the pods, ReplicaSets and
+// label values derived from them (63 characters with their suffixes).
+const maxName = 52
+
+// Workload is the objects serving one Provider (PerProvider) or all of a
+// class's Providers of its namespace (Shared).
+type Workload struct {
+	Namespace, Name string
+	// ClusterRole is the class's (one for all its workloads): what every
+	// provider of the backend does cluster-wide.
+	ClusterRole        *rbacv1ac.ClusterRoleApplyConfiguration
+	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
+	Role               *rbacv1ac.RoleApplyConfiguration
+	RoleBinding        *rbacv1ac.RoleBindingApplyConfiguration
+	ClusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
+	Deployment         *appsv1ac.DeploymentApplyConfiguration
+}
+
+// Name is the workload's name: banlieue-provider-CLASS for a shared one,
+// banlieue-provider-CLASS-PROVIDER for one Provider's, ending in a hash of
+// the whole when that would be too long.
+func Name(class, provider string) string {
+	full := "banlieue-provider-" + class
+	if provider != "" {
+		full += "-" + provider
+	}
+	return shorten(full, maxName)
+}
+
+// ClusterRoleBindingName is unique across namespaces: the binding is
+// cluster-scoped.
+func ClusterRoleBindingName(class, namespace, provider string) string {
+	if provider == "" {
+		provider = "shared"
+	}
+	return shorten("banlieue-provider-"+class+"-"+namespace+"-"+provider, 253)
+}
+
+// LeaseName is the Lease a provider's replicas take turns with, as "banlieue
+// provider --provider" names it.
+func LeaseName(class, provider string) string {
+	if provider == "" {
+		return "banlieue-provider-" + class
+	}
+	return "banlieue-provider-" + class + "-" + provider
+}
+
+func shorten(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	return s[:limit-len(suffix)] + suffix
+}
+
+// ClassClusterRole names the ClusterRole of a class's workloads.
+func ClassClusterRole(class string) string { return "banlieue-provider-" + class + "-workload" }
+
+// clusterRole is what a backend's provider does beyond its namespace:
+// drive its machines (the backend's <backend>machines, in every namespace),
+// report VMImages, record Events, read Cluster API Machines and Clusters
+// for bootstrap data and pausing, and authenticate metrics scrapers. No
+// Secret: those it reads are granted by name in its Role, and user data
+// where a namespace consents (banlieue-provider-userdata).
+func clusterRole(class *v1alpha1.ProviderClass, owner *metav1ac.OwnerReferenceApplyConfiguration) *rbacv1ac.ClusterRoleApplyConfiguration {
+	machines := class.Spec.Backend + "machines"
+	rule := func(group string, resources []string, verbs ...string) *rbacv1ac.PolicyRuleApplyConfiguration {
+		return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resources...).WithVerbs(verbs...)
+	}
+	return rbacv1ac.ClusterRole(ClassClusterRole(class.Name)).
+		WithLabels(map[string]string{managedBy: FieldManager, ClassLabel: class.Name}).WithOwnerReferences(owner).
+		WithRules(
+			rule(v1alpha1.GroupName, []string{"vmimages"}, "get", "list", "watch"),
+			rule(v1alpha1.GroupName, []string{"vmimages/status"}, "update", "patch"),
+			rule("infrastructure.banlieue.io", []string{machines}, "get", "list", "watch", "update", "patch"),
+			rule("infrastructure.banlieue.io", []string{machines + "/status"}, "update", "patch"),
+			rule("events.k8s.io", []string{"events"}, "create", "patch"),
+			rule("cluster.x-k8s.io", []string{"machines", "clusters"}, "get"),
+			rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+			rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
+		)
+}
+
+// ClassOwner is the owner reference of what a class owns.
+func ClassOwner(class *v1alpha1.ProviderClass) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().WithAPIVersion(v1alpha1.SchemeGroupVersion.String()).WithKind("ProviderClass").
+		WithName(class.Name).WithUID(class.UID)
+}
+
+// ProviderOwner is the controller reference of a per-Provider workload.
+func ProviderOwner(p *v1alpha1.Provider) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().WithAPIVersion(v1alpha1.SchemeGroupVersion.String()).WithKind("Provider").
+		WithName(p.Name).WithUID(p.UID).WithController(true).WithBlockOwnerDeletion(true)
+}
+
+// ForProvider is the workload of Provider p alone (PerProvider): its Role
+// reads p, its status and its credentials and CA bundle by name, nothing
+// else of the namespace. Its namespaced objects are owned by p, so that
+// deleting p collects them.
+func ForProvider(class *v1alpha1.ProviderClass, p *v1alpha1.Provider) Workload {
+	return build(class, p.Namespace, p.Name, []v1alpha1.Provider{*p}, ProviderOwner(p))
+}
+
+// Shared is the class's one workload for the Providers of its namespace:
+// its Role reads every Provider there (their set changes) and the
+// credentials of those given by name. The class owns it.
+func Shared(class *v1alpha1.ProviderClass, providers []v1alpha1.Provider) Workload {
+	return build(class, class.Spec.Namespace, "", providers, ClassOwner(class))
+}
+
+func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alpha1.Provider, owner *metav1ac.OwnerReferenceApplyConfiguration) Workload {
+	name := Name(class.Name, only)
+	labels := map[string]string{
+		"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "provider-" + class.Spec.Backend,
+		managedBy: FieldManager, ClassLabel: class.Name,
+	}
+	if only != "" {
+		labels[ProviderLabel] = only
+	}
+	w := Workload{Namespace: namespace, Name: name, ClusterRole: clusterRole(class, ClassOwner(class))}
+	w.ServiceAccount = corev1ac.ServiceAccount(name, namespace).WithLabels(labels).WithOwnerReferences(owner)
+	w.Role = rbacv1ac.Role(name, namespace).WithLabels(labels).WithOwnerReferences(owner).WithRules(rules(class.Name, only, served)...)
+	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
+	crbLabels := map[string]string{managedBy: FieldManager, ClassLabel: class.Name, ProviderNamespaceLabel: namespace}
+	if only != "" {
+		crbLabels[ProviderLabel] = only
+	}
+	// Cluster-scoped, so no namespaced owner: the operator deletes it with
+	// its Provider (a finalizer), and the class's deletion collects it.
+	w.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(ClusterRoleBindingName(class.Name, namespace, only)).WithLabels(crbLabels).
+		WithOwnerReferences(ClassOwner(class)).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ClassClusterRole(class.Name))).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
+	w.Deployment = deployment(class, namespace, name, only, labels, owner)
+	return w
+}
+
+// rules are a provider's namespaced permissions: its Providers (one by
+// name, or all when shared), their status, the credentials and CA bundles
+// they name (get by name only), its Lease and Events.
+func rules(class, only string, served []v1alpha1.Provider) []*rbacv1ac.PolicyRuleApplyConfiguration {
+	providerRule := rbacv1ac.PolicyRule().WithAPIGroups(v1alpha1.GroupName).WithResources("providers").
+		WithVerbs("get", "list", "watch", "update", "patch")
+	statusRule := rbacv1ac.PolicyRule().WithAPIGroups(v1alpha1.GroupName).WithResources("providers/status").WithVerbs("update", "patch")
+	if only != "" {
+		// list and watch with a metadata.name field selector are
+		// authorized as requests for that name.
+		providerRule.WithResourceNames(only)
+		statusRule.WithResourceNames(only)
+	}
+	out := []*rbacv1ac.PolicyRuleApplyConfiguration{providerRule, statusRule}
+	secrets, configMaps := referenced(served)
+	if len(secrets) > 0 {
+		out = append(out, rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("secrets").WithVerbs("get").WithResourceNames(secrets...))
+	}
+	if len(configMaps) > 0 {
+		out = append(out, rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").WithVerbs("get").WithResourceNames(configMaps...))
+	}
+	return append(out,
+		// A Lease is created before it has a name to authorize by.
+		rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
+		rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update", "patch").
+			WithResourceNames(LeaseName(class, only)),
+		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("events").WithVerbs("create", "patch"),
+	)
+}
+
+// referenced are the Secrets and ConfigMaps the Providers name, sorted.
+func referenced(served []v1alpha1.Provider) (secrets, configMaps []string) {
+	add := func(list []string, name string) []string {
+		if name == "" || slices.Contains(list, name) {
+			return list
+		}
+		return append(list, name)
+	}
+	for _, p := range served {
+		c := p.Spec.Connection
+		secrets = add(secrets, c.CredentialsRef.Name)
+		if ca := c.CABundle; ca != nil {
+			if ca.SecretRef != nil {
+				secrets = add(secrets, ca.SecretRef.Name)
+			}
+			if ca.ConfigMapRef != nil {
+				configMaps = add(configMaps, ca.ConfigMapRef.Name)
+			}
+		}
+	}
+	slices.Sort(secrets)
+	slices.Sort(configMaps)
+	return secrets, configMaps
+}
+
+// Args are the provider container's arguments.
+func Args(class *v1alpha1.ProviderClass, namespace, name, only string) []string {
+	args := []string{"provider", class.Spec.Backend, "--namespace=" + namespace, "--leader-elect",
+		"--service-account=" + namespace + ":" + name,
+		"--metrics-bind-address=:" + strconv.Itoa(MetricsPort), "--health-probe-bind-address=:" + strconv.Itoa(HealthPort)}
+	if only != "" {
+		args = append(args, "--provider="+only)
+	}
+	if class.Spec.LogLevel != nil {
+		args = append(args, fmt.Sprintf("-v=%d", *class.Spec.LogLevel))
+	}
+	return args
+}
+
+func deployment(class *v1alpha1.ProviderClass, namespace, name, only string, labels map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+	selector := map[string]string{ClassLabel: class.Name, "app.kubernetes.io/component": labels["app.kubernetes.io/component"]}
+	if only != "" {
+		selector[ProviderLabel] = only
+	}
+	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health")))
+	}
+	container := corev1ac.Container().WithName("provider").WithImage(class.Spec.Image).
+		WithArgs(Args(class, namespace, name, only)...).
+		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort)).
+		WithReadinessProbe(probe("/readyz")).
+		WithLivenessProbe(probe("/healthz").WithInitialDelaySeconds(10)).
+		WithResources(resources(class.Spec.Resources)).
+		WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	pod := corev1ac.PodSpec().WithServiceAccountName(name).
+		WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(65532).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(container)
+	replicas := int32(1)
+	if class.Spec.Replicas != nil {
+		replicas = *class.Spec.Replicas
+	}
+	return appsv1ac.Deployment(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
+		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(pod)))
+}
+
+func resources(r *v1alpha1.ProviderResources) *corev1ac.ResourceRequirementsApplyConfiguration {
+	out := corev1ac.ResourceRequirements()
+	if r == nil {
+		return out
+	}
+	list := func(m map[string]resource.Quantity) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for k, v := range m {
+			l[corev1.ResourceName(k)] = v
+		}
+		return l
+	}
+	if len(r.Requests) > 0 {
+		out.WithRequests(list(r.Requests))
+	}
+	if len(r.Limits) > 0 {
+		out.WithLimits(list(r.Limits))
+	}
+	return out
+}

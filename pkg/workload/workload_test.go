@@ -1,0 +1,147 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package workload
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+func class() *v1alpha1.ProviderClass {
+	c := &v1alpha1.ProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "vsphere"}, Spec: v1alpha1.ProviderClassSpec{Backend: "vsphere", Image: "banlieue:test"}}
+	v1alpha1.SetDefaults_ProviderClassSpec(&c.Spec)
+	return c
+}
+
+func provider(name, creds string, ca *v1alpha1.CABundleSource) v1alpha1.Provider {
+	return v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "banlieue-system"},
+		Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{CredentialsRef: v1alpha1.LocalObjectReference{Name: creds}, CABundle: ca}},
+	}
+}
+
+// grants are a Role's rules as "resource verb [names]" strings.
+func grants(rules []rbacv1ac.PolicyRuleApplyConfiguration) []string {
+	var out []string
+	for _, r := range rules {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				out = append(out, res+" "+v+" "+strings.Join(r.ResourceNames, ","))
+			}
+		}
+	}
+	return out
+}
+
+func TestForProvider(t *testing.T) {
+	p := provider("prod", "prod-creds", &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: "corp-ca"}})
+	p.UID = "u1"
+	w := ForProvider(class(), &p)
+	if w.Name != "banlieue-provider-vsphere-prod" || w.Namespace != "banlieue-system" {
+		t.Fatalf("workload %s/%s", w.Namespace, w.Name)
+	}
+	got := grants(w.Role.Rules)
+	for _, want := range []string{
+		"providers get prod", "providers list prod", "providers watch prod", "providers patch prod", "providers/status patch prod",
+		"secrets get prod-creds", "configmaps get corp-ca",
+		"leases create ", "leases update banlieue-provider-vsphere-prod", "events create ",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("the Role lacks %q: %q", want, got)
+		}
+	}
+	for _, g := range got {
+		if strings.HasPrefix(g, "secrets ") && g != "secrets get prod-creds" || strings.HasPrefix(g, "secrets list") {
+			t.Errorf("the Role grants %q", g)
+		}
+	}
+	args := w.Deployment.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"provider", "vsphere", "--namespace=banlieue-system", "--provider=prod", "--leader-elect",
+		"--service-account=banlieue-system:banlieue-provider-vsphere-prod", "-v=2"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args lack %q: %q", want, args)
+		}
+	}
+	if *w.Deployment.Spec.Replicas != 1 || *w.Deployment.Spec.Template.Spec.ServiceAccountName != w.Name {
+		t.Errorf("replicas %d, service account %s", *w.Deployment.Spec.Replicas, *w.Deployment.Spec.Template.Spec.ServiceAccountName)
+	}
+	if sel := w.Deployment.Spec.Selector.MatchLabels; sel[ProviderLabel] != "prod" {
+		t.Errorf("selector %v does not pick this Provider's pods only", sel)
+	}
+	if len(w.Deployment.OwnerReferences) != 1 || *w.Deployment.OwnerReferences[0].UID != "u1" {
+		t.Errorf("owner references %v", w.Deployment.OwnerReferences)
+	}
+	if *w.ClusterRoleBinding.RoleRef.Name != "banlieue-provider-vsphere-workload" || *w.ClusterRoleBinding.OwnerReferences[0].Kind != "ProviderClass" {
+		t.Errorf("cluster role binding %s, owners %v", *w.ClusterRoleBinding.RoleRef.Name, w.ClusterRoleBinding.OwnerReferences)
+	}
+	cr := grants(w.ClusterRole.Rules)
+	for _, want := range []string{"vspheremachines patch ", "vspheremachines/status patch ", "vmimages/status patch ", "tokenreviews create "} {
+		if !slices.Contains(cr, want) {
+			t.Errorf("the ClusterRole lacks %q: %q", want, cr)
+		}
+	}
+	if slices.ContainsFunc(cr, func(g string) bool { return strings.HasPrefix(g, "secrets") || strings.HasPrefix(g, "libvirtmachines") }) {
+		t.Errorf("the ClusterRole grants more than the backend's machines: %q", cr)
+	}
+	lim := w.Deployment.Spec.Template.Spec.Containers[0].Resources.Limits
+	if q := (*lim)["memory"]; q.String() != "512Mi" {
+		t.Errorf("memory limit %s", q.String())
+	}
+}
+
+func TestShared(t *testing.T) {
+	c := class()
+	c.Spec.DeploymentStrategy, c.Spec.Replicas = v1alpha1.ProviderDeploymentShared, ptr.To[int32](2)
+	a := provider("a", "a-creds", &v1alpha1.CABundleSource{SecretRef: &v1alpha1.KeySelector{Name: "a-ca"}})
+	b := provider("b", "shared-creds", nil)
+	w := Shared(c, []v1alpha1.Provider{b, a, provider("c", "shared-creds", nil)})
+	if w.Name != "banlieue-provider-vsphere" {
+		t.Errorf("name %s", w.Name)
+	}
+	got := grants(w.Role.Rules)
+	for _, want := range []string{"providers list ", "secrets get a-ca,a-creds,shared-creds", "leases update banlieue-provider-vsphere"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("the Role lacks %q: %q", want, got)
+		}
+	}
+	if args := w.Deployment.Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--provider") }) {
+		t.Errorf("a shared workload serves one Provider: %q", args)
+	}
+	if *w.Deployment.Spec.Replicas != 2 {
+		t.Errorf("replicas %d", *w.Deployment.Spec.Replicas)
+	}
+}
+
+func TestNames(t *testing.T) {
+	long := strings.Repeat("p", 63)
+	if n := Name("vsphere", long); len(n) > maxName || !strings.HasPrefix(n, "banlieue-provider-vsphere-ppp") {
+		t.Errorf("Name of a long Provider = %q (%d characters)", n, len(n))
+	}
+	if Name("vsphere", long) == Name("vsphere", long[:62]) {
+		t.Error("two long names shortened to one")
+	}
+	if n := ClusterRoleBindingName("libvirt", "team-a", "db"); n != "banlieue-provider-libvirt-team-a-db" {
+		t.Errorf("ClusterRoleBindingName = %q", n)
+	}
+}

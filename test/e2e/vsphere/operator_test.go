@@ -1,0 +1,288 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/operator"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/loopback"
+	"github.com/firestoned/banlieue/pkg/workload"
+)
+
+// opNS is where the operator test's ProviderClass runs workloads: not
+// banlieue-system, which this package's static provider serves.
+const opNS = "operator-e2e"
+
+// TestOperatorWorkloads: "banlieue operator" runs, per Provider of the
+// vsphere ProviderClass, a Deployment, ServiceAccount, Role and bindings by
+// server-side apply; the generated identity may read its own Provider's
+// credentials and no other's, and list or watch no Secret; hand edits are
+// undone; the provider started exactly as the generated pod spec says, with
+// a token of the generated ServiceAccount, makes its Provider Ready on vcsim
+// (and only it); deleting a Provider removes its workload; a Provider whose
+// class does not exist is told so in status.workload.
+func TestOperatorWorkloads(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, opNS)
+	// The operator manages a namespace bound to banlieue-operator-namespace.
+	kubectlOut(t, "-n", opNS, "create", "rolebinding", "banlieue-operator", "--clusterrole=banlieue-operator-namespace",
+		"--serviceaccount=banlieue-system:banlieue-operator")
+	class := &v1alpha1.ProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "vsphere"},
+		Spec: v1alpha1.ProviderClassSpec{Backend: "vsphere", Image: "ghcr.io/firestoned/banlieue:e2e", Namespace: opNS}}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Delete(ctx, class) })
+	if *class.Spec.Replicas != 1 || class.Spec.DeploymentStrategy != v1alpha1.ProviderDeploymentPerProvider {
+		t.Errorf("ProviderClass defaults: replicas %d, strategy %q", *class.Spec.Replicas, class.Spec.DeploymentStrategy)
+	}
+	op, err := env.StartOperator("operator", []string{opNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(op.Stop)
+
+	for _, name := range []string{"op-a", "op-b"} {
+		secret(t, opNS, name+"-creds", map[string]string{"username": user, "password": password})
+		p := provider(name, name+"-creds", nil)
+		p.Namespace = opNS
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := workload.Name("vsphere", "op-a"), workload.Name("vsphere", "op-b")
+
+	t.Run("applied", func(t *testing.T) {
+		d := waitDeployment(t, a)
+		if !slices.ContainsFunc(d.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
+			return f.Manager == workload.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply
+		}) {
+			t.Errorf("the Deployment is not applied by %s: %v", workload.FieldManager, d.ManagedFields)
+		}
+		p := getProvider(t, "op-a")
+		if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != p.UID {
+			t.Errorf("the Deployment's controller is %v, want Provider op-a", ref)
+		}
+		for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: a}, obj); err != nil {
+				t.Errorf("%T %s: %v", obj, a, err)
+			}
+		}
+		eventually(t, time.Minute, func() error {
+			w := getProvider(t, "op-a").Status.Workload
+			if w == nil || w.DeploymentName != a || w.Namespace != opNS || w.Reason != operator.ReasonProgressing {
+				return fmt.Errorf("status.workload = %+v", w)
+			}
+			return nil
+		})
+		// The operator's field only: the Provider has no condition of its.
+		if conds := getProvider(t, "op-a").Status.Conditions; len(conds) != 0 {
+			t.Errorf("conditions written before any provider ran: %+v", conds)
+		}
+	})
+
+	t.Run("grants", func(t *testing.T) {
+		waitDeployment(t, b)
+		sa := "system:serviceaccount:" + opNS + ":" + a
+		for _, q := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"get", "secrets/op-a-creds", "-n", opNS}, "yes"},
+			{[]string{"get", "secrets/op-b-creds", "-n", opNS}, "no"},
+			{[]string{"list", "secrets", "-n", opNS}, "no"},
+			{[]string{"watch", "secrets", "-n", opNS}, "no"},
+			{[]string{"list", "secrets", "--all-namespaces"}, "no"},
+			{[]string{"get", "secrets/vsphere-creds", "-n", ns}, "no"},
+			{[]string{"get", "providers.banlieue.io/op-a", "-n", opNS}, "yes"},
+			{[]string{"patch", "providers.banlieue.io/op-a", "--subresource=status", "-n", opNS}, "yes"},
+			{[]string{"get", "providers.banlieue.io/op-b", "-n", opNS}, "no"},
+			{[]string{"patch", "providers.banlieue.io/op-b", "--subresource=status", "-n", opNS}, "no"},
+			{[]string{"list", "providers.banlieue.io", "-n", opNS}, "no"},
+			{[]string{"patch", "vspheremachines.infrastructure.banlieue.io", "--subresource=status", "-n", "some-tenant"}, "yes"},
+			{[]string{"patch", "libvirtmachines.infrastructure.banlieue.io", "--subresource=status", "-n", "some-tenant"}, "no"},
+			{[]string{"create", "pods", "-n", opNS}, "no"},
+		} {
+			args := append([]string{"auth", "can-i", "--as=" + sa, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + opNS}, q.args...)
+			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != q.want {
+				t.Errorf("%s: can-i %s = %s, want %s", a, strings.Join(q.args, " "), got, q.want)
+			}
+		}
+		// The operator grants what it holds, holding neither escalate nor bind.
+		for _, q := range [][]string{{"escalate", "clusterroles"}, {"bind", "clusterroles"}, {"escalate", "roles", "-n", opNS}, {"bind", "roles", "-n", opNS},
+			{"list", "secrets", "-n", opNS}, {"list", "secrets", "--all-namespaces"}} {
+			args := append([]string{"auth", "can-i", "--as=" + devenv.OperatorUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + ns}, q...)
+			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != "no" {
+				t.Errorf("the operator: can-i %s = %s, want no", strings.Join(q, " "), got)
+			}
+		}
+	})
+
+	t.Run("hand edits undone", func(t *testing.T) {
+		kubectlOut(t, "-n", opNS, "scale", "deployment/"+a, "--replicas=3")
+		kubectlOut(t, "-n", opNS, "patch", "role", a, "--type=json", `-p=[{"op":"replace","path":"/rules","value":[]}]`)
+		eventually(t, time.Minute, func() error {
+			d := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: a}, d); err != nil {
+				return err
+			}
+			role := &rbacv1.Role{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: a}, role); err != nil {
+				return err
+			}
+			if *d.Spec.Replicas != 1 || !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, "op-a-creds") }) {
+				return fmt.Errorf("replicas %d, role rules %v", *d.Spec.Replicas, role.Rules)
+			}
+			return nil
+		})
+	})
+
+	// The workload runs on until its Provider's deletion: its finalizer
+	// cleans up there.
+	parent := t
+	t.Run("the generated workload runs", func(t *testing.T) {
+		d := waitDeployment(t, a)
+		token := strings.TrimSpace(kubectlOut(t, "-n", opNS, "create", "token", d.Spec.Template.Spec.ServiceAccountName))
+		metrics, _ := loopback.FreePort()
+		health, _ := loopback.FreePort()
+		p, err := env.StartContainer("workload-op-a", d.Spec.Template.Spec.Containers[0], nil, token,
+			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metrics), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(health))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent.Cleanup(p.Stop)
+		eventually(t, 90*time.Second, func() error {
+			cond := meta.FindStatusCondition(getProvider(t, "op-a").Status.Conditions, v1alpha1.ProviderReady)
+			if cond == nil || cond.Status != metav1.ConditionTrue {
+				return fmt.Errorf("op-a Ready = %+v", cond)
+			}
+			return nil
+		})
+		if got := len(getProvider(t, "op-a").Status.FailureDomains); got != 6 {
+			t.Errorf("op-a has %d failure domains, want vcsim's 6", got)
+		}
+		// The workload serves op-a only.
+		if conds := getProvider(t, "op-b").Status.Conditions; len(conds) != 0 {
+			t.Errorf("op-b, not served by this workload, has conditions %+v", conds)
+		}
+		if lines, err := env.ReconcileErrors("workload-op-a", "forbidden"); err != nil || len(lines) > 0 {
+			t.Errorf("the workload was refused something (%v): %q", err, lines)
+		}
+	})
+
+	t.Run("missing class", func(t *testing.T) {
+		p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "op-c", Namespace: opNS},
+			Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
+				Connection: v1alpha1.ProviderConnection{Endpoint: "qemu+unix:///system?socket=/run/none"}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			w := getProvider(t, "op-c").Status.Workload
+			if w == nil || w.Reason != operator.ReasonProviderClassNotFound || !strings.Contains(w.Message, `"libvirt"`) {
+				return fmt.Errorf("status.workload = %+v", w)
+			}
+			return nil
+		})
+		c.Delete(ctx, p)
+	})
+
+	t.Run("deleting a Provider removes its workload", func(t *testing.T) {
+		for _, name := range []string{"op-b", "op-a"} {
+			if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			w := workload.Name("vsphere", name)
+			eventually(t, time.Minute, func() error {
+				for _, obj := range []client.Object{&v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name}}, &appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+					key := client.ObjectKey{Namespace: opNS, Name: w}
+					if _, isProvider := obj.(*v1alpha1.Provider); isProvider {
+						key.Name = name
+					}
+					if err := c.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%T %s still there (%v)", obj, key.Name, err)
+					}
+				}
+				crb := &rbacv1.ClusterRoleBinding{}
+				if err := c.Get(ctx, client.ObjectKey{Name: workload.ClusterRoleBindingName("vsphere", opNS, name)}, crb); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("ClusterRoleBinding still there (%v)", err)
+				}
+				return nil
+			})
+		}
+	})
+}
+
+func getProvider(t *testing.T, name string) *v1alpha1.Provider {
+	t.Helper()
+	p := &v1alpha1.Provider{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: opNS, Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func waitDeployment(t *testing.T, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	eventually(t, time.Minute, func() error { return c.Get(context.Background(), client.ObjectKey{Namespace: opNS, Name: name}, d) })
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = ptr.To[int32](1)
+	}
+	return d
+}
+
+// kubectlOut runs kubectl as the administrator and fails the test on error.
+func kubectlOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig=" + env.AdminKubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// kubectlAnswer is stdout of a kubectl command whose exit code is its answer
+// (auth can-i exits 1 on "no").
+func kubectlAnswer(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig=" + env.AdminKubeconfig}, args...)...).Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
