@@ -8,6 +8,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd cmd
 COPY pkg pkg
+# The manifests banlieue bootstrap installs (embedded).
+COPY artifacts artifacts
 RUN CGO_ENABLED=0 go build -tags release -trimpath -ldflags="-s -w" -o /out/banlieue ./cmd/banlieue
 
 FROM gcr.io/distroless/static:nonroot

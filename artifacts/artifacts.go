@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package artifacts embeds the install manifests and examples, so that
-// "banlieue dev" sets up a cluster exactly as the shipped files say, with no
-// checkout needed at run time.
+// Package artifacts embeds the install manifests, so that "banlieue
+// bootstrap" installs, and "banlieue dev" sets up a cluster, exactly as the
+// shipped files say, with no checkout needed at run time. The examples are
+// package artifacts/examples (the local environment's, not the product's).
 package artifacts
 
 import "embed"
@@ -30,8 +31,3 @@ var Deploy embed.FS
 //
 //go:embed crds/*.yaml
 var CRDs embed.FS
-
-// Examples holds artifacts/examples (the seed guide's objects).
-//
-//go:embed examples/*.yaml
-var Examples embed.FS

@@ -14,7 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 // Command banlieue is banlieue's single binary; the subcommand selects the
-// role: apiserver, or dev for a local environment (controller and provider follow).
+// role: apiserver, controller, operator, provider BACKEND, bootstrap to install
+// on a cluster, or dev for a local environment (not in release builds).
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"k8s.io/component-base/cli"
 
 	"github.com/firestoned/banlieue/pkg/cmd/apiserver"
+	"github.com/firestoned/banlieue/pkg/cmd/bootstrap"
 	"github.com/firestoned/banlieue/pkg/cmd/controller"
 	"github.com/firestoned/banlieue/pkg/cmd/operator"
 	"github.com/firestoned/banlieue/pkg/cmd/provider"
@@ -42,7 +44,7 @@ func main() {
 		// Subcommands only.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.AddCommand(apiserver.NewCommand(ctx), controller.NewCommand(ctx), operator.NewCommand(ctx), provider.NewCommand(ctx))
+	root.AddCommand(apiserver.NewCommand(ctx), bootstrap.NewCommand(ctx, version), controller.NewCommand(ctx), operator.NewCommand(ctx), provider.NewCommand(ctx))
 	// The local environment, absent from release builds (-tags release):
 	// the shipped image holds the product, not the harness and simulators.
 	root.AddCommand(devCommands(ctx)...)

@@ -16,27 +16,16 @@ limitations under the License.
 package devenv
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"sort"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
+
+	"github.com/firestoned/banlieue/pkg/apply"
 )
 
 // FieldManager is the server-side apply manager of objects devenv applies.
@@ -78,62 +67,11 @@ func YAMLFiles(fsys fs.FS, dir string) ([]string, error) {
 
 // Apply server-side-applies objects in order.
 func Apply(ctx context.Context, cfg *restclient.Config, objs ...*unstructured.Unstructured) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	a, err := apply.New(cfg, FieldManager)
 	if err != nil {
 		return err
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		var mapping *meta.RESTMapping
-		// A just-registered API (an APIService that has become Available,
-		// a CRD just established) reaches discovery a moment later: forget
-		// the cached discovery and ask again until it shows up.
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			var err error
-			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if meta.IsNoMatchError(err) {
-				mapper.Reset()
-				return false, nil
-			}
-			return err == nil, err
-		})
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		data, err := obj.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		var ri dynamic.ResourceInterface = client.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = client.Resource(mapping.Resource).Namespace(obj.GetNamespace())
-		}
-		force := true
-		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
-			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
-		}
-	}
-	return nil
+	return a.Apply(ctx, objs...)
 }
 
-func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(obj.Object) > 0 {
-			out = append(out, obj)
-		}
-	}
-}
+func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) { return apply.Decode(data) }

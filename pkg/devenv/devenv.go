@@ -97,6 +97,10 @@ type Config struct {
 	BanlieueReplicas int
 	// EtcdMembers is the size of the etcd cluster (1 when unset).
 	EtcdMembers int
+	// ControlPlaneOnly starts etcd, kube-apiserver and
+	// kube-controller-manager (and runs Setup), and no banlieue: a cluster
+	// to install banlieue into.
+	ControlPlaneOnly bool
 }
 
 // Env is a running environment.
@@ -165,6 +169,9 @@ func Start(ctx context.Context, cfg Config) (env *Env, err error) {
 		if err := cfg.Setup(ctx, e.AdminKubeconfig); err != nil {
 			return nil, fmt.Errorf("setup: %w", err)
 		}
+	}
+	if cfg.ControlPlaneOnly {
+		return e, nil
 	}
 	if err := e.StartBanlieue(ctx); err != nil {
 		return nil, err

@@ -13,9 +13,11 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-// Package pki issues the certificates of a local banlieue environment: a CA,
-// serving certificates for loopback servers and client certificates for
-// users. Keys are ECDSA P-256; nothing here is meant for production CAs.
+// Package pki issues self-signed certificates: those of a local banlieue
+// environment (a CA, serving certificates for loopback servers, client
+// certificates for users) and of "banlieue bootstrap"'s default install
+// (valid a year; cert-manager renews them where that matters). Keys are
+// ECDSA P-256.
 package pki
 
 import (
@@ -86,6 +88,16 @@ func (ca *CA) IssueServing(commonName string, dnsNames []string, ips []net.IP) (
 		DNSNames:    dnsNames,
 		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
+// IssuePeer issues a certificate that serves and authenticates as a
+// client under the same names, as etcd members do with each other.
+func (ca *CA) IssuePeer(commonName string, dnsNames []string) (*KeyPair, error) {
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		DNSNames:    dnsNames,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
 }
 

@@ -235,6 +235,14 @@ func TestInstallArtifacts(t *testing.T) {
 			t.Errorf("dry run output lacks %s:\n%s", want, out)
 		}
 	}
+	checkInstallGrants(t, env.AdminKubeconfig)
+}
+
+// checkInstallGrants asks, as the API server's ServiceAccount of an install
+// (artifacts/deploy applied, or banlieue bootstrap's), what it may do: what
+// it needs and no more.
+func checkInstallGrants(t *testing.T, kubeconfig string) {
+	t.Helper()
 	sa := "--as=" + devenv.BanlieueUser
 	for _, tc := range []struct {
 		args []string
@@ -255,9 +263,26 @@ func TestInstallArtifacts(t *testing.T) {
 		{[]string{"create", "pods", "-n", "banlieue-system"}, "no"},
 	} {
 		args := append([]string{"auth", "can-i", sa, "--as-group=system:serviceaccounts"}, tc.args...)
-		got, _, _ := kc(t, args...)
+		got, _, _ := kc(t, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 		if strings.TrimSpace(got) != tc.want {
 			t.Errorf("can-i %v = %q, want %q", tc.args, strings.TrimSpace(got), tc.want)
+		}
+	}
+	// The operator grants only what it holds: no escalate, no bind, and no
+	// Secret listed; the controller reads no Secret.
+	for _, tc := range []struct {
+		as   string
+		args []string
+	}{
+		{devenv.OperatorUser, []string{"escalate", "clusterroles"}},
+		{devenv.OperatorUser, []string{"bind", "clusterroles"}},
+		{devenv.OperatorUser, []string{"list", "secrets", "-n", devenv.Namespace}},
+		{devenv.OperatorUser, []string{"get", "secrets", "-n", devenv.APIServerNamespace}},
+		{devenv.ControllerUser, []string{"get", "secrets", "-n", devenv.Namespace}},
+	} {
+		args := append([]string{"--kubeconfig=" + kubeconfig, "auth", "can-i", "--as=" + tc.as, "--as-group=system:serviceaccounts"}, tc.args...)
+		if got, _, _ := kc(t, args...); strings.TrimSpace(got) != "no" {
+			t.Errorf("%s: can-i %v = %q, want no", tc.as, tc.args, strings.TrimSpace(got))
 		}
 	}
 }

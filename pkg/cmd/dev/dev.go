@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/firestoned/banlieue/artifacts"
+	seedexamples "github.com/firestoned/banlieue/artifacts/examples"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
@@ -106,7 +107,7 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 		defer sim.Close()
 	}
 	if examples {
-		names, err := devenv.YAMLFiles(artifacts.Examples, "examples")
+		names, err := devenv.YAMLFiles(seedexamples.FS, ".")
 		if err != nil {
 			return err
 		}
@@ -114,7 +115,7 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 			// startSimulator created the seed Provider pointing at the simulator.
 			names = slices.DeleteFunc(names, func(n string) bool { return n == seedProviderFile })
 		}
-		if err := devenv.ApplyFiles(ctx, env.Admin, artifacts.Examples, names...); err != nil {
+		if err := devenv.ApplyFiles(ctx, env.Admin, seedexamples.FS, names...); err != nil {
 			return fmt.Errorf("applying the examples: %w", err)
 		}
 	}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
-	"github.com/firestoned/banlieue/artifacts"
+	"github.com/firestoned/banlieue/artifacts/examples"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
@@ -36,7 +36,7 @@ import (
 )
 
 const (
-	seedProviderFile = "examples/provider.yaml"
+	seedProviderFile = "provider.yaml"
 	simUser          = "administrator@vsphere.local"
 	// What the simulator calls the seed Provider's datastore and port group.
 	simDatastore = "LocalDS_0"
@@ -94,7 +94,7 @@ func pointSeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulato
 }
 
 func seedProvider(sim *vcsim.Simulator) (*v1alpha1.Provider, error) {
-	data, err := fs.ReadFile(artifacts.Examples, seedProviderFile)
+	data, err := fs.ReadFile(examples.FS, seedProviderFile)
 	if err != nil {
 		return nil, err
 	}
