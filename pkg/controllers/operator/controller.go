@@ -160,6 +160,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// After a change of strategy, the other shape's workload would serve
+	// the Provider too.
+	if err := r.removeOtherShape(ctx, class, p); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.apply(ctx, w); err != nil {
 		if rerr := r.record(ctx, p, &v1alpha1.ProviderWorkload{Namespace: w.Namespace, DeploymentName: w.Name, Reason: ReasonApplyFailed,
 			Message: fmt.Sprintf("applying the workload: %v", err)}); rerr != nil {
@@ -274,18 +279,42 @@ func (r *Reconciler) finalize(ctx context.Context, p *v1alpha1.Provider, class *
 	return client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
 }
 
+// removeOtherShape deletes the shared workload of p's class when it runs
+// PerProvider, and p's own when it runs Shared, if there is one (read from
+// the cache, so that a reconcile costs no request when there is none).
+func (r *Reconciler) removeOtherShape(ctx context.Context, class *v1alpha1.ProviderClass, p *v1alpha1.Provider) error {
+	only := ""
+	if class.Spec.DeploymentStrategy == v1alpha1.ProviderDeploymentShared {
+		only = p.Name
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: class.Spec.Namespace, Name: workload.Name(class.Name, only)}, &appsv1.Deployment{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("Removing the workload of the class's former strategy", "class", class.Name, "strategy", class.Spec.DeploymentStrategy)
+	return r.deleteWorkload(ctx, class.Name, class.Spec.Namespace, only)
+}
+
 // deleteOwn deletes the per-Provider workload of p.
 func (r *Reconciler) deleteOwn(ctx context.Context, p *v1alpha1.Provider) error {
-	class := p.Spec.ProviderClassRef.Name
-	name := workload.Name(class, p.Name)
+	return r.deleteWorkload(ctx, p.Spec.ProviderClassRef.Name, p.Namespace, p.Name)
+}
+
+// deleteWorkload deletes the workload of class in namespace serving only
+// (or shared, when only is empty).
+func (r *Reconciler) deleteWorkload(ctx context.Context, class, namespace, only string) error {
+	name := workload.Name(class, only)
 	meta := func(ns, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: n} }
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	for _, obj := range []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", workload.ClusterRoleBindingName(class, p.Namespace, p.Name))},
-		&appsv1.Deployment{ObjectMeta: meta(p.Namespace, name)},
-		&rbacv1.RoleBinding{ObjectMeta: meta(p.Namespace, name)},
-		&rbacv1.Role{ObjectMeta: meta(p.Namespace, name)},
-		&corev1.ServiceAccount{ObjectMeta: meta(p.Namespace, name)},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", workload.ClusterRoleBindingName(class, namespace, only))},
+		&appsv1.Deployment{ObjectMeta: meta(namespace, name)},
+		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, name)},
+		&rbacv1.Role{ObjectMeta: meta(namespace, name)},
+		&corev1.ServiceAccount{ObjectMeta: meta(namespace, name)},
 	} {
 		if err := r.Client.Delete(ctx, obj, background); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)

@@ -244,6 +244,77 @@ func TestOperatorWorkloads(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("changing strategy", func(t *testing.T) {
+		for _, name := range []string{"op-e", "op-f"} {
+			secret(t, opNS, name+"-creds", map[string]string{"username": user, "password": password})
+			p := provider(name, name+"-creds", nil)
+			p.Namespace = opNS
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			waitDeployment(t, workload.Name("vsphere", name))
+		}
+		setStrategy(t, v1alpha1.ProviderDeploymentShared)
+		shared := workload.Name("vsphere", "")
+		eventually(t, time.Minute, func() error {
+			role := &rbacv1.Role{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: shared}, role); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.ResourceNames, []string{"op-e-creds", "op-f-creds"})
+			}) {
+				return fmt.Errorf("the shared Role grants %v", role.Rules)
+			}
+			for _, name := range []string{"op-e", "op-f"} {
+				if w := getProvider(t, name).Status.Workload; w == nil || w.DeploymentName != shared {
+					return fmt.Errorf("%s: status.workload %+v", name, w)
+				}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.Name("vsphere", name)}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%s's own Deployment is still there (%v)", name, err)
+				}
+			}
+			return nil
+		})
+		setStrategy(t, v1alpha1.ProviderDeploymentPerProvider)
+		eventually(t, time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: shared}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the shared Deployment is still there (%v)", err)
+			}
+			for _, name := range []string{"op-e", "op-f"} {
+				if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.Name("vsphere", name)}, &appsv1.Deployment{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, name := range []string{"op-e", "op-f"} {
+			if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, time.Minute, func() error {
+				if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: name}, &v1alpha1.Provider{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("Provider %s still there (%v)", name, err)
+				}
+				return nil
+			})
+		}
+	})
+}
+
+// setStrategy changes the vsphere ProviderClass's deployment strategy.
+func setStrategy(t *testing.T, s v1alpha1.ProviderDeploymentStrategy) {
+	t.Helper()
+	class := &v1alpha1.ProviderClass{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "vsphere"}, class); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(class.DeepCopy())
+	class.Spec.DeploymentStrategy = s
+	if err := c.Patch(context.Background(), class, patch); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func getProvider(t *testing.T, name string) *v1alpha1.Provider {
