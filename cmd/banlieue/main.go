@@ -22,6 +22,10 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	// The release image has an empty base, without a CA bundle: Mozilla's
+	// roots, embedded, verify a backend's certificate signed by a public CA
+	// (Go uses them only where the system has none).
+	_ "golang.org/x/crypto/x509roots/fallback"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
 

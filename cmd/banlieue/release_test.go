@@ -18,6 +18,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,9 @@ func TestReleaseBuildHoldsTheProductOnly(t *testing.T) {
 	}
 	if found := harnessIn(deps(t)); len(found) == 0 {
 		t.Error("the default build links no harness package: the check would not see one")
+	}
+	// The image's empty base has no CA bundle.
+	if !slices.Contains(strings.Fields(deps(t, "-tags", "release")), "golang.org/x/crypto/x509roots/fallback") {
+		t.Error("the release build carries no CA roots of its own")
 	}
 }
