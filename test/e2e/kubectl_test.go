@@ -37,6 +37,7 @@ func TestKubectl(t *testing.T) {
 			regexp.MustCompile(`(?m)^providers\s+banlieue\.io/v1alpha1\s+true\s+Provider\s+.*\bbanlieue\b`),
 			regexp.MustCompile(`(?m)^vmclasses\s+banlieue\.io/v1alpha1\s+false\s+VMClass\s+.*\bbanlieue\b`),
 			regexp.MustCompile(`(?m)^vmimages\s+banlieue\.io/v1alpha1\s+false\s+VMImage\s+.*\bbanlieue\b`),
+			regexp.MustCompile(`(?m)^providerclasses\s+banlieue\.io/v1alpha1\s+false\s+ProviderClass\s+.*\bbanlieue\b`),
 		} {
 			if !want.MatchString(out) {
 				t.Errorf("api-resources does not match %s:\n%s", want, out)
@@ -69,6 +70,39 @@ func TestKubectl(t *testing.T) {
 			if !strings.Contains(cat, name) {
 				t.Errorf("kubectl get banlieue lacks %s:\n%s", name, cat)
 			}
+		}
+	})
+
+	t.Run("the shipped ProviderClasses: columns, defaults, explain, refusals", func(t *testing.T) {
+		mustKC(t, "apply", "--server-side", "-k", "artifacts/deploy/providerclasses")
+		t.Cleanup(func() { kc(t, "delete", "-k", "artifacts/deploy/providerclasses") })
+		out := mustKC(t, "get", "providerclasses")
+		for _, row := range []string{`NAME\s+BACKEND\s+STRATEGY\s+NAMESPACE\s+REPLICAS\s+PAUSED\s+AGE`,
+			`libvirt\s+libvirt\s+PerProvider\s+banlieue-system\s+1\s+false`, `vsphere\s+vsphere\s+PerProvider\s+banlieue-system\s+1\s+false`} {
+			if !regexp.MustCompile(row).MatchString(out) {
+				t.Errorf("kubectl get providerclasses does not match %s:\n%s", row, out)
+			}
+		}
+		// Defaults the shipped file leaves out are stored, so that the
+		// object shows what runs.
+		if got := mustKC(t, "get", "providerclass", "vsphere", "-o", "jsonpath={.spec.resources.limits.memory}"); got != "512Mi" {
+			t.Errorf("defaulted memory limit %q", got)
+		}
+		if out := mustKC(t, "explain", "providerclass.spec.deploymentStrategy"); !strings.Contains(out, "PerProvider") || !strings.Contains(out, "Shared") {
+			t.Errorf("explain providerclass.spec.deploymentStrategy:\n%s", out)
+		}
+		_, errOut, err := kcIn(t, `apiVersion: banlieue.io/v1alpha1
+kind: ProviderClass
+metadata: {name: vsphere-prod}
+spec: {backend: vsphere, image: x, deploymentStrategy: DaemonSet, resources: {limits: {nvidia.com/gpu: "1"}}}
+`, "apply", "--server-side", "-f", "-")
+		for _, want := range []string{"spec.backend", `must equal the class's name "vsphere-prod"`, "spec.deploymentStrategy", `spec.resources.limits[nvidia.com/gpu]`} {
+			if err == nil || !strings.Contains(errOut, want) {
+				t.Errorf("a bad ProviderClass: error %v lacks %q: %s", err, want, errOut)
+			}
+		}
+		if _, _, err := kc(t, "get", "providerclass", "vsphere-prod"); err == nil {
+			t.Error("the refused ProviderClass was stored")
 		}
 	})
 

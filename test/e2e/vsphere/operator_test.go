@@ -191,6 +191,10 @@ func TestOperatorWorkloads(t *testing.T) {
 			}
 			return nil
 		})
+		// The provider's status writes keep the operator's field.
+		if w := getProvider(t, "op-a").Status.Workload; w == nil || w.DeploymentName != a {
+			t.Errorf("status.workload after the provider wrote its status: %+v", w)
+		}
 		if got := len(getProvider(t, "op-a").Status.FailureDomains); got != 6 {
 			t.Errorf("op-a has %d failure domains, want vcsim's 6", got)
 		}
