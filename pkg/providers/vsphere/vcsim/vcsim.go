@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
@@ -324,6 +325,10 @@ func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) 
 	}
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
+		// Destroyed between the lookup and the read: absent.
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	return &m, nil
