@@ -1,0 +1,289 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package pvesim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// apiError is a refusal: PVE's status code and message (and, for 400,
+// the per-parameter errors).
+type apiError struct {
+	code   int
+	msg    string
+	params map[string]string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func badParam(name, msg string) *apiError {
+	return &apiError{code: http.StatusBadRequest, msg: "Parameter verification failed.", params: map[string]string{name: msg}}
+}
+
+// serve authenticates, completes the tasks due, and routes.
+func (s *Simulator) serve(w http.ResponseWriter, r *http.Request) {
+	path, ok := strings.CutPrefix(r.URL.Path, "/api2/json/")
+	if !ok {
+		write(w, nil, fail(http.StatusNotImplemented, "Method '%s %s' not implemented", r.Method, r.URL.Path))
+		return
+	}
+	if !s.authenticated(r) {
+		// pveproxy's answer to a missing or wrong token.
+		write(w, nil, fail(http.StatusUnauthorized, "authentication failure"))
+		return
+	}
+	params, err := readParams(r)
+	if err != nil {
+		write(w, nil, fail(http.StatusBadRequest, "%v", err))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick(time.Now())
+	route, data, aerr := s.route(r.Method, strings.Split(strings.TrimSuffix(path, "/"), "/"), params)
+	s.requests[r.Method+" "+route]++
+	write(w, data, aerr)
+}
+
+func (s *Simulator) authenticated(r *http.Request) bool {
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "PVEAPIToken=")
+	if !ok {
+		return false
+	}
+	i := strings.LastIndex(v, "=")
+	return i > 0 && v[:i] == s.TokenID && v[i+1:] == s.Secret
+}
+
+// write answers {"data": ...}, or the error with its status (the message
+// also in "message": Go's server cannot put it in the reason phrase, where
+// pveproxy does; clients read either).
+func write(w http.ResponseWriter, data any, err *apiError) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	if err != nil {
+		body := map[string]any{"data": nil, "message": err.msg + "\n"}
+		if err.params != nil {
+			body["errors"] = err.params
+		}
+		w.WriteHeader(err.code)
+		_ = json.NewEncoder(w).Encode(body)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
+}
+
+// params are a request's arguments: query, JSON body, or form.
+type params map[string]string
+
+func readParams(r *http.Request) (params, error) {
+	p := params{}
+	for k, v := range r.URL.Query() {
+		p[k] = v[0]
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		body, err := io.ReadAll(r.Body)
+		if err != nil || len(body) == 0 {
+			return p, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("invalid JSON body: %v", err)
+		}
+		for k, v := range m {
+			switch x := v.(type) {
+			case nil:
+			case string:
+				p[k] = x
+			case bool:
+				p[k] = map[bool]string{true: "1", false: "0"}[x]
+			case float64:
+				p[k] = strconv.FormatFloat(x, 'f', -1, 64)
+			default:
+				b, _ := json.Marshal(x)
+				p[k] = string(b)
+			}
+		}
+	case "multipart/form-data":
+		if err := r.ParseMultipartForm(64 << 20); err != nil {
+			return nil, err
+		}
+		for k, v := range r.MultipartForm.Value {
+			p[k] = v[0]
+		}
+		for k, files := range r.MultipartForm.File {
+			f, err := files[0].Open()
+			if err != nil {
+				return nil, err
+			}
+			data, _ := io.ReadAll(f)
+			f.Close()
+			p[k] = files[0].Filename
+			p[k+".size"] = strconv.Itoa(len(data))
+		}
+	case "application/x-www-form-urlencoded":
+		if err := r.ParseForm(); err != nil {
+			return nil, err
+		}
+		for k, v := range r.PostForm {
+			p[k] = v[0]
+		}
+	}
+	return p, nil
+}
+
+// route dispatches a request; it returns the route's name (for counting).
+func (s *Simulator) route(method string, seg []string, p params) (string, any, *apiError) {
+	get := method == http.MethodGet
+	switch {
+	case len(seg) == 1 && seg[0] == "version" && get:
+		return "version", map[string]any{"version": Version, "release": "8.2", "repoid": "faa83925c9641325"}, nil
+	case len(seg) == 2 && seg[0] == "cluster" && get:
+		switch seg[1] {
+		case "status":
+			return "cluster status", s.clusterStatus(), nil
+		case "nextid":
+			data, err := s.nextID(p)
+			return "nextid", data, err
+		case "resources":
+			return "resources", s.resources(p["type"]), nil
+		}
+	case len(seg) == 1 && seg[0] == "nodes" && get:
+		return "nodes", s.nodeList(), nil
+	case len(seg) >= 3 && seg[0] == "nodes":
+		n, err := s.onlineNode(seg[1])
+		if err != nil {
+			return "node " + seg[2], nil, err
+		}
+		return s.routeNode(method, n, seg[2:], p)
+	}
+	return "unknown", nil, fail(http.StatusNotImplemented, "Method '%s /%s' not implemented", method, strings.Join(seg, "/"))
+}
+
+func (s *Simulator) routeNode(method string, n *node, seg []string, p params) (string, any, *apiError) {
+	get := method == http.MethodGet
+	switch {
+	case len(seg) == 1 && seg[0] == "status" && get:
+		return "node status", nodeStatus(n), nil
+	case len(seg) == 1 && seg[0] == "network" && get:
+		return "network", networks(n), nil
+	case len(seg) == 1 && seg[0] == "storage" && get:
+		return "storages", s.storages(n), nil
+	case len(seg) >= 3 && seg[0] == "storage":
+		st, ok := n.storages[seg[1]]
+		if !ok {
+			return "storage", nil, fail(http.StatusInternalServerError, "storage '%s' does not exist", seg[1])
+		}
+		return s.routeStorage(method, n, st, seg[2:], p)
+	case len(seg) == 1 && seg[0] == "qemu" && get:
+		return "qemu list", s.qemuList(n), nil
+	case len(seg) >= 2 && seg[0] == "qemu":
+		id, err := strconv.Atoi(seg[1])
+		if err != nil {
+			return "qemu", nil, badParam("vmid", "type check ('integer') failed - got '"+seg[1]+"'")
+		}
+		v, ok := s.vms[id]
+		if !ok || v.node != n.name {
+			return "qemu", nil, fail(http.StatusInternalServerError, "Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", n.name, id)
+		}
+		return s.routeVM(method, n, v, seg[2:], p)
+	case len(seg) == 3 && seg[0] == "tasks" && get:
+		t, ok := s.tasks[seg[1]]
+		if !ok || t.node != n.name {
+			return "task", nil, fail(http.StatusInternalServerError, "no such task")
+		}
+		switch seg[2] {
+		case "status":
+			return "task status", t.status(), nil
+		case "log":
+			return "task log", t.log(), nil
+		}
+	}
+	return "unknown", nil, fail(http.StatusNotImplemented, "Method '%s /nodes/%s/%s' not implemented", method, n.name, strings.Join(seg, "/"))
+}
+
+func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []string, p params) (string, any, *apiError) {
+	switch {
+	case len(seg) == 1 && seg[0] == "status" && method == http.MethodGet:
+		return "storage status", s.storageEntry(st), nil
+	case len(seg) == 1 && seg[0] == "content" && method == http.MethodGet:
+		return "storage content", st.contentList(p["content"]), nil
+	case len(seg) == 2 && seg[0] == "content" && method == http.MethodDelete:
+		vol := strings.TrimPrefix(seg[1], st.name+":")
+		if _, ok := st.volumes[vol]; !ok {
+			return "storage delete", nil, fail(http.StatusInternalServerError, "volume '%s:%s' does not exist", st.name, vol)
+		}
+		return "storage delete", s.startTask(n.name, "imgdel", st.name, func() string { delete(st.volumes, vol); return "" }), nil
+	case len(seg) == 1 && seg[0] == "upload" && method == http.MethodPost:
+		data, err := s.upload(n, st, p)
+		return "upload", data, err
+	}
+	return "unknown", nil, fail(http.StatusNotImplemented, "Method '%s' not implemented", method)
+}
+
+func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p params) (string, any, *apiError) {
+	switch {
+	case len(seg) == 0 && method == http.MethodDelete:
+		data, err := s.destroy(v, p)
+		return "qemu delete", data, err
+	case len(seg) == 2 && seg[0] == "status" && seg[1] == "current" && method == http.MethodGet:
+		return "qemu status", s.vmStatus(v), nil
+	case len(seg) == 2 && seg[0] == "status" && method == http.MethodPost:
+		data, err := s.power(v, seg[1])
+		return "qemu " + seg[1], data, err
+	case len(seg) == 1 && seg[0] == "config" && method == http.MethodGet:
+		return "qemu config", v.configView(), nil
+	case len(seg) == 1 && seg[0] == "pending" && method == http.MethodGet:
+		return "qemu pending", v.pendingView(), nil
+	case len(seg) == 1 && seg[0] == "config" && (method == http.MethodPost || method == http.MethodPut):
+		data, err := s.configure(v, p, method == http.MethodPost)
+		return "qemu config " + method, data, err
+	case len(seg) == 1 && seg[0] == "clone" && method == http.MethodPost:
+		data, err := s.clone(v, p)
+		return "qemu clone", data, err
+	case len(seg) == 1 && seg[0] == "resize" && method == http.MethodPut:
+		data, err := s.resize(v, p)
+		return "qemu resize", data, err
+	case len(seg) == 2 && seg[0] == "agent" && seg[1] == "network-get-interfaces" && method == http.MethodGet:
+		data, err := s.agentInterfaces(v)
+		return "agent interfaces", data, err
+	}
+	return "unknown", nil, fail(http.StatusNotImplemented, "Method '%s /nodes/%s/qemu/%d/%s' not implemented", method, n.name, v.vmid, strings.Join(seg, "/"))
+}
+
+// onlineNode is a known node pveproxy can reach.
+func (s *Simulator) onlineNode(name string) (*node, *apiError) {
+	n, ok := s.nodes[name]
+	if !ok {
+		return nil, fail(http.StatusInternalServerError, "hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", name, name)
+	}
+	if !n.online {
+		return nil, fail(595, "Connection refused")
+	}
+	return n, nil
+}
+
