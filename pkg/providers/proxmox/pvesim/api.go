@@ -286,4 +286,3 @@ func (s *Simulator) onlineNode(name string) (*node, *apiError) {
 	}
 	return n, nil
 }
-

@@ -261,7 +261,7 @@ func contains(list []string, x string) bool {
 func (s *Simulator) allocate(v *vm, k, val string) any {
 	m := newDisk.FindStringSubmatch(val)
 	if m == nil || !isDiskKey(k) || strings.Contains(val, "media=cdrom") {
-		if n, err := strconv.Atoi(val); err == nil && (k == "cores" || k == "sockets") {
+		if n, err := strconv.Atoi(val); err == nil && (k == "cores" || k == "sockets" || k == "memory") {
 			return n
 		}
 		return val

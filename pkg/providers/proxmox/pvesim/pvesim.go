@@ -193,7 +193,7 @@ func (s *Simulator) addTemplate(t TemplateSpec) {
 	vol := fmt.Sprintf("base-%d-disk-0", t.VMID)
 	s.nodes[t.Node].storages[t.Storage].volumes[vol] = int64(t.DiskGiB) << 30
 	s.vms[t.VMID] = &vm{vmid: t.VMID, node: t.Node, status: "stopped", template: true, config: map[string]any{
-		"name": t.Name, "cores": 1, "sockets": 1, "memory": "1024", "ostype": "l26", "scsihw": "virtio-scsi-pci",
+		"name": t.Name, "cores": 1, "sockets": 1, "memory": 1024, "ostype": "l26", "scsihw": "virtio-scsi-pci",
 		"scsi0": fmt.Sprintf("%s:%s,size=%dG", t.Storage, vol, t.DiskGiB), "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
 		"boot": "order=scsi0", "template": 1, "agent": "1",
 	}}

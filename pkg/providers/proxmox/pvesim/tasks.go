@@ -99,6 +99,7 @@ func (t *task) status() map[string]any {
 	if t.done {
 		st["status"] = "stopped"
 		st["exitstatus"] = t.exit
+		st["endtime"] = t.end.Unix()
 	}
 	return st
 }
