@@ -171,8 +171,8 @@ func TestShapesMatchRecordings(t *testing.T) {
 	time.Sleep(60 * time.Millisecond) // the agent answers after AgentDelay
 	for _, e := range []struct {
 		sim, recorded string // the simulator's path; the recordings' path
-		decode            func() any
-		fields            []string
+		decode        func() any
+		fields        []string
 	}{
 		{"/version", "/version", func() any { return &proxmox.Version{} }, []string{"data.version", "data.release"}},
 		{"/nodes", "/nodes", func() any { return &proxmox.NodeStatuses{} }, []string{"data.node", "data.status", "data.id", "data.type"}},
