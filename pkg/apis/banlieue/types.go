@@ -1115,14 +1115,21 @@ type StorageTarget struct {
 	// pool is a libvirt storage pool.
 	// +optional
 	Pool string `json:"pool,omitempty"`
+	// storage is a Proxmox VE storage (local-lvm, a Ceph pool, ...), present
+	// on the nodes that use it.
+	// +optional
+	Storage string `json:"storage,omitempty"`
 }
 
 // Name is the target's backend name, whatever its kind.
 func (t StorageTarget) Name() string {
-	if t.Datastore != "" {
+	switch {
+	case t.Datastore != "":
 		return t.Datastore
+	case t.Pool != "":
+		return t.Pool
 	}
-	return t.Pool
+	return t.Storage
 }
 
 // NetworkClassCapability maps a network class to a port group.
@@ -1142,9 +1149,14 @@ type NetworkTarget struct {
 	// network is a libvirt network.
 	// +optional
 	Network string `json:"network,omitempty"`
-	// bridge is a host bridge (libvirt), for networks libvirt does not manage.
+	// bridge is a host bridge: on libvirt, for networks libvirt does not
+	// manage; on Proxmox VE, the node's Linux bridge (vmbr0).
 	// +optional
 	Bridge string `json:"bridge,omitempty"`
+	// vlan tags the interface's traffic on the bridge (Proxmox VE, a
+	// VLAN-aware bridge), 1-4094.
+	// +optional
+	VLAN int32 `json:"vlan,omitempty"`
 }
 
 // Name is the target's backend name, whatever its kind.
@@ -1167,7 +1179,7 @@ type FailureDomainNameOverride struct {
 	// cluster (compute cluster) as named in the backend (vSphere).
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
-	// host as the Provider names it (libvirt).
+	// host as the Provider names it (a libvirt host, a Proxmox VE node).
 	// +optional
 	Host string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
@@ -1236,7 +1248,7 @@ type FailureDomain struct {
 	// cluster in the backend (vSphere).
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
-	// host of the backend (libvirt).
+	// host of the backend (a libvirt host, a Proxmox VE node).
 	// +optional
 	Host string `json:"host,omitempty"`
 	// labels a VM's placement.failureDomainSelector matches; always include "name".

@@ -393,7 +393,7 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomain(ref common.ReferenceCallbac
 					},
 					"host": {
 						SchemaProps: spec.SchemaProps{
-							Description: "host of the backend (libvirt).",
+							Description: "host of the backend (a libvirt host, a Proxmox VE node).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -443,7 +443,7 @@ func schema_pkg_apis_banlieue_v1alpha1_FailureDomainNameOverride(ref common.Refe
 					},
 					"host": {
 						SchemaProps: spec.SchemaProps{
-							Description: "host as the Provider names it (libvirt).",
+							Description: "host as the Provider names it (a libvirt host, a Proxmox VE node).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1078,9 +1078,16 @@ func schema_pkg_apis_banlieue_v1alpha1_NetworkTarget(ref common.ReferenceCallbac
 					},
 					"bridge": {
 						SchemaProps: spec.SchemaProps{
-							Description: "bridge is a host bridge (libvirt), for networks libvirt does not manage.",
+							Description: "bridge is a host bridge: on libvirt, for networks libvirt does not manage; on Proxmox VE, the node's Linux bridge (vmbr0).",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"vlan": {
+						SchemaProps: spec.SchemaProps{
+							Description: "vlan tags the interface's traffic on the bridge (Proxmox VE, a VLAN-aware bridge), 1-4094.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},
@@ -2598,6 +2605,13 @@ func schema_pkg_apis_banlieue_v1alpha1_StorageTarget(ref common.ReferenceCallbac
 					"pool": {
 						SchemaProps: spec.SchemaProps{
 							Description: "pool is a libvirt storage pool.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "storage is a Proxmox VE storage (local-lvm, a Ceph pool, ...), present on the nodes that use it.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

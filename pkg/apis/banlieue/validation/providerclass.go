@@ -40,6 +40,8 @@ type classRules struct {
 	location      []string // FailureDomainNameOverride fields naming the domain
 	// hosts tells whether a Provider may list hosts, one endpoint each.
 	hosts bool
+	// vlans tells whether a network target may tag a VLAN.
+	vlans bool
 	// source is the kind of VMImage source the class reads; ref checks
 	// its ref (why it is refused, or "").
 	source banlieue.ImageSourceKind
@@ -89,6 +91,28 @@ var providerClasses = map[string]classRules{
 		ref: func(ref string) string {
 			if pool, vol, ok := strings.Cut(ref, "/"); !ok || pool == "" || vol == "" || strings.Contains(vol, "/") {
 				return "must be POOL/VOLUME, a base image volume in a libvirt storage pool"
+			}
+			return ""
+		},
+	},	"proxmox": {
+		endpoint: func(u *url.URL) string {
+			if u.Scheme != "https" || strings.TrimSuffix(u.Path, "/") != "/api2/json" {
+				return "must be the API's https URL, https://HOST:8006/api2/json"
+			}
+			return ""
+		},
+		storage:  []string{"storage"},
+		network:  []string{"bridge"},
+		location: []string{"host"},
+		source:   banlieue.ImageSourceTemplate,
+		vlans:    true,
+		unsupported: map[string]string{
+			"hotAddCPU":    "Proxmox VE machines are created without CPU hotplug",
+			"hotAddMemory": "Proxmox VE machines are created without memory hotplug (it needs NUMA)",
+		},
+		ref: func(ref string) string {
+			if ref == "" || strings.ContainsAny(ref, "/ ") {
+				return "must be a template's name or VMID"
 			}
 			return ""
 		},
@@ -261,4 +285,18 @@ func validateClassFeatures(class string, features []string, p *field.Path) field
 		}
 	}
 	return allErrs
+}
+
+// validateVLAN checks a network target's VLAN tag: only where the class
+// tags VLANs, 1-4094.
+func validateVLAN(class string, vlan int32, p *field.Path) field.ErrorList {
+	switch {
+	case vlan == 0:
+		return nil
+	case !rulesFor(class).vlans:
+		return field.ErrorList{field.Forbidden(p, fmt.Sprintf("provider class %q tags no VLANs", class))}
+	case vlan < 1 || vlan > 4094:
+		return field.ErrorList{field.Invalid(p, vlan, "must be between 1 and 4094")}
+	}
+	return nil
 }

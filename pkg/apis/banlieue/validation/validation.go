@@ -439,7 +439,7 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	names := sets.New[string]()
 	for i, s := range spec.Capabilities.StorageClasses {
 		allErrs = append(allErrs, validateUniqueLabel(s.Name, names, sp.Index(i).Child("name"))...)
-		allErrs = append(allErrs, validateTarget(class, "storage", map[string]string{"datastore": s.Target.Datastore, "pool": s.Target.Pool}, sp.Index(i).Child("target"))...)
+		allErrs = append(allErrs, validateTarget(class, "storage", map[string]string{"datastore": s.Target.Datastore, "pool": s.Target.Pool, "storage": s.Target.Storage}, sp.Index(i).Child("target"))...)
 	}
 	np := capp.Child("networkClasses")
 	allErrs = append(allErrs, tooMany(len(spec.Capabilities.NetworkClasses), MaxCapabilityItems, np)...)
@@ -447,6 +447,7 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	for i, n := range spec.Capabilities.NetworkClasses {
 		allErrs = append(allErrs, validateUniqueLabel(n.Name, names, np.Index(i).Child("name"))...)
 		allErrs = append(allErrs, validateTarget(class, "network", map[string]string{"portGroup": n.Target.PortGroup, "network": n.Target.Network, "bridge": n.Target.Bridge}, np.Index(i).Child("target"))...)
+		allErrs = append(allErrs, validateVLAN(class, n.Target.VLAN, np.Index(i).Child("target", "vlan"))...)
 	}
 	allErrs = append(allErrs, validateFeatures(spec.Capabilities.Features, capp.Child("features"))...)
 	allErrs = append(allErrs, validateClassFeatures(class, spec.Capabilities.Features, capp.Child("features"))...)

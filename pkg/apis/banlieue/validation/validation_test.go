@@ -513,7 +513,7 @@ func TestValidateProvider(t *testing.T) {
 		old := validProvider()
 		old.ResourceVersion = "1"
 		p := old.DeepCopy()
-		p.Spec.ProviderClassRef.Name = "proxmox"
+		p.Spec.ProviderClassRef.Name = "hyperv"
 		check(t, ValidateProviderUpdate(p, old), want{field.ErrorTypeInvalid, "spec.providerClassRef"})
 	})
 	t.Run("status", func(t *testing.T) {

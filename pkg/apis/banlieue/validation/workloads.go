@@ -39,9 +39,13 @@ var deploymentStrategies = sets.New(banlieue.ProviderDeploymentPerProvider, banl
 // workloadResources are the resources a provider container may name.
 var workloadResources = []string{"cpu", "memory"}
 
+// providerBackends are the backends "banlieue provider" runs (a class of
+// Providers may be validated before its provider ships: proxmox).
+var providerBackends = map[string]bool{"libvirt": true, "vsphere": true}
+
 // Backends are the backends banlieue runs providers for.
 func Backends() []string {
-	return slices.Sorted(maps.Keys(providerClasses))
+	return slices.Sorted(maps.Keys(providerBackends))
 }
 
 // ValidateProviderClass validates a new ProviderClass.
@@ -60,7 +64,7 @@ func ValidateProviderClassUpdate(c, old *banlieue.ProviderClass) field.ErrorList
 func validateProviderClassSpec(name string, spec *banlieue.ProviderClassSpec, p *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	bp := p.Child("backend")
-	switch _, known := providerClasses[spec.Backend]; {
+	switch known := providerBackends[spec.Backend]; {
 	case spec.Backend == "":
 		allErrs = append(allErrs, field.Required(bp, fmt.Sprintf("one of %q", Backends())))
 	case !known:

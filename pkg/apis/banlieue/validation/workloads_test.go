@@ -93,3 +93,51 @@ func TestValidateProviderWorkload(t *testing.T) {
 	next.Status.Workload.Reason, next.Status.Workload.ReadyReplicas = "not a reason", -1
 	check(t, ValidateProviderStatusUpdate(next, p), want{field.ErrorTypeInvalid, "status.workload.reason"}, want{field.ErrorTypeInvalid, "status.workload.readyReplicas"})
 }
+
+// toProxmox turns validProvider into a valid Proxmox VE Provider.
+func toProxmox(p *banlieue.Provider) {
+	p.Spec.ProviderClassRef.Name = "proxmox"
+	p.Spec.Connection.Endpoint = "https://pve.example.com:8006/api2/json"
+	for i := range p.Spec.Capabilities.StorageClasses {
+		p.Spec.Capabilities.StorageClasses[i].Target = banlieue.StorageTarget{Storage: "local-lvm"}
+	}
+	for i := range p.Spec.Capabilities.NetworkClasses {
+		p.Spec.Capabilities.NetworkClasses[i].Target = banlieue.NetworkTarget{Bridge: "vmbr0", VLAN: 20}
+	}
+	p.Spec.FailureDomainNameOverrides = []banlieue.FailureDomainNameOverride{{Host: "pve1", Name: "rack-a"}}
+	p.Spec.Capabilities.Features = []string{"vtpm"}
+}
+
+func TestValidateProxmoxProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*banlieue.Provider)
+		want   []want
+	}{
+		{"valid", func(*banlieue.Provider) {}, nil},
+		{"not the API's URL", func(p *banlieue.Provider) { p.Spec.Connection.Endpoint = "https://pve.example.com:8006/" },
+			[]want{{field.ErrorTypeInvalid, "spec.connection.endpoint"}}},
+		{"a datastore target", func(p *banlieue.Provider) {
+			p.Spec.Capabilities.StorageClasses[0].Target = banlieue.StorageTarget{Datastore: "ds1"}
+		}, []want{{field.ErrorTypeForbidden, "spec.capabilities.storageClasses[0].target.datastore"}}},
+		{"a libvirt network", func(p *banlieue.Provider) {
+			p.Spec.Capabilities.NetworkClasses[0].Target = banlieue.NetworkTarget{Network: "default"}
+		}, []want{{field.ErrorTypeForbidden, "spec.capabilities.networkClasses[0].target.network"}}},
+		{"VLAN out of range", func(p *banlieue.Provider) { p.Spec.Capabilities.NetworkClasses[0].Target.VLAN = 5000 },
+			[]want{{field.ErrorTypeInvalid, "spec.capabilities.networkClasses[0].target.vlan"}}},
+		{"hot-add", func(p *banlieue.Provider) { p.Spec.Capabilities.Features = []string{"hotAddCPU"} },
+			[]want{{field.ErrorTypeInvalid, "spec.capabilities.features[0]"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := validProvider()
+			toProxmox(p)
+			tc.mutate(p)
+			check(t, ValidateProvider(p), tc.want...)
+		})
+	}
+	t.Run("VLANs on another class", func(t *testing.T) {
+		p := validProvider()
+		p.Spec.Capabilities.NetworkClasses[0].Target.VLAN = 20
+		check(t, ValidateProvider(p), want{field.ErrorTypeForbidden, "spec.capabilities.networkClasses[0].target.vlan"})
+	})
+}

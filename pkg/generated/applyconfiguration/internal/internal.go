@@ -358,6 +358,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: portGroup
       type:
         scalar: string
+    - name: vlan
+      type:
+        scalar: numeric
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Placement
   map:
     fields:
@@ -653,6 +656,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: pool
+      type:
+        scalar: string
+    - name: storage
       type:
         scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.UserData

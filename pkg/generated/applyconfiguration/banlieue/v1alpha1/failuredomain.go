@@ -29,7 +29,7 @@ type FailureDomainApplyConfiguration struct {
 	Datacenter *string `json:"datacenter,omitempty"`
 	// cluster in the backend (vSphere).
 	Cluster *string `json:"cluster,omitempty"`
-	// host of the backend (libvirt).
+	// host of the backend (a libvirt host, a Proxmox VE node).
 	Host *string `json:"host,omitempty"`
 	// labels a VM's placement.failureDomainSelector matches; always include "name".
 	Labels map[string]string `json:"labels,omitempty"`

@@ -28,7 +28,7 @@ type FailureDomainNameOverrideApplyConfiguration struct {
 	Datacenter *string `json:"datacenter,omitempty"`
 	// cluster (compute cluster) as named in the backend (vSphere).
 	Cluster *string `json:"cluster,omitempty"`
-	// host as the Provider names it (libvirt).
+	// host as the Provider names it (a libvirt host, a Proxmox VE node).
 	Host *string `json:"host,omitempty"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
 	Name *string `json:"name,omitempty"`

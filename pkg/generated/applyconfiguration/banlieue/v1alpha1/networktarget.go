@@ -28,8 +28,12 @@ type NetworkTargetApplyConfiguration struct {
 	PortGroup *string `json:"portGroup,omitempty"`
 	// network is a libvirt network.
 	Network *string `json:"network,omitempty"`
-	// bridge is a host bridge (libvirt), for networks libvirt does not manage.
+	// bridge is a host bridge: on libvirt, for networks libvirt does not
+	// manage; on Proxmox VE, the node's Linux bridge (vmbr0).
 	Bridge *string `json:"bridge,omitempty"`
+	// vlan tags the interface's traffic on the bridge (Proxmox VE, a
+	// VLAN-aware bridge), 1-4094.
+	VLAN *int32 `json:"vlan,omitempty"`
 }
 
 // NetworkTargetApplyConfiguration constructs a declarative configuration of the NetworkTarget type for use with
@@ -59,5 +63,13 @@ func (b *NetworkTargetApplyConfiguration) WithNetwork(value string) *NetworkTarg
 // If called multiple times, the Bridge field is set to the value of the last call.
 func (b *NetworkTargetApplyConfiguration) WithBridge(value string) *NetworkTargetApplyConfiguration {
 	b.Bridge = &value
+	return b
+}
+
+// WithVLAN sets the VLAN field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the VLAN field is set to the value of the last call.
+func (b *NetworkTargetApplyConfiguration) WithVLAN(value int32) *NetworkTargetApplyConfiguration {
+	b.VLAN = &value
 	return b
 }

@@ -28,6 +28,9 @@ type StorageTargetApplyConfiguration struct {
 	Datastore *string `json:"datastore,omitempty"`
 	// pool is a libvirt storage pool.
 	Pool *string `json:"pool,omitempty"`
+	// storage is a Proxmox VE storage (local-lvm, a Ceph pool, ...), present
+	// on the nodes that use it.
+	Storage *string `json:"storage,omitempty"`
 }
 
 // StorageTargetApplyConfiguration constructs a declarative configuration of the StorageTarget type for use with
@@ -49,5 +52,13 @@ func (b *StorageTargetApplyConfiguration) WithDatastore(value string) *StorageTa
 // If called multiple times, the Pool field is set to the value of the last call.
 func (b *StorageTargetApplyConfiguration) WithPool(value string) *StorageTargetApplyConfiguration {
 	b.Pool = &value
+	return b
+}
+
+// WithStorage sets the Storage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Storage field is set to the value of the last call.
+func (b *StorageTargetApplyConfiguration) WithStorage(value string) *StorageTargetApplyConfiguration {
+	b.Storage = &value
 	return b
 }
