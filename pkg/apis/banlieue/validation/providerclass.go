@@ -94,7 +94,7 @@ var providerClasses = map[string]classRules{
 			}
 			return ""
 		},
-	},	"proxmox": {
+	}, "proxmox": {
 		endpoint: func(u *url.URL) string {
 			if u.Scheme != "https" || strings.TrimSuffix(u.Path, "/") != "/api2/json" {
 				return "must be the API's https URL, https://HOST:8006/api2/json"
