@@ -43,3 +43,9 @@ func (m *LibvirtMachine) CommonSpec() *CommonMachineSpec { return &m.Spec.Common
 
 // CommonStatus implements Machine.
 func (m *LibvirtMachine) CommonStatus() *CommonMachineStatus { return &m.Status.CommonMachineStatus }
+
+// CommonSpec implements Machine.
+func (m *ProxmoxMachine) CommonSpec() *CommonMachineSpec { return &m.Spec.CommonMachineSpec }
+
+// CommonStatus implements Machine.
+func (m *ProxmoxMachine) CommonStatus() *CommonMachineStatus { return &m.Status.CommonMachineStatus }

@@ -41,6 +41,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VSphereCluster{}, &VSphereClusterList{},
 		&LibvirtMachine{}, &LibvirtMachineList{},
 		&LibvirtMachineTemplate{}, &LibvirtMachineTemplateList{},
+		&ProxmoxMachine{}, &ProxmoxMachineList{},
+		&ProxmoxMachineTemplate{}, &ProxmoxMachineTemplateList{},
 		&IPPool{}, &IPPoolList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)

@@ -72,7 +72,7 @@ const (
 // machine reconciler reads them alike.
 type CommonMachineSpec struct {
 	// providerID is the VM's identity for Cluster API and Kubernetes nodes
-	// (vsphere://<BIOS UUID>, libvirt://<domain UUID>). Set by the provider
+	// (vsphere://<BIOS UUID>, libvirt://<domain UUID>, proxmox://<SMBIOS UUID>). Set by the provider
 	// once the VM exists; it never changes after that.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
