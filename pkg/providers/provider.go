@@ -172,8 +172,10 @@ type NIC struct {
 	// Network is the backend network (a vSphere port group, a libvirt
 	// network) to connect to; the image's when empty.
 	Network string
-	// Bridge, instead of Network, is a host bridge (libvirt).
+	// Bridge, instead of Network, is a host bridge (libvirt, Proxmox VE).
 	Bridge string
+	// VLAN tags the interface's traffic on Bridge (Proxmox VE); 0 for none.
+	VLAN int32
 	// MAC is a fixed hardware address; the backend's choice when empty.
 	MAC string
 	// Static, when set, is the address; DHCP otherwise.
@@ -213,6 +215,9 @@ type MachineStatus struct {
 	// Restarting: the VM is being restarted to apply its spec (CPUs or
 	// memory the backend applies at start); look again soon.
 	Restarting bool
+	// Handle is the backend's own name of the VM where it has one besides
+	// its UUID (Proxmox VE: NODE/VMID).
+	Handle string
 }
 
 // Machines is the VM lifecycle of a backend.

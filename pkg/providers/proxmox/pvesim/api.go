@@ -232,8 +232,9 @@ func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []stri
 		return "storage status", s.storageEntry(st), nil
 	case len(seg) == 1 && seg[0] == "content" && method == http.MethodGet:
 		return "storage content", st.contentList(p["content"]), nil
-	case len(seg) == 2 && seg[0] == "content" && method == http.MethodDelete:
-		vol := strings.TrimPrefix(seg[1], st.name+":")
+	case len(seg) >= 2 && seg[0] == "content" && method == http.MethodDelete:
+		// A volume ID holds a slash (local:iso/seed.iso), as in the path.
+		vol := strings.TrimPrefix(strings.Join(seg[1:], "/"), st.name+":")
 		if _, ok := st.volumes[vol]; !ok {
 			return "storage delete", nil, fail(http.StatusInternalServerError, "volume '%s:%s' does not exist", st.name, vol)
 		}

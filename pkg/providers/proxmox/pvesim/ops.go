@@ -148,7 +148,7 @@ func sortedKeys(m map[string]any) []string {
 // Keys a running VM takes only at its next start (PVE keeps them pending).
 var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true}
 
-var knownKey = regexp.MustCompile(`^(name|description|cores|sockets|memory|bios|machine|cpu|ostype|scsihw|boot|agent|tags|onboot|serial0|vga|nameserver|searchdomain|ciuser|cipassword|citype|efidisk0|tpmstate0|net\d+|scsi\d+|virtio\d+|sata\d+|ide\d+|ipconfig\d+|unused\d+)$`)
+var knownKey = regexp.MustCompile(`^(name|description|cores|sockets|memory|bios|machine|cpu|ostype|scsihw|boot|agent|tags|onboot|serial0|vga|smbios1|nameserver|searchdomain|ciuser|cipassword|citype|efidisk0|tpmstate0|net\d+|scsi\d+|virtio\d+|sata\d+|ide\d+|ipconfig\d+|unused\d+)$`)
 
 // configure changes a VM's config: async (POST, a qmconfig task) or sync
 // (PUT). New disks are "STORAGE:SIZE_GIB"; "delete" lists keys to drop.
@@ -259,6 +259,11 @@ func contains(list []string, x string) bool {
 
 // allocate turns "STORAGE:SIZE" into a new volume of the VM.
 func (s *Simulator) allocate(v *vm, k, val string) any {
+	if strings.HasPrefix(k, "net") && !macRe.MatchString(val) {
+		// A NIC given without its MAC gets one, as PVE generates.
+		model, rest, _ := strings.Cut(val, ",")
+		return model + "=" + mac(v.vmid, k) + "," + rest
+	}
 	m := newDisk.FindStringSubmatch(val)
 	if m == nil || !isDiskKey(k) || strings.Contains(val, "media=cdrom") {
 		if n, err := strconv.Atoi(val); err == nil && (k == "cores" || k == "sockets" || k == "memory") {

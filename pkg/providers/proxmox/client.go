@@ -1,0 +1,163 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package proxmox is the Proxmox VE backend on go-proxmox (only this tree
+// imports it): failure domains are nodes, images are templates cloned in
+// full, and every task (clone, config, resize, power, destroy) is recorded
+// before it is awaited, so that a restarted provider waits for it instead
+// of starting another.
+package proxmox
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	proxmox "github.com/luthermonson/go-proxmox"
+
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// Options tune the backend.
+type Options struct {
+	// TaskPoll is how often a task's status is read while waited for.
+	TaskPoll time.Duration
+	// TaskTimeout bounds one task's wait.
+	TaskTimeout time.Duration
+	// ISOStorage names the storage cloud-init seeds are uploaded to; the
+	// node's first storage with iso content when empty.
+	ISOStorage string
+}
+
+func (o Options) withDefaults() Options {
+	if o.TaskPoll <= 0 {
+		o.TaskPoll = 500 * time.Millisecond
+	}
+	if o.TaskTimeout <= 0 {
+		o.TaskTimeout = 10 * time.Minute
+	}
+	return o
+}
+
+// Client is one Provider's logged-in API.
+type Client struct {
+	api  *proxmox.Client
+	opts Options
+}
+
+// Connect reaches the API at conn.Endpoint with the API token in
+// conn.Credentials (Username = USER@REALM!TOKENID, Password = the secret)
+// and checks it with GET /version.
+func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Client, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: conn.InsecureSkipTLSVerify} //nolint:gosec // the Provider asked for it, with a warning
+	if len(conn.CABundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(conn.CABundle) {
+			return nil, fmt.Errorf("%w: the CA bundle holds no PEM certificate", providers.ErrConnect)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
+	api := proxmox.NewClient(conn.Endpoint, proxmox.WithHTTPClient(hc),
+		proxmox.WithAPIToken(conn.Credentials.Username, conn.Credentials.Password))
+	if _, err := api.Version(ctx); err != nil {
+		if errors.Is(err, proxmox.ErrNotAuthorized) {
+			return nil, fmt.Errorf("%w: the API token was refused: %v", providers.ErrConnect, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
+	}
+	return &Client{api: api, opts: opts.withDefaults()}, nil
+}
+
+// Sessions keeps one Client per Provider.
+type Sessions struct {
+	opts Options
+	mu   sync.Mutex
+	m    map[string]session
+}
+
+type session struct {
+	client *Client
+	key    string
+}
+
+// NewSessions returns an empty session cache.
+func NewSessions(opts Options) *Sessions { return &Sessions{opts: opts, m: map[string]session{}} }
+
+// Get returns owner's client, connecting again when its connection changed.
+func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+	key := conn.Endpoint + "\x00" + conn.CredentialsVersion
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.m[owner]; ok && cur.key == key {
+		return cur.client, nil
+	}
+	c, err := Connect(ctx, conn, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	s.m[owner] = session{client: c, key: key}
+	return c, nil
+}
+
+// Inventory lists the cluster's nodes, each a failure domain.
+func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error) {
+	nodes, err := c.api.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var out []failuredomain.Location
+	for _, n := range nodes {
+		out = append(out, failuredomain.Location{Host: n.Node})
+	}
+	return out, nil
+}
+
+// ImageExists tells whether the node holds a template named ref, or with
+// VMID ref.
+func (c *Client) ImageExists(ctx context.Context, loc failuredomain.Location, ref string) (bool, error) {
+	t, err := c.template(ctx, loc.Host, ref)
+	return t != nil, err
+}
+
+// template finds a template of node by name or VMID (nil when none).
+func (c *Client) template(ctx context.Context, node, ref string) (*proxmox.VirtualMachine, error) {
+	vms, err := c.api.NodeRef(node).VirtualMachines(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the VMs of node %s: %w", node, err)
+	}
+	for _, v := range vms {
+		if bool(v.Template) && (v.Name == ref || fmt.Sprint(uint64(v.VMID)) == ref) {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+// wait records a task, then waits for it to stop; a task that stopped
+// with another exit status than OK is an error carrying it.
+func (c *Client) wait(ctx context.Context, task *proxmox.Task, record providers.TaskRecorder, handle string) error {
+	if err := record(ctx, handle+"/"+string(task.UPID)); err != nil {
+		return fmt.Errorf("recording task %s: %w", task.UPID, err)
+	}
+	return task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+}

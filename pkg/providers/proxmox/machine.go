@@ -1,0 +1,677 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package proxmox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	proxmox "github.com/luthermonson/go-proxmox"
+
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+)
+
+// ownerMark is the line of a VM's description that says which object it
+// belongs to: a VM without it, or with another UID, is never touched.
+func ownerMark(uid string) string { return "banlieue-uid: " + uid }
+
+// handle is how a VM is named in status.taskRef: NODE/VMID, then /UPID of
+// the task running on it.
+type handle struct {
+	node string
+	vmid int
+	upid string
+}
+
+func (h handle) String() string { return fmt.Sprintf("%s/%d", h.node, h.vmid) }
+
+func parseHandle(ref string) (handle, bool) {
+	parts := strings.SplitN(ref, "/", 3)
+	if len(parts) < 2 {
+		return handle{}, false
+	}
+	id, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return handle{}, false
+	}
+	h := handle{node: parts[0], vmid: id}
+	if len(parts) == 3 {
+		h.upid = parts[2]
+	}
+	return h, true
+}
+
+// EnsureMachine finds the VM (by the handle recorded in spec.TaskRef, else
+// by name, owned by spec's UID), clones the template when there is none,
+// converges its configuration, size and cloud-init seed, and drives its
+// power state. The VMID is recorded before the clone starts and every task
+// before it is awaited: a restarted provider waits for the recorded task
+// and finds the VM it was making, never cloning a second.
+func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	c.resume(ctx, spec.TaskRef)
+	vm, err := c.find(ctx, spec)
+	if err != nil {
+		return providers.MachineStatus{}, err
+	}
+	created := vm == nil
+	if created {
+		if vm, err = c.clone(ctx, spec, record); err != nil {
+			return providers.MachineStatus{}, err
+		}
+	}
+	if err := c.unlocked(ctx, vm); err != nil {
+		return providers.MachineStatus{}, err
+	}
+	h := handle{node: vm.Node, vmid: int(vm.VMID)}
+	restart, err := c.converge(ctx, vm, spec, record, h)
+	if err != nil {
+		return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("configuring %s: %w", spec.Name, err)
+	}
+	if err := c.power(ctx, vm, spec.PowerState, restart, record, h); err != nil {
+		return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("powering %s: %w", spec.Name, err)
+	}
+	st, err := c.observe(ctx, vm)
+	st.Created = created
+	return st, err
+}
+
+// resume waits for the task a recorded handle names. Its outcome is read
+// from the VM next; a task the node no longer knows is forgotten.
+func (c *Client) resume(ctx context.Context, ref string) {
+	if h, ok := parseHandle(ref); ok && h.upid != "" {
+		_ = proxmox.NewTask(proxmox.UPID(h.upid), c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+	}
+}
+
+// find is the VM owned by spec's UID: at the recorded handle, else among
+// the VMs of spec's name. nil when there is none.
+func (c *Client) find(ctx context.Context, spec providers.MachineSpec) (*proxmox.VirtualMachine, error) {
+	if h, ok := parseHandle(spec.TaskRef); ok {
+		if vm, err := c.owned(ctx, h.node, h.vmid, spec.InstanceUUID); vm != nil || err != nil {
+			return vm, err
+		}
+	}
+	cl, err := c.api.Cluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	resources, err := cl.Resources(ctx, "vm")
+	if err != nil {
+		return nil, fmt.Errorf("listing VMs: %w", err)
+	}
+	for _, r := range resources {
+		if r.Type != "qemu" || r.Name != spec.Name || r.Template == 1 {
+			continue
+		}
+		if vm, err := c.owned(ctx, r.Node, int(r.VMID), spec.InstanceUUID); vm != nil || err != nil {
+			return vm, err
+		}
+	}
+	return nil, nil
+}
+
+// unlocked waits while a task holds the VM (a clone an interrupted call
+// started and recorded no UPID of).
+func (c *Client) unlocked(ctx context.Context, vm *proxmox.VirtualMachine) error {
+	deadline := time.Now().Add(c.opts.TaskTimeout)
+	for vm.Lock != "" {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("VM %d is still locked (%s)", vm.VMID, vm.Lock)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.opts.TaskPoll):
+		}
+		if err := vm.Ping(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// owned reads VM vmid of node when its description carries uid's mark.
+func (c *Client) owned(ctx context.Context, node string, vmid int, uid string) (*proxmox.VirtualMachine, error) {
+	vm, err := c.api.NodeRef(node).VirtualMachine(ctx, vmid)
+	if err != nil {
+		if proxmox.IsNotFound(err) || strings.Contains(err.Error(), "does not exist") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading VM %d on %s: %w", vmid, node, err)
+	}
+	if !strings.Contains(vm.VirtualMachineConfig.Description, ownerMark(uid)) {
+		return nil, nil
+	}
+	return vm, nil
+}
+
+// clone makes the VM: a full clone of the node's template onto a VMID
+// /cluster/nextid proposes, recorded before the clone starts. nextid
+// reserves nothing: when another client takes the VMID first, the clone is
+// refused and the next one is tried.
+func (c *Client) clone(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (*proxmox.VirtualMachine, error) {
+	node := spec.Location.Host
+	tmpl, err := c.template(ctx, node, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	if tmpl == nil {
+		return nil, fmt.Errorf("template %q is not on node %s", spec.Image, node)
+	}
+	cl, err := c.api.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		id, err := cl.NextID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("asking for a VMID: %w", err)
+		}
+		h := handle{node: node, vmid: id}
+		if err := record(ctx, h.String()); err != nil {
+			return nil, fmt.Errorf("recording VMID %d: %w", id, err)
+		}
+		opts := &proxmox.VirtualMachineCloneOptions{NewID: id, Name: spec.Name, Full: true, Description: ownerMark(spec.InstanceUUID)}
+		if t := spec.BootTarget(); t != "" {
+			opts.Storage = t
+		}
+		_, task, err := tmpl.Clone(ctx, opts)
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cloning %s: %w", spec.Image, err)
+		}
+		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return nil, fmt.Errorf("cloning %s: %w", spec.Image, err)
+		}
+		return c.api.NodeRef(node).VirtualMachine(ctx, id)
+	}
+	return nil, fmt.Errorf("cloning %s: every VMID /cluster/nextid proposed was taken by the time of the clone", spec.Image)
+}
+
+// converge applies the config spec wants that the VM lacks, in one task.
+// It reports whether the VM must restart for changes Proxmox VE keeps
+// pending while it runs.
+func (c *Client) converge(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) (bool, error) {
+	cfg := vm.VirtualMachineConfig
+	want, err := c.desired(ctx, vm, spec)
+	if err != nil {
+		return false, err
+	}
+	var opts []proxmox.VirtualMachineOption
+	for _, k := range sortedKeys(want) {
+		if current(cfg, k) != want[k] {
+			opts = append(opts, proxmox.VirtualMachineOption{Name: k, Value: want[k]})
+		}
+	}
+	if len(opts) > 0 {
+		task, err := vm.Config(ctx, opts...)
+		if err != nil {
+			return false, err
+		}
+		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return false, err
+		}
+	}
+	if err := c.grow(ctx, vm, spec, record, h); err != nil {
+		return false, err
+	}
+	// The seed's network config names the NICs by the MACs PVE gave them.
+	if err := c.attachSeed(ctx, vm, spec, record, h); err != nil {
+		return false, err
+	}
+	var pending []map[string]any
+	if err := c.api.Get(ctx, fmt.Sprintf("/nodes/%s/qemu/%d/pending", vm.Node, vm.VMID), &pending); err != nil {
+		return false, err
+	}
+	for _, p := range pending {
+		if _, ok := p["pending"]; ok && vm.Status == "running" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// desired is the config spec asks for: size, firmware, vTPM, NICs and
+// their addresses, extra disks, the SMBIOS UUID, the guest agent and the
+// cloud-init seed.
+func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec) (map[string]string, error) {
+	cfg := vm.VirtualMachineConfig
+	want := map[string]string{
+		"cores": strconv.Itoa(int(spec.CPUs)), "sockets": "1", "memory": strconv.FormatInt(spec.MemoryMiB, 10),
+		"agent": "1", "smbios1": "uuid=" + spec.InstanceUUID,
+	}
+	storage := spec.BootTarget()
+	if storage == "" {
+		storage, _, _ = strings.Cut(cfg.SCSIs["scsi0"], ":")
+	}
+	switch spec.Firmware {
+	case "efi", "efi-secure":
+		want["bios"] = "ovmf"
+		if cfg.EFIDisk0 == "" {
+			keys := map[bool]string{true: "1", false: "0"}[spec.Firmware == "efi-secure"]
+			want["efidisk0"] = storage + ":1,efitype=4m,pre-enrolled-keys=" + keys
+		}
+	default:
+		want["bios"] = "seabios"
+	}
+	if spec.TPM && cfg.TPMState0 == "" {
+		want["tpmstate0"] = storage + ":1,version=v2.0"
+	}
+	defaultBridge := bridgeOf(cfg.Nets["net0"])
+	for i, n := range spec.NICs {
+		key := fmt.Sprintf("net%d", i)
+		bridge := n.Bridge
+		if bridge == "" {
+			bridge = defaultBridge
+		}
+		v := "virtio"
+		if mac := macOf(cfg.Nets[key]); mac != "" {
+			v += "=" + mac
+		}
+		v += ",bridge=" + bridge
+		if n.VLAN != 0 {
+			v += ",tag=" + strconv.Itoa(int(n.VLAN))
+		}
+		if cur := cfg.Nets[key]; cur != "" && sameNIC(cur, v) {
+			v = cur
+		}
+		want[key] = v
+		ip := "ip=dhcp"
+		if s := n.Static; s != nil {
+			ip = fmt.Sprintf("ip=%s/%d", s.Address, s.Prefix)
+			if s.Gateway != "" {
+				ip += ",gw=" + s.Gateway
+			}
+			if len(s.Nameservers) > 0 {
+				want["nameserver"] = strings.Join(s.Nameservers, " ")
+			}
+		}
+		want[fmt.Sprintf("ipconfig%d", i)] = ip
+	}
+	for i, d := range spec.Disks {
+		if i == 0 {
+			continue
+		}
+		key := fmt.Sprintf("scsi%d", i)
+		if cfg.SCSIs[key] == "" {
+			target := d.Target
+			if target == "" {
+				target = storage
+			}
+			want[key] = fmt.Sprintf("%s:%d", target, d.SizeGiB)
+		}
+	}
+	return want, nil
+}
+
+// attachSeed puts the cloud-init seed on ide2 when it is not there.
+func (c *Client) attachSeed(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
+	if err := vm.Ping(ctx); err != nil {
+		return err
+	}
+	var macs []string
+	for i := range spec.NICs {
+		macs = append(macs, strings.ToLower(macOf(vm.VirtualMachineConfig.Nets[fmt.Sprintf("net%d", i)])))
+	}
+	ide2, err := c.seed(ctx, vm, spec, macs)
+	if err != nil || vm.VirtualMachineConfig.IDEs["ide2"] == ide2 {
+		return err
+	}
+	task, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: "ide2", Value: ide2})
+	if err != nil {
+		return err
+	}
+	if err := c.wait(ctx, task, record, h.String()); err != nil {
+		return err
+	}
+	return vm.Ping(ctx)
+}
+
+// seed uploads the NoCloud seed (user data, meta data, network config) as
+// an ISO named after the VM's UID, once, and returns the ide2 value.
+func (c *Client) seed(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, macs []string) (string, error) {
+	storage, err := c.isoStorage(ctx, vm.Node)
+	if err != nil {
+		return "", err
+	}
+	name := "banlieue-" + spec.InstanceUUID + ".iso"
+	volid := storage + ":iso/" + name
+	if cur := vm.VirtualMachineConfig.IDEs["ide2"]; strings.HasPrefix(cur, volid+",") {
+		return cur, nil
+	}
+	var content []map[string]any
+	if err := c.api.Get(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content?content=iso", vm.Node, storage), &content); err != nil {
+		return "", fmt.Errorf("listing the ISOs of %s: %w", storage, err)
+	}
+	present := false
+	for _, e := range content {
+		present = present || e["volid"] == volid
+	}
+	if !present {
+		iso, err := cloudinit.NoCloudSeed(spec, macs)
+		if err != nil {
+			return "", err
+		}
+		var upid proxmox.UPID
+		path := fmt.Sprintf("/nodes/%s/storage/%s/upload", vm.Node, storage)
+		if err := c.api.UploadReader(path, map[string]string{"content": "iso"}, name, bytes.NewReader(iso), int64(len(iso)), &upid); err != nil {
+			return "", fmt.Errorf("uploading the cloud-init seed: %w", err)
+		}
+		if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+			return "", fmt.Errorf("uploading the cloud-init seed: %w", err)
+		}
+	}
+	return volid + ",media=cdrom", nil
+}
+
+// isoStorage is the storage seeds go to on node.
+func (c *Client) isoStorage(ctx context.Context, node string) (string, error) {
+	if c.opts.ISOStorage != "" {
+		return c.opts.ISOStorage, nil
+	}
+	storages, err := c.api.NodeRef(node).Storages(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing the storages of %s: %w", node, err)
+	}
+	for _, s := range storages {
+		if strings.Contains(","+s.Content+",", ",iso,") {
+			return s.Name, nil
+		}
+	}
+	return "", fmt.Errorf("node %s has no storage for ISO images, where cloud-init seeds go", node)
+}
+
+// grow resizes disks smaller than spec's sizes (never shrinking).
+func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
+	if err := vm.Ping(ctx); err != nil {
+		return err
+	}
+	for i, d := range spec.Disks {
+		key := fmt.Sprintf("scsi%d", i)
+		if size := sizeOf(vm.VirtualMachineConfig.SCSIs[key]); size > 0 && size < d.SizeGiB {
+			task, err := vm.ResizeDisk(ctx, key, fmt.Sprintf("%dG", d.SizeGiB))
+			if err != nil {
+				return fmt.Errorf("growing %s: %w", key, err)
+			}
+			if err := c.wait(ctx, task, record, h.String()); err != nil {
+				return fmt.Errorf("growing %s: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// power drives the VM to want; restart first stops a running VM whose
+// configuration waits for its next start.
+func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, want string, restart bool, record providers.TaskRecorder, h handle) error {
+	if err := vm.Ping(ctx); err != nil {
+		return err
+	}
+	step := func(do func(context.Context) (*proxmox.Task, error)) error {
+		task, err := do(ctx)
+		if err != nil {
+			return err
+		}
+		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return err
+		}
+		return vm.Ping(ctx)
+	}
+	running, paused := vm.Status == "running", vm.QMPStatus == "paused"
+	if restart && running {
+		if err := step(vm.Stop); err != nil {
+			return err
+		}
+		running, paused = false, false
+	}
+	switch want {
+	case "PoweredOn", "":
+		if !running {
+			return step(vm.Start)
+		}
+		if paused {
+			return step(vm.Resume)
+		}
+	case "PoweredOff":
+		if running {
+			return step(vm.Stop)
+		}
+	case "Suspended":
+		if !running {
+			if err := step(vm.Start); err != nil {
+				return err
+			}
+		}
+		if !paused {
+			return step(vm.Pause)
+		}
+	default:
+		return fmt.Errorf("power state %q: want PoweredOn, PoweredOff or Suspended", want)
+	}
+	return nil
+}
+
+// observe reads what the VM is.
+func (c *Client) observe(ctx context.Context, vm *proxmox.VirtualMachine) (providers.MachineStatus, error) {
+	if err := vm.Ping(ctx); err != nil {
+		return providers.MachineStatus{}, err
+	}
+	cfg := vm.VirtualMachineConfig
+	st := providers.MachineStatus{Handle: handle{node: vm.Node, vmid: int(vm.VMID)}.String(), PowerState: "PoweredOff",
+		CPUs: int32(vm.CPUs), MemoryMiB: int64(cfg.Memory), TPM: cfg.TPMState0 != "", Firmware: "bios"}
+	switch {
+	case vm.Status == "running" && vm.QMPStatus == "paused":
+		st.PowerState = "Suspended"
+	case vm.Status == "running":
+		st.PowerState = "PoweredOn"
+	}
+	if m := uuidRe.FindStringSubmatch(cfg.SMBios1); m != nil {
+		st.BIOSUUID, st.InstanceUUID, st.ProviderID = m[1], m[1], "proxmox://"+m[1]
+	}
+	if cfg.Bios != nil && *cfg.Bios == "ovmf" {
+		st.Firmware = "efi"
+		if strings.Contains(cfg.EFIDisk0, "pre-enrolled-keys=1") {
+			st.Firmware = "efi-secure"
+		}
+	}
+	for _, k := range indexed(cfg.SCSIs, "scsi") {
+		st.DiskSizesGiB = append(st.DiskSizesGiB, sizeOf(cfg.SCSIs[k]))
+	}
+	for _, k := range indexed(cfg.Nets, "net") {
+		st.Networks = append(st.Networks, bridgeOf(cfg.Nets[k]))
+		st.MACAddresses = append(st.MACAddresses, strings.ToLower(macOf(cfg.Nets[k])))
+	}
+	if st.PowerState == "PoweredOn" {
+		st.IPAddress = c.address(ctx, vm)
+	}
+	return st, nil
+}
+
+// address is the guest agent's first IPv4 address, "" until it answers.
+func (c *Client) address(ctx context.Context, vm *proxmox.VirtualMachine) string {
+	ifaces, err := vm.AgentGetNetworkIFaces(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, i := range ifaces {
+		for _, a := range i.IPAddresses {
+			if a.IPAddressType == "ipv4" && !strings.HasPrefix(a.IPAddress, "127.") {
+				return a.IPAddress
+			}
+		}
+	}
+	return ""
+}
+
+// DeleteMachine stops and destroys the VM with its disks (purge, and the
+// volumes no config references), then its cloud-init seed.
+func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
+	c.resume(ctx, spec.TaskRef)
+	vm, err := c.find(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if vm != nil {
+		h := handle{node: vm.Node, vmid: int(vm.VMID)}
+		if vm.Status == "running" {
+			task, err := vm.Stop(ctx)
+			if err != nil {
+				return fmt.Errorf("stopping %s: %w", spec.Name, err)
+			}
+			if err := c.wait(ctx, task, record, h.String()); err != nil {
+				return fmt.Errorf("stopping %s: %w", spec.Name, err)
+			}
+		}
+		task, err := vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
+		if err != nil {
+			return fmt.Errorf("destroying %s: %w", spec.Name, err)
+		}
+		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return fmt.Errorf("destroying %s: %w", spec.Name, err)
+		}
+	}
+	return c.deleteSeed(ctx, spec)
+}
+
+// deleteSeed removes the VM's seed ISO from the node's ISO storage.
+func (c *Client) deleteSeed(ctx context.Context, spec providers.MachineSpec) error {
+	node := spec.Location.Host
+	storage, err := c.isoStorage(ctx, node)
+	if err != nil {
+		return err
+	}
+	volid := storage + ":iso/banlieue-" + spec.InstanceUUID + ".iso"
+	var upid proxmox.UPID
+	err = c.api.Delete(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", node, storage, volid), &upid)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return nil
+		}
+		return fmt.Errorf("deleting the cloud-init seed: %w", err)
+	}
+	if upid != "" {
+		return proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+	}
+	return nil
+}
+
+var (
+	uuidRe   = regexp.MustCompile(`uuid=([0-9a-fA-F-]{36})`)
+	sizeRe   = regexp.MustCompile(`size=(\d+)G`)
+	macRe    = regexp.MustCompile(`=([0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5})`)
+	bridgeRe = regexp.MustCompile(`bridge=([^,]+)`)
+)
+
+func sizeOf(disk string) int64 {
+	if m := sizeRe.FindStringSubmatch(disk); m != nil {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
+	return 0
+}
+
+func macOf(nic string) string {
+	if m := macRe.FindStringSubmatch(nic); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func bridgeOf(nic string) string {
+	if m := bridgeRe.FindStringSubmatch(nic); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// sameNIC: the same model, bridge and tag (the MAC is the VM's own).
+func sameNIC(a, b string) bool {
+	norm := func(s string) string { return macRe.ReplaceAllString(s, "") }
+	return norm(a) == norm(b)
+}
+
+// current is cfg's value of key as the config API returns it.
+func current(cfg *proxmox.VirtualMachineConfig, key string) string {
+	for prefix, m := range map[string]map[string]string{"net": cfg.Nets, "scsi": cfg.SCSIs, "ide": cfg.IDEs, "ipconfig": cfg.IPConfigs} {
+		if strings.HasPrefix(key, prefix) && strings.Trim(strings.TrimPrefix(key, prefix), "0123456789") == "" {
+			return m[key]
+		}
+	}
+	switch key {
+	case "cores":
+		return intString(cfg.Cores)
+	case "sockets":
+		return intString(cfg.Sockets)
+	case "memory":
+		return strconv.Itoa(int(cfg.Memory))
+	case "agent":
+		return cfg.Agent
+	case "smbios1":
+		return cfg.SMBios1
+	case "bios":
+		if cfg.Bios == nil {
+			return "seabios"
+		}
+		return *cfg.Bios
+	case "efidisk0":
+		return cfg.EFIDisk0
+	case "tpmstate0":
+		return cfg.TPMState0
+	case "nameserver":
+		return cfg.Nameserver
+	}
+	return ""
+}
+
+func intString(p *int) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.Itoa(*p)
+}
+
+// indexed are a device map's keys in index order (scsi0, scsi1, scsi10).
+func indexed(m map[string]string, prefix string) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.TrimPrefix(keys[i], prefix))
+		b, _ := strconv.Atoi(strings.TrimPrefix(keys[j], prefix))
+		return a < b
+	})
+	return keys
+}
+
+func sortedKeys(m map[string]string) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,174 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package machinespec is how a VirtualMachine becomes a ProxmoxMachine and
+// how the generic provider reconcilers see one: the Proxmox VE backend's
+// registrations with the core (pkg/infrastructure) and with the provider
+// SDK (pkg/providers). It imports no Proxmox SDK.
+package machinespec
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
+	"github.com/firestoned/banlieue/pkg/providers"
+)
+
+// ProviderClass is the Proxmox VE backend's providerClassRef.name.
+const ProviderClass = "proxmox"
+
+// Reasons of a VMImage's Proxmox source.
+const (
+	ImageReasonTemplateNotFound = "TemplateNotFound"
+	ImageReasonNoProxmoxSource  = "NoProxmoxSource"
+)
+
+// Keys of a Proxmox Provider's credentials Secret: an API token.
+const (
+	// TokenIDKey holds USER@REALM!TOKENID (banlieue@pve!provider).
+	TokenIDKey = "tokenID"
+	// TokenSecretKey holds the token's secret (a UUID).
+	TokenSecretKey = "tokenSecret"
+)
+
+// Kind registers ProxmoxMachine for the proxmox provider class. The
+// provider owns spec.providerID.
+func Kind() infrastructure.Kind {
+	return infrastructure.Kind{
+		ProviderClass:     ProviderClass,
+		GroupVersionKind:  infrav1.GroupVersion.WithKind("ProxmoxMachine"),
+		BuildSpec:         infrastructure.Typed(BuildSpec),
+		OwnedFields:       []string{"providerID"},
+		QuietStatusFields: []string{"taskRef"},
+	}
+}
+
+// BuildSpec is the ProxmoxMachine spec for a resolved, scheduled VM on
+// provider: disks on the storages and interfaces on the bridges (and VLANs)
+// the Provider maps their classes to. Pure.
+func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.ProxmoxMachineSpec, error) {
+	s := vm.Status.Scheduled
+	spec := infrav1.ProxmoxMachineSpec{CommonMachineSpec: infrastructure.CommonSpec(vm, r)}
+	var err error
+	if spec.Template, err = infrastructure.ImageRef(r, provider); err != nil {
+		return spec, err
+	}
+	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
+		return spec, fmt.Errorf("VMImage %s: installMode deferred is not served on Proxmox VE: a template is cloned as it is", r.Spec.Image.Name)
+	}
+	storages := infrastructure.Targets(s.Storage)
+	for _, d := range r.Spec.Disks {
+		spec.Disks = append(spec.Disks, infrav1.ProxmoxDisk{
+			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Storage: storages[d.Name],
+		})
+	}
+	targets := map[string]v1alpha1.NetworkTarget{}
+	for _, n := range provider.Spec.Capabilities.NetworkClasses {
+		targets[n.Name] = n.Target
+	}
+	for _, n := range r.Spec.Interfaces {
+		t, ok := targets[n.NetworkClass]
+		if !ok && n.NetworkClass != "" {
+			return spec, fmt.Errorf("interface %s: Provider %s has no network class %q", n.Name, provider.Name, n.NetworkClass)
+		}
+		static := infrastructure.StaticIP(n)
+		spec.Network = append(spec.Network, infrav1.ProxmoxNetworkDevice{Name: n.Name, Bridge: t.Bridge, VLAN: t.VLAN, Static: static, DHCP4: static == nil})
+	}
+	return spec, nil
+}
+
+// MachineFinalizer holds a ProxmoxMachine until its VM is destroyed.
+const MachineFinalizer = "infrastructure.banlieue.io/proxmoxmachine"
+
+// MachineKind is ProxmoxMachine for the provider's generic reconcilers.
+func MachineKind() providers.MachineKind {
+	return providers.MachineKind{
+		Name:          "proxmoxmachine",
+		New:           func() infrav1.Machine { return &infrav1.ProxmoxMachine{} },
+		NewList:       func() client.ObjectList { return &infrav1.ProxmoxMachineList{} },
+		Items:         items,
+		Finalizer:     MachineFinalizer,
+		CreatedReason: "Cloned",
+		Spec:          machineSpec,
+		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
+			pm := m.(*infrav1.ProxmoxMachine)
+			pm.Status.MACAddresses = st.MACAddresses
+		},
+	}
+}
+
+func items(l client.ObjectList) []infrav1.Machine {
+	return providers.MachineItems[infrav1.ProxmoxMachine](l.(*infrav1.ProxmoxMachineList).Items)
+}
+
+// machineSpec is the backend's view of a ProxmoxMachine: the node is the
+// failure domain's host.
+func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.MachineSpec, providers.Fields) {
+	pm := m.(*infrav1.ProxmoxMachine)
+	spec := providers.MachineSpec{Location: failuredomain.Location{Host: fd.Host}, Image: pm.Spec.Template}
+	for _, n := range pm.Spec.Network {
+		nic := providers.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: n.VLAN}
+		if st := n.Static; st != nil {
+			nic.Static = &providers.StaticIP{Address: st.Address, Prefix: st.Prefix, Gateway: st.Gateway, Nameservers: st.Nameservers}
+		}
+		spec.NICs = append(spec.NICs, nic)
+	}
+	for _, d := range pm.Spec.Disks {
+		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Storage})
+	}
+	return spec, providers.Fields{
+		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].storage", i) },
+		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].bridge", i) },
+		Image:     "spec.template",
+		Storage:   "Storage",
+		Network:   "Bridge",
+		ImageWord: "Template",
+	}
+}
+
+// ImageKind: Proxmox VE templates live on one node each.
+func ImageKind() providers.ImageKind {
+	return providers.ImageKind{
+		Word:           "template",
+		NotFoundReason: ImageReasonTemplateNotFound,
+		NoSourceReason: ImageReasonNoProxmoxSource,
+		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
+		ScopeWord:      "node",
+	}
+}
+
+var tokenID = regexp.MustCompile(`^[^@!\s]+@[^@!\s]+![A-Za-z][A-Za-z0-9._-]*$`)
+
+// Credentials are an API token: the Secret's tokenID (USER@REALM!TOKENID)
+// and tokenSecret.
+func Credentials(s *corev1.Secret) (providers.Credentials, error) {
+	id, secret := string(s.Data[TokenIDKey]), string(s.Data[TokenSecretKey])
+	switch {
+	case id == "" || secret == "":
+		return providers.Credentials{}, errors.New("needs non-empty keys tokenID (USER@REALM!TOKENID) and tokenSecret (an API token of Proxmox VE)")
+	case !tokenID.MatchString(id):
+		return providers.Credentials{}, fmt.Errorf("tokenID %q is not USER@REALM!TOKENID", id)
+	}
+	return providers.Credentials{Username: id, Password: secret}, nil
+}

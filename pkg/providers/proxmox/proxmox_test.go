@@ -1,0 +1,276 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package proxmox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goproxmox "github.com/luthermonson/go-proxmox"
+
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
+)
+
+func simulate(t *testing.T) (*pvesim.Simulator, *Client) {
+	t.Helper()
+	sim := pvesim.New(pvesim.Options{TaskDelay: 20 * time.Millisecond, AgentDelay: 50 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	c, err := Connect(context.Background(), connection(sim, sim.Secret), Options{TaskPoll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, c
+}
+
+func connection(sim *pvesim.Simulator, secret string) providers.Connection {
+	return providers.Connection{Endpoint: sim.URL, CABundle: sim.CA, Credentials: providers.Credentials{Username: sim.TokenID, Password: secret}}
+}
+
+// recorder keeps what a machine reconciler would write to status.taskRef.
+type recorder struct {
+	mu   sync.Mutex
+	refs []string
+	// before, when set, runs at each record (a racing client, a crash).
+	before func(ref string) error
+}
+
+func (r *recorder) record(_ context.Context, ref string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.before != nil {
+		if err := r.before(ref); err != nil {
+			return err
+		}
+	}
+	r.refs = append(r.refs, ref)
+	return nil
+}
+
+func (r *recorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refs) == 0 {
+		return ""
+	}
+	return r.refs[len(r.refs)-1]
+}
+
+func machine(name, uid string) providers.MachineSpec {
+	return providers.MachineSpec{
+		Name: name, HostName: name, InstanceUUID: uid, Location: failuredomain.Location{Host: "pve1"}, Image: "debian-12-cloud",
+		CPUs: 2, MemoryMiB: 2048, Firmware: "efi-secure", TPM: true, PowerState: "PoweredOn", UserData: []byte("#cloud-config\nhostname: " + name + "\n"),
+		Disks: []providers.Disk{{Name: "root", SizeGiB: 20, Target: "local-lvm"}, {Name: "data", SizeGiB: 5, Target: "local-lvm"}},
+		NICs:  []providers.NIC{{Name: "eth0", Bridge: "vmbr1", VLAN: 20, Static: &providers.StaticIP{Address: "192.0.2.50", Prefix: 24, Gateway: "192.0.2.1"}}},
+	}
+}
+
+func namedVMs(sim *pvesim.Simulator, name string) []pvesim.VM {
+	var out []pvesim.VM
+	for _, v := range sim.VMs() {
+		if v.Name == name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestConnectAndInventory(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	if _, err := Connect(ctx, connection(sim, "wrong"), Options{}); !errors.Is(err, providers.ErrConnect) || !strings.Contains(err.Error(), "token was refused") {
+		t.Errorf("a wrong token: %v", err)
+	}
+	locs, err := c.Inventory(ctx)
+	if err != nil || len(locs) != 3 || locs[0].Host != "pve1" {
+		t.Fatalf("inventory %v, %v", locs, err)
+	}
+	for _, tc := range []struct {
+		node, ref string
+		want      bool
+	}{{"pve1", "debian-12-cloud", true}, {"pve1", "9000", true}, {"pve2", "debian-12-cloud", false}, {"pve1", "ubuntu", false}} {
+		if got, err := c.ImageExists(ctx, failuredomain.Location{Host: tc.node}, tc.ref); err != nil || got != tc.want {
+			t.Errorf("ImageExists(%s, %s) = %v, %v", tc.node, tc.ref, got, err)
+		}
+	}
+}
+
+// TestMachineLifecycle: a full clone sized, on its bridge and VLAN, with
+// EFI secure boot, a vTPM, a cloud-init seed and its static address from
+// the agent; the VMID recorded before the clone; converging again changes
+// nothing; a CPU change restarts it; power states; deleting leaves no VM,
+// volume or seed.
+func TestMachineLifecycle(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	spec := machine("team.web", "0b9a3c4e-1111-4a5b-9c8d-7e6f5a4b3c2d")
+	rec := &recorder{}
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.refs[0], "pve1/100") || strings.Count(rec.refs[0], "/") != 1 {
+		t.Errorf("the first record %q is not the VMID alone, before the clone", rec.refs[0])
+	}
+	if !st.Created || st.ProviderID != "proxmox://"+spec.InstanceUUID || st.CPUs != 2 || st.MemoryMiB != 2048 || st.Firmware != "efi-secure" || !st.TPM ||
+		!slices.Equal(st.DiskSizesGiB, []int64{20, 5}) || !slices.Equal(st.Networks, []string{"vmbr1"}) || st.PowerState != "PoweredOn" || st.Handle != "pve1/100" {
+		t.Errorf("status %+v", st)
+	}
+	vm := namedVMs(sim, "team.web")[0]
+	for key, want := range map[string]string{"net0": "bridge=vmbr1,tag=20", "ipconfig0": "ip=192.0.2.50/24,gw=192.0.2.1",
+		"ide2": "local:iso/banlieue-" + spec.InstanceUUID + ".iso,media=cdrom", "description": "banlieue-uid: " + spec.InstanceUUID} {
+		if got, _ := vm.Config[key].(string); !strings.Contains(got, want) {
+			t.Errorf("config %s = %q, want it to contain %q", key, got, want)
+		}
+	}
+	// The address comes from the guest agent once it answers.
+	deadline := time.Now().Add(5 * time.Second)
+	for st.IPAddress == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		spec.TaskRef = rec.last()
+		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.IPAddress != "192.0.2.50" || st.Created {
+		t.Errorf("again: address %q, created %v", st.IPAddress, st.Created)
+	}
+	before := sim.Requests()
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	after := sim.Requests()
+	for _, mutating := range []string{"POST qemu clone", "POST qemu config POST", "PUT qemu resize", "POST qemu start", "POST upload"} {
+		if after[mutating] != before[mutating] {
+			t.Errorf("converging a converged VM sent %s", mutating)
+		}
+	}
+	spec.CPUs = 4
+	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != "PoweredOn" {
+		t.Errorf("after a CPU change: %+v, %v", st, err)
+	}
+	for _, want := range []string{"Suspended", "PoweredOff", "PoweredOn"} {
+		spec.PowerState = want
+		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != want {
+			t.Errorf("power %s: %s, %v", want, st.PowerState, err)
+		}
+	}
+	spec.TaskRef = rec.last()
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if left := namedVMs(sim, "team.web"); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	for _, v := range sim.Volumes() {
+		if strings.Contains(v, "vm-100-") || strings.Contains(v, spec.InstanceUUID) {
+			t.Errorf("left behind: %s", v)
+		}
+	}
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Errorf("deleting again: %v", err)
+	}
+}
+
+// TestNextIDRace: another client takes the VMID nextid gave between the
+// record and the clone; the clone is refused and the next VMID is used,
+// the other VM untouched.
+func TestNextIDRace(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	other := goproxmox.NewClient(sim.URL, goproxmox.WithHTTPClient(sim.Client()), goproxmox.WithAPIToken(sim.TokenID, sim.Secret))
+	raced := false
+	rec := &recorder{before: func(ref string) error {
+		if raced || ref != "pve1/100" {
+			return nil
+		}
+		raced = true
+		tmpl, err := other.NodeRef("pve1").VirtualMachine(ctx, 9000)
+		if err != nil {
+			return err
+		}
+		_, task, err := tmpl.Clone(ctx, &goproxmox.VirtualMachineCloneOptions{NewID: 100, Name: "someone-else", Full: true})
+		if err != nil {
+			return err
+		}
+		return task.Wait(ctx, 10*time.Millisecond, 5*time.Second)
+	}}
+	st, err := c.EnsureMachine(ctx, machine("team.db", "5d4c3b2a-2222-4a5b-9c8d-7e6f5a4b3c2d"), rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Handle != "pve1/101" || !raced {
+		t.Errorf("handle %s (raced %v), want pve1/101", st.Handle, raced)
+	}
+	if vms := namedVMs(sim, "someone-else"); len(vms) != 1 || vms[0].VMID != 100 || strings.Contains(fmt.Sprint(vms[0].Config["description"]), "banlieue") {
+		t.Errorf("the other client's VM: %+v", vms)
+	}
+}
+
+// TestCrashMidClone: the provider dies once the clone started (its record
+// of the task fails); started again with the VMID it had recorded, it
+// waits for the clone and builds on that VM: exactly one VM. A VM of the
+// same name without the object's mark is never taken for it.
+func TestCrashMidClone(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	spec := machine("team.cache", "9e8d7c6b-3333-4a5b-9c8d-7e6f5a4b3c2d")
+	crash := errors.New("provider killed")
+	rec := &recorder{before: func(ref string) error {
+		if strings.Count(ref, "/") == 2 {
+			return crash
+		}
+		return nil
+	}}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); !errors.Is(err, crash) {
+		t.Fatalf("the crash: %v", err)
+	}
+	if vms := namedVMs(sim, "team.cache"); len(vms) != 1 || vms[0].Lock != "clone" {
+		t.Fatalf("mid-clone: %+v", vms)
+	}
+	restarted, err := Connect(ctx, connection(sim, sim.Secret), Options{TaskPoll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.TaskRef = rec.last()
+	rec.before = nil
+	st, err := restarted.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Created || len(namedVMs(sim, "team.cache")) != 1 {
+		t.Errorf("after the restart: created %v, VMs %d", st.Created, len(namedVMs(sim, "team.cache")))
+	}
+	if got := sim.Requests()["POST qemu clone"]; got != 1 {
+		t.Errorf("%d clones, want 1", got)
+	}
+	// A stranger's VM of the same name.
+	spec2 := machine("team.cache", "77777777-4444-4a5b-9c8d-7e6f5a4b3c2d")
+	if _, err := restarted.EnsureMachine(ctx, spec2, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	if vms := namedVMs(sim, "team.cache"); len(vms) != 2 {
+		t.Errorf("another object's VM was taken for this one: %d VMs", len(vms))
+	}
+}
