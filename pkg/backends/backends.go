@@ -21,6 +21,7 @@ package backends
 import (
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
+	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
@@ -29,5 +30,6 @@ func Infrastructure() (*infrastructure.Registry, error) {
 	return infrastructure.NewRegistry(
 		vspheremachines.Kind(),
 		libvirtmachines.Kind(),
+		proxmoxmachines.Kind(),
 	)
 }

@@ -168,7 +168,7 @@ func TestOperatorWithCertManager(t *testing.T) {
 
 func TestProviderClass(t *testing.T) {
 	backends, err := Backends()
-	if err != nil || !slices.Equal(backends, []string{"libvirt", "vsphere"}) {
+	if err != nil || !slices.Equal(backends, []string{"libvirt", "proxmox", "vsphere"}) {
 		t.Fatalf("backends %v, %v", backends, err)
 	}
 	pc, err := ProviderClass(Options{Namespace: "ops", Image: "img:1"}, "vsphere")

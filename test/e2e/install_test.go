@@ -46,7 +46,7 @@ import (
 // changing BANLIEUE_MACHINE_WORKERS there changes the worker count it runs.
 func TestStaticProviders(t *testing.T) {
 	deployments, configMaps := installObjects(t, "artifacts/deploy")
-	for backend, kind := range map[string]string{"vsphere": "VSphereMachine", "libvirt": "LibvirtMachine"} {
+	for backend, kind := range map[string]string{"vsphere": "VSphereMachine", "libvirt": "LibvirtMachine", "proxmox": "ProxmoxMachine"} {
 		t.Run(backend, func(t *testing.T) {
 			name := "banlieue-provider-" + backend
 			d, ok := deployments[name]

@@ -191,7 +191,7 @@ func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
 	if err := devenv.ApplyFiles(ctx, cfg, artifacts.Deploy,
 		"deploy/base/namespace.yaml", "deploy/base/serviceaccount.yaml",
 		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml", "deploy/base/rbac-controller.yaml", "deploy/base/rbac-userdata.yaml",
-		"deploy/base/rbac-metrics.yaml", "deploy/providers/vsphere/rbac.yaml", "deploy/providers/libvirt/rbac.yaml",
+		"deploy/base/rbac-metrics.yaml", "deploy/providers/vsphere/rbac.yaml", "deploy/providers/libvirt/rbac.yaml", "deploy/providers/proxmox/rbac.yaml",
 		"deploy/operator/rbac.yaml"); err != nil {
 		return err
 	}

@@ -39,13 +39,15 @@ import (
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox"
+	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // NewCommand returns "banlieue provider".
 func NewCommand(ctx context.Context) *cobra.Command {
-	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere, libvirt)"}
+	cmd := &cobra.Command{Use: "provider", Short: "Run a backend provider (vsphere, libvirt, proxmox)"}
 	for _, b := range backends() {
 		cmd.AddCommand(newBackendCommand(ctx, b))
 	}
@@ -79,6 +81,25 @@ func backends() []backend {
 			machine: vspheremachines.MachineKind(), image: vspheremachines.ImageKind(), credentials: vspheremachines.Credentials,
 		},
 		libvirtBackend(),
+		proxmoxBackend(),
+	}
+}
+
+func proxmoxBackend() backend {
+	opts := proxmox.Options{}
+	return backend{
+		class: "proxmox", title: "Proxmox VE",
+		connector: func() providerctrl.Connector {
+			sessions := proxmox.NewSessions(opts)
+			return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+				return sessions.Get(ctx, owner, conn)
+			}
+		},
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.ISOStorage, "iso-storage", "", "Storage of each node cloud-init seed ISOs are uploaded to (the node's first storage with iso content when empty).")
+			f.DurationVar(&opts.TaskPoll, "task-poll", 500*time.Millisecond, "How often a Proxmox VE task's status is read while it is waited for.")
+		},
+		machine: proxmoxmachines.MachineKind(), image: proxmoxmachines.ImageKind(), credentials: proxmoxmachines.Credentials,
 	}
 }
 

@@ -132,22 +132,30 @@ func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error
 	return out, nil
 }
 
-// ImageExists tells whether the node holds a template named ref, or with
-// VMID ref.
+// ImageExists tells whether the cluster holds a template named ref, or
+// with VMID ref (on loc's node when loc names one).
 func (c *Client) ImageExists(ctx context.Context, loc failuredomain.Location, ref string) (bool, error) {
 	t, err := c.template(ctx, loc.Host, ref)
 	return t != nil, err
 }
 
-// template finds a template of node by name or VMID (nil when none).
+// template finds a template by name or VMID: on node when given, else on
+// any node (nil when none).
 func (c *Client) template(ctx context.Context, node, ref string) (*proxmox.VirtualMachine, error) {
-	vms, err := c.api.NodeRef(node).VirtualMachines(ctx)
+	cl, err := c.api.Cluster(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing the VMs of node %s: %w", node, err)
+		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
-	for _, v := range vms {
-		if bool(v.Template) && (v.Name == ref || fmt.Sprint(uint64(v.VMID)) == ref) {
-			return v, nil
+	resources, err := cl.Resources(ctx, "vm")
+	if err != nil {
+		return nil, fmt.Errorf("listing VMs: %w", err)
+	}
+	for _, r := range resources {
+		if r.Type != "qemu" || r.Template != 1 || (node != "" && r.Node != node) {
+			continue
+		}
+		if r.Name == ref || fmt.Sprint(r.VMID) == ref {
+			return c.api.NodeRef(r.Node).VirtualMachineRef(int(r.VMID)), nil
 		}
 	}
 	return nil, nil

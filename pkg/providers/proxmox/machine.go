@@ -172,12 +172,12 @@ func (c *Client) owned(ctx context.Context, node string, vmid int, uid string) (
 // refused and the next one is tried.
 func (c *Client) clone(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (*proxmox.VirtualMachine, error) {
 	node := spec.Location.Host
-	tmpl, err := c.template(ctx, node, spec.Image)
+	tmpl, err := c.template(ctx, "", spec.Image)
 	if err != nil {
 		return nil, err
 	}
 	if tmpl == nil {
-		return nil, fmt.Errorf("template %q is not on node %s", spec.Image, node)
+		return nil, fmt.Errorf("template %q is on no node", spec.Image)
 	}
 	cl, err := c.api.Cluster(ctx)
 	if err != nil {
@@ -193,6 +193,9 @@ func (c *Client) clone(ctx context.Context, spec providers.MachineSpec, record p
 			return nil, fmt.Errorf("recording VMID %d: %w", id, err)
 		}
 		opts := &proxmox.VirtualMachineCloneOptions{NewID: id, Name: spec.Name, Full: true, Description: ownerMark(spec.InstanceUUID)}
+		if tmpl.Node != node {
+			opts.Target = node
+		}
 		if t := spec.BootTarget(); t != "" {
 			opts.Storage = t
 		}

@@ -109,7 +109,7 @@ func TestConnectAndInventory(t *testing.T) {
 	for _, tc := range []struct {
 		node, ref string
 		want      bool
-	}{{"pve1", "debian-12-cloud", true}, {"pve1", "9000", true}, {"pve2", "debian-12-cloud", false}, {"pve1", "ubuntu", false}} {
+	}{{"pve1", "debian-12-cloud", true}, {"pve1", "9000", true}, {"pve2", "debian-12-cloud", false}, {"pve1", "ubuntu", false}, {"", "debian-12-cloud", true}, {"", "ubuntu", false}} {
 		if got, err := c.ImageExists(ctx, failuredomain.Location{Host: tc.node}, tc.ref); err != nil || got != tc.want {
 			t.Errorf("ImageExists(%s, %s) = %v, %v", tc.node, tc.ref, got, err)
 		}
@@ -272,5 +272,20 @@ func TestCrashMidClone(t *testing.T) {
 	}
 	if vms := namedVMs(sim, "team.cache"); len(vms) != 2 {
 		t.Errorf("another object's VM was taken for this one: %d VMs", len(vms))
+	}
+}
+
+// TestCloneOntoAnotherNode: the template is on pve1; a machine of pve2 is
+// a full clone onto pve2.
+func TestCloneOntoAnotherNode(t *testing.T) {
+	sim, c := simulate(t)
+	spec := machine("team.far", "1a2b3c4d-5555-4a5b-9c8d-7e6f5a4b3c2d")
+	spec.Location.Host = "pve2"
+	st, err := c.EnsureMachine(context.Background(), spec, (&recorder{}).record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vms := namedVMs(sim, "team.far"); len(vms) != 1 || vms[0].Node != "pve2" || !strings.HasPrefix(st.Handle, "pve2/") {
+		t.Errorf("VMs %+v, handle %s", vms, st.Handle)
 	}
 }

@@ -39,9 +39,8 @@ var deploymentStrategies = sets.New(banlieue.ProviderDeploymentPerProvider, banl
 // workloadResources are the resources a provider container may name.
 var workloadResources = []string{"cpu", "memory"}
 
-// providerBackends are the backends "banlieue provider" runs (a class of
-// Providers may be validated before its provider ships: proxmox).
-var providerBackends = map[string]bool{"libvirt": true, "vsphere": true}
+// providerBackends are the backends "banlieue provider" runs.
+var providerBackends = map[string]bool{"libvirt": true, "proxmox": true, "vsphere": true}
 
 // Backends are the backends banlieue runs providers for.
 func Backends() []string {

@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,6 +116,12 @@ func MachineKind() providers.MachineKind {
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			pm := m.(*infrav1.ProxmoxMachine)
 			pm.Status.MACAddresses = st.MACAddresses
+			// Handle is NODE/VMID.
+			if node, id, ok := strings.Cut(st.Handle, "/"); ok {
+				if vmid, err := strconv.Atoi(id); err == nil {
+					pm.Status.Node, pm.Status.VMID = node, int32(vmid)
+				}
+			}
 		},
 	}
 }
@@ -147,14 +155,16 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	}
 }
 
-// ImageKind: Proxmox VE templates live on one node each.
+// ImageKind: a Proxmox VE template lives on one node and is cloned in
+// full onto any node of the cluster, so one check covers every failure
+// domain.
 func ImageKind() providers.ImageKind {
 	return providers.ImageKind{
 		Word:           "template",
 		NotFoundReason: ImageReasonTemplateNotFound,
 		NoSourceReason: ImageReasonNoProxmoxSource,
-		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
-		ScopeWord:      "node",
+		Scope:          func(failuredomain.Location) failuredomain.Location { return failuredomain.Location{} },
+		ScopeWord:      "cluster",
 	}
 }
 
