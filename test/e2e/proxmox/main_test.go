@@ -51,6 +51,7 @@ const ns = devenv.Namespace
 
 var (
 	env        *devenv.Env
+	provider   devenv.Process
 	sim        *pvesim.Simulator
 	c          client.Client
 	kubectlBin string
@@ -73,7 +74,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	if _, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms"); err != nil {
+	if provider, err = startProvider(); err != nil {
 		fmt.Fprintf(os.Stderr, "proxmox: provider: %v\n", err)
 		return 1
 	}
@@ -98,6 +99,11 @@ func run(m *testing.M) int {
 	}
 	_ = os.RemoveAll(dir)
 	return 0
+}
+
+// startProvider starts "banlieue provider proxmox" (again, after a kill).
+func startProvider() (devenv.Process, error) {
+	return env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
@@ -164,9 +170,9 @@ func TestSeedGuideOnProxmox(t *testing.T) {
 	if len(p.Status.FailureDomains) != 3 || p.Status.FailureDomains[0].Host != "pve1" {
 		t.Fatalf("failure domains %+v: want the 3 nodes", p.Status.FailureDomains)
 	}
-	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "debian-12"},
-		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
-	if err := c.Create(ctx, img); err != nil {
+	ensureImage(t)
+	img := &v1alpha1.VMImage{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "debian-12"}, img); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, func() error {

@@ -227,6 +227,28 @@ func (s *Simulator) FailTasks(taskType, msg string) {
 	s.failing[taskType] = msg
 }
 
+// SetTaskDelay changes how long later tasks run (a long clone to crash a
+// provider in).
+func (s *Simulator) SetTaskDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.TaskDelay = d
+}
+
+// RunningTasks counts the tasks of type (qmclone, qmdestroy, ...) still running.
+func (s *Simulator) RunningTasks(taskType string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick(time.Now())
+	n := 0
+	for _, t := range s.tasks {
+		if t.typ == taskType && !t.done {
+			n++
+		}
+	}
+	return n
+}
+
 // VM is a simulated VM as tests read it.
 type VM struct {
 	VMID     int
