@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +39,18 @@ import (
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	banlieuev1alpha1 "github.com/firestoned/banlieue/pkg/generated/clientset/versioned/typed/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 	"libvirt.org/go/libvirtxml"
 )
 
-// TestOneManifestTwoBackends: one VirtualMachine manifest, its image
-// having a vSphere template and a libvirt volume, lands on a simulated
-// vCenter or on the real libvirtd by placement.providerSelector alone. Both
-// become Ready; /resolved is the same for both; /placement explains both
-// Providers for each.
-func TestOneManifestTwoBackends(t *testing.T) {
+// TestOneManifestThreeBackends: one VirtualMachine manifest, its image
+// having a vSphere template, a libvirt volume and a Proxmox VE template,
+// lands on a simulated vCenter, on the real libvirtd or on the Proxmox VE
+// simulator by placement.providerSelector alone. All become Ready;
+// /resolved is the same for all; /placement explains every Provider for
+// each.
+func TestOneManifestThreeBackends(t *testing.T) {
 	ctx := context.Background()
 	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "two-backends", DHCP: true})
 	if err != nil {
@@ -77,7 +80,30 @@ func TestOneManifestTwoBackends(t *testing.T) {
 		},
 	}
 	lp := libvirtProvider("two-libvirt", map[string]string{"two": "yes", "backend": "libvirt"})
-	for _, p := range []*v1alpha1.Provider{vp, lp} {
+	pve := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
+	defer pve.Close()
+	proxmoxProc, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxmoxProc.Stop()
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-proxmox-token", Namespace: ns},
+		StringData: map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.Secret}}); err != nil {
+		t.Fatal(err)
+	}
+	pp := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "two-proxmox", Namespace: ns, Labels: map[string]string{"two": "yes", "backend": "proxmox"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: pve.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "two-proxmox-token"},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(pve.CA)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
+			},
+		},
+	}
+	for _, p := range []*v1alpha1.Provider{vp, lp, pp} {
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -92,6 +118,7 @@ func TestOneManifestTwoBackends(t *testing.T) {
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "two-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},
 		{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: image},
+		{ProviderClass: "proxmox", Kind: v1alpha1.ImageSourceTemplate, Ref: "debian-12-cloud"},
 	}, CloudConfigs: []v1alpha1.CloudConfigSource{{SecretRef: v1alpha1.LocalObjectReference{Name: cc.Name}}}}}
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "two-class"}, Spec: v1alpha1.VMClassSpec{
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold", Provisioning: "thin"}}},
@@ -111,13 +138,14 @@ func TestOneManifestTwoBackends(t *testing.T) {
 			DesiredPowerState: v1alpha1.PowerStatePoweredOn,
 		}}
 	}
-	vms := map[string]*v1alpha1.VirtualMachine{"vsphere": manifest("two-on-vsphere", "vsphere"), "libvirt": manifest("two-on-libvirt", "libvirt")}
+	vms := map[string]*v1alpha1.VirtualMachine{"vsphere": manifest("two-on-vsphere", "vsphere"), "libvirt": manifest("two-on-libvirt", "libvirt"),
+		"proxmox": manifest("two-on-proxmox", "proxmox")}
 	for _, vm := range vms {
 		if err := c.Create(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wantKind := map[string]string{"vsphere": "VSphereMachine", "libvirt": "LibvirtMachine"}
+	wantKind := map[string]string{"vsphere": "VSphereMachine", "libvirt": "LibvirtMachine", "proxmox": "ProxmoxMachine"}
 	for backend, vm := range vms {
 		eventually(t, 3*time.Minute, func() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
@@ -165,14 +193,28 @@ func TestOneManifestTwoBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := api.GetResolved(ctx, "two-on-libvirt", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The selector is the one difference the manifests have.
-	ra.Spec.Placement, rb.Spec.Placement = nil, nil
-	if !apiequality.Semantic.DeepEqual(ra.Spec, rb.Spec) {
-		t.Errorf("/resolved differs between the backends:\n%s", diff.Diff(ra.Spec, rb.Spec))
+	ra.Spec.Placement = nil
+	for _, other := range []string{"two-on-libvirt", "two-on-proxmox"} {
+		rb, err := api.GetResolved(ctx, other, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb.Spec.Placement = nil
+		if !apiequality.Semantic.DeepEqual(ra.Spec, rb.Spec) {
+			t.Errorf("/resolved differs between vsphere and %s:\n%s", other, diff.Diff(ra.Spec, rb.Spec))
+		}
+	}
+	// The Proxmox VM: a full clone of the template on the simulator, with
+	// the cloud-init seed attached.
+	var pveVM *pvesim.VM
+	for _, v := range pve.VMs() {
+		if v.Name == providers.BackendName(ns, "two-on-proxmox") {
+			pveVM = &v
+		}
+	}
+	if pveVM == nil || !strings.Contains(fmt.Sprint(pveVM.Config["ide2"]), "media=cdrom") {
+		t.Errorf("Proxmox VM %+v", pveVM)
 	}
 	for backend, vm := range vms {
 		pl, err := api.GetPlacement(ctx, vm.Name, metav1.GetOptions{})
@@ -183,24 +225,37 @@ func TestOneManifestTwoBackends(t *testing.T) {
 		for _, p := range pl.Result.Providers {
 			verdicts[p.Provider] = p
 		}
-		other := map[string]string{"vsphere": "libvirt", "libvirt": "vsphere"}[backend]
-		if !verdicts["two-"+backend].Fits || verdicts["two-"+other].Fits || verdicts["two-"+other].Message == "" {
-			t.Errorf("%s: /placement on two-%s %+v, on two-%s %+v", vm.Name, backend, verdicts["two-"+backend], other, verdicts["two-"+other])
+		if !verdicts["two-"+backend].Fits {
+			t.Errorf("%s: /placement on two-%s %+v", vm.Name, backend, verdicts["two-"+backend])
+		}
+		for other := range vms {
+			if other != backend && (verdicts["two-"+other].Fits || verdicts["two-"+other].Message == "") {
+				t.Errorf("%s: /placement on two-%s %+v", vm.Name, other, verdicts["two-"+other])
+			}
 		}
 	}
-	classPinning(t, api, vms, wantKind, func(backend, name string) int { return cpus(t, sim, backend, name) })
+	classPinning(t, api, vms, wantKind, func(backend, name string) int { return cpus(t, sim, pve, backend, name) })
 	for backend, vm := range vms {
 		if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineReady); c.Reason != "Reachable" {
 			t.Errorf("%s: Ready reason %s, want Reachable", vm.Name, c.Reason)
 		}
-		pauseAndResume(t, vm, wantKind[backend], power(t, sim, backend, vm.Name))
+		pauseAndResume(t, vm, wantKind[backend], power(t, sim, pve, backend, vm.Name))
 	}
 }
 
 // cpus reads the CPU count the VM named name runs with on its backend;
 // 0 when it is not running.
-func cpus(t *testing.T, sim *vcsim.Simulator, backend, name string) int {
+func cpus(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, name string) int {
 	t.Helper()
+	if backend == "proxmox" {
+		for _, v := range pve.VMs() {
+			if v.Name == providers.BackendName(ns, name) && v.Status == "running" {
+				n, _ := strconv.Atoi(fmt.Sprint(v.Config["cores"]))
+				return n
+			}
+		}
+		return 0
+	}
 	if backend == "vsphere" {
 		m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
 		if err != nil || m == nil {
@@ -305,9 +360,23 @@ func classPinning(t *testing.T, api banlieuev1alpha1.VirtualMachineInterface, vm
 
 // power reads the backend's power state of the VM named name, as
 // PoweredOn / PoweredOff / Suspended, or "" when it does not exist.
-func power(t *testing.T, sim *vcsim.Simulator, backend, name string) func() string {
+func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, name string) func() string {
 	return func() string {
 		t.Helper()
+		if backend == "proxmox" {
+			for _, v := range pve.VMs() {
+				switch {
+				case v.Name != providers.BackendName(ns, name):
+				case v.Status == "running" && v.Paused:
+					return "Suspended"
+				case v.Status == "running":
+					return "PoweredOn"
+				default:
+					return "PoweredOff"
+				}
+			}
+			return ""
+		}
 		if backend == "vsphere" {
 			m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
 			if err != nil {

@@ -255,6 +255,8 @@ type VM struct {
 	Node     string
 	Name     string
 	Status   string
+	// Paused: running but suspended (qmpstatus paused).
+	Paused   bool
 	Template bool
 	Lock     string
 	Config   map[string]any
@@ -273,7 +275,7 @@ func (s *Simulator) VMs() []VM {
 			c[k] = val
 		}
 		name, _ := v.config["name"].(string)
-		out = append(out, VM{VMID: v.vmid, Node: v.node, Name: name, Status: v.status, Template: v.template, Lock: v.lock, Config: c, Volumes: s.volumesOf(v)})
+		out = append(out, VM{VMID: v.vmid, Node: v.node, Name: name, Status: v.status, Paused: v.paused, Template: v.template, Lock: v.lock, Config: c, Volumes: s.volumesOf(v)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].VMID < out[j].VMID })
 	return out
