@@ -1,0 +1,166 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package capi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
+)
+
+// TestMachineOnProxmox: a Cluster API Machine whose infrastructureRef is a
+// ProxmoxMachine is built by banlieue's Proxmox provider (the binary, as a
+// process) on the Proxmox VE simulator, and reaches Provisioned through
+// Cluster API's own reconcilers with proxmox://<UID> as providerID and the
+// guest agent's address; deleting the Machine destroys the VM.
+func TestMachineOnProxmox(t *testing.T) {
+	ctx := context.Background()
+	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
+	defer sim.Close()
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox-token", Namespace: devenv.Namespace},
+		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox", Namespace: devenv.Namespace},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "capi-proxmox-token"},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Kill()
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
+			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
+		}
+		return nil
+	})
+
+	ns := newNamespace(t, "capi-proxmox")
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-proxmox", Namespace: devenv.Namespace}}}); err != nil {
+		t.Fatal(err)
+	}
+	createCluster(t, ctx, ns, "c5")
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m5-bootstrap", Namespace: ns},
+		Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd: [echo capi-bootstrap-m5]\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	pm := &infrav1.ProxmoxMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m5", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c5"},
+			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-proxmox"}},
+		Spec: infrav1.ProxmoxMachineSpec{
+			CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: p.Status.FailureDomains[1].Name, CPUs: 2, MemoryMiB: 2048},
+			Template:          "debian-12-cloud",
+			Disks:             []infrav1.ProxmoxDisk{{Name: "root", SizeGiB: 16, Storage: "local-lvm"}},
+			Network:           []infrav1.ProxmoxNetworkDevice{{Name: "eth0", Bridge: "vmbr0", DHCP4: true}},
+		},
+	}
+	if err := c.Create(ctx, pm); err != nil {
+		t.Fatal(err)
+	}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m5", Namespace: ns},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       "c5",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m5-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "ProxmoxMachine", Name: "m5"},
+		},
+	}
+	if err := c.Create(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+			return err
+		}
+		if machine.Status.Phase != string(clusterv1.MachinePhaseProvisioned) {
+			return fmt.Errorf("phase %q", machine.Status.Phase)
+		}
+		for _, a := range machine.Status.Addresses {
+			if a.Type == clusterv1.MachineInternalIP && strings.HasPrefix(a.Address, "10.20.") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no InternalIP yet: %+v", machine.Status.Addresses)
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
+		t.Fatal(err)
+	}
+	if machine.Spec.ProviderID != "proxmox://"+string(pm.UID) {
+		t.Errorf("Machine providerID %q, ProxmoxMachine UID %s", machine.Spec.ProviderID, pm.UID)
+	}
+	name := providers.BackendName(ns, "m5")
+	var node string
+	for _, v := range sim.VMs() {
+		if v.Name == name {
+			node = v.Node
+		}
+	}
+	if node != p.Status.FailureDomains[1].Host {
+		t.Errorf("VM %s on node %q, want the failure domain's %s", name, node, p.Status.FailureDomains[1].Host)
+	}
+
+	if err := c.Delete(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pm), pm); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ProxmoxMachine still there (%v)", err)
+		}
+		for _, v := range sim.VMs() {
+			if v.Name == name {
+				return fmt.Errorf("the simulator still has %s", name)
+			}
+		}
+		return nil
+	})
+}
