@@ -30,6 +30,7 @@ var harness = []string{
 	"github.com/firestoned/banlieue/pkg/devenv",
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd",
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim",
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim",
 	"github.com/firestoned/banlieue/artifacts/examples",
 	"github.com/vmware/govmomi/simulator",
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
@@ -47,6 +48,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		noExamples  bool
 		noVCSim     bool
 		noLibvirt   bool
+		noProxmox   bool
 		guestImage  string
 	)
 	cmd := &cobra.Command{
@@ -54,7 +56,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Short: "Run a local Kubernetes control plane with banlieue aggregated into it (Ctrl-C stops it)",
 		Long: "Starts etcd, kube-apiserver, kube-controller-manager and banlieue as processes on loopback, " +
 			"registers banlieue's APIService, applies the install RBAC and the seed examples, starts a simulated vCenter (vcsim) with the " +
-			"vSphere provider, and prints a KUBECONFIG. " +
+			"vSphere provider and a simulated Proxmox VE cluster (pvesim) with the Proxmox provider, and prints a KUBECONFIG. " +
 			"Data stays in --dir, so a restart keeps your objects. Binaries come from --bin-dir ('make tools').",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,7 +70,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if guestImage == "" {
 				guestImage = filepath.Join(binDir, "guest", "guest.qcow2")
 			}
-			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim, !noLibvirt, guestImage)
+			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim, !noLibvirt, !noProxmox, guestImage)
 		},
 	}
 	cmd.SetContext(ctx)
@@ -76,12 +78,13 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue (default: this binary's folder).")
 	cmd.Flags().BoolVar(&noExamples, "no-examples", false, "Do not apply the seed examples.")
 	cmd.Flags().BoolVar(&noVCSim, "no-vcsim", false, "Do not start the simulated vCenter and the vSphere provider.")
+	cmd.Flags().BoolVar(&noProxmox, "no-proxmox", false, "Do not start the simulated Proxmox VE cluster and the Proxmox provider.")
 	cmd.Flags().BoolVar(&noLibvirt, "no-libvirt", false, "Do not start a private libvirtd and the libvirt provider (started when libvirtd and QEMU are installed and this runs as root).")
 	cmd.Flags().StringVar(&guestImage, "guest-image", "", "The qcow2 image the local libvirt VM boots (default: guest/guest.qcow2 beside the binaries, built by make run).")
 	return cmd
 }
 
-func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate, withLibvirt bool, guestImage string) error {
+func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate, withLibvirt, withProxmox bool, guestImage string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -124,6 +127,16 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 			return fmt.Errorf("starting the vSphere provider: %w", err)
 		}
 	}
+	var pve *pvesim.Simulator
+	if withProxmox {
+		if pve, err = startProxmox(ctx, env); err != nil {
+			return fmt.Errorf("starting the Proxmox VE simulator: %w", err)
+		}
+		defer pve.Close()
+		if _, err := env.StartProvider("proxmox", "provider-proxmox", time.Minute); err != nil {
+			return fmt.Errorf("starting the Proxmox provider: %w", err)
+		}
+	}
 	var daemon *libvirtd.Daemon
 	var noLibvirt string
 	if withLibvirt {
@@ -143,6 +156,9 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 		env.AdminKubeconfig, kubectl, kubectl, kubectl)
 	if sim != nil {
 		fmt.Fprintf(out, simulatorMessage, sim.Endpoint, kubectl, kubectl)
+	}
+	if pve != nil {
+		fmt.Fprintf(out, proxmoxMessage, pve.URL, proxmoxProvider, proxmoxImage, kubectl, proxmoxProvider)
 	}
 	switch {
 	case daemon != nil:
