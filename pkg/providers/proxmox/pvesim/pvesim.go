@@ -251,10 +251,10 @@ func (s *Simulator) RunningTasks(taskType string) int {
 
 // VM is a simulated VM as tests read it.
 type VM struct {
-	VMID     int
-	Node     string
-	Name     string
-	Status   string
+	VMID   int
+	Node   string
+	Name   string
+	Status string
 	// Paused: running but suspended (qmpstatus paused).
 	Paused   bool
 	Template bool
