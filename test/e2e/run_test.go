@@ -58,6 +58,14 @@ func TestMakeRun(t *testing.T) {
 		if n := len(strings.Fields(out)); n != 6 {
 			t.Errorf("prod-vsphere has %d failure domains, want 6: %s", n, out)
 		}
+		// The simulated Proxmox VE cluster beside it: its Provider Ready
+		// with the three nodes.
+		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "-n", "banlieue-system", "--for=condition=Ready", "provider/lab-proxmox", "--timeout=2m")
+		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "provider", "lab-proxmox", "-n", "banlieue-system",
+			"-o", "jsonpath={.status.failureDomains[*].host}")
+		if out != "pve1 pve2 pve3" {
+			t.Errorf("lab-proxmox failure domains %q, want the nodes pve1 pve2 pve3", out)
+		}
 	})
 	startMakeRun(t, dir, func(string) {
 		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")
