@@ -74,7 +74,7 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 	}
 	for _, n := range p.Spec.Capabilities.NetworkClasses {
 		if n.Target.Bridge != "" {
-			bridges = append(bridges, n.Target.Bridge)
+			bridges = append(bridges, onBridge(n.Target.Bridge, n.Target.VLAN))
 		} else {
 			networks = append(networks, n.Target.Name())
 		}
@@ -86,9 +86,12 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 		}
 	}
 	for i, n := range spec.NICs {
-		if n.Network != "" && !slices.Contains(networks, n.Network) || n.Bridge != "" && !slices.Contains(bridges, n.Bridge) {
+		// A bridge is published with its VLAN tag: a machine may not tag
+		// its traffic with a VLAN the Provider does not offer.
+		bridge := onBridge(n.Bridge, n.VLAN)
+		if n.Network != "" && !slices.Contains(networks, n.Network) || n.Bridge != "" && !slices.Contains(bridges, bridge) {
 			return &refusal{fields.NIC(i), fields.Network + "NotPublished",
-				fmt.Sprintf("%q is not a network target of Provider %s (%s)", n.Network+n.Bridge, name, published(append(networks, bridges...)))}
+				fmt.Sprintf("%q is not a network target of Provider %s (%s)", n.Network+bridge, name, published(append(networks, bridges...)))}
 		}
 	}
 	var refs []string
@@ -108,6 +111,14 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", spec.Image, class, published(refs))}
 	}
 	return admitCloudConfigs(m, spec.Image, configs)
+}
+
+// onBridge names a bridge with its VLAN tag, as admission compares them.
+func onBridge(bridge string, vlan int32) string {
+	if vlan == 0 {
+		return bridge
+	}
+	return fmt.Sprintf("%s vlan %d", bridge, vlan)
 }
 
 // admitCloudConfigs lets a machine name Secrets of the Provider's

@@ -24,6 +24,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
+	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
@@ -172,6 +173,39 @@ func TestAdmitLibvirt(t *testing.T) {
 			t.Errorf("%s: admitted, want %s", tc.name, tc.reason)
 		case got != nil && (got.reason != tc.reason || got.field != tc.field):
 			t.Errorf("%s: %s on %q (%v), want %s on %q", tc.name, got.reason, got.field, got, tc.reason, tc.field)
+		}
+	}
+}
+
+// TestAdmitProxmoxVLANs: a bridge is published with its VLAN tag; a
+// ProxmoxMachine may not tag another VLAN, or none, on it.
+func TestAdmitProxmoxVLANs(t *testing.T) {
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve", Namespace: "banlieue-system"},
+		Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"}, Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr1", VLAN: 20}}},
+		}},
+		Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "pve-pve1", Host: "pve1"}}},
+	}
+	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian"}}}}}
+	for _, tc := range []struct {
+		vlan   int32
+		reason string
+	}{{20, ""}, {30, "BridgeNotPublished"}, {0, "BridgeNotPublished"}} {
+		m := &infrav1.ProxmoxMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.ProxmoxMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "pve-pve1"}, Template: "debian",
+				Network: []infrav1.ProxmoxNetworkDevice{{Name: "eth0", Bridge: "vmbr1", VLAN: tc.vlan}}},
+		}
+		r := &MachineReconciler{Kind: proxmoxmachines.MachineKind()}
+		spec, fields := r.machineSpec(m, p)
+		got := admit(m, spec, fields, p, "proxmox", images)
+		switch {
+		case tc.reason == "" && got != nil:
+			t.Errorf("vlan %d: refused: %v", tc.vlan, got)
+		case tc.reason != "" && (got == nil || got.reason != tc.reason || got.field != "spec.network[0].bridge"):
+			t.Errorf("vlan %d: %v, want %s on spec.network[0].bridge", tc.vlan, got, tc.reason)
 		}
 	}
 }

@@ -69,6 +69,14 @@ func parseHandle(ref string) (handle, bool) {
 // before it is awaited: a restarted provider waits for the recorded task
 // and finds the VM it was making, never cloning a second.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	for i, d := range spec.Disks {
+		if d.Provisioning != "" && d.Provisioning != "thin" {
+			// Proxmox VE storages allocate as their type does (lvmthin,
+			// zfs and ceph on write): a thick disk would be accepted and
+			// not be thick.
+			return providers.MachineStatus{}, fmt.Errorf("spec.disks[%d].provisioning: %s is not served on Proxmox VE, whose storages allocate on write; use thin", i, d.Provisioning)
+		}
+	}
 	c.resume(ctx, spec.TaskRef)
 	vm, err := c.find(ctx, spec)
 	if err != nil {
