@@ -45,7 +45,7 @@ func (c canI) args() []string {
 }
 
 // TestServiceAccountMatrix asks kubectl auth can-i, as every ServiceAccount
-// banlieue ships (API server, controller, operator, vSphere and libvirt providers), the same
+// banlieue ships (API server, controller, operator, vSphere, libvirt and Proxmox VE providers), the same
 // questions about Secrets, ConfigMaps and the writes that matter, and
 // fails on any yes not granted on purpose (and on any no where the
 // component needs a yes). No identity that talks to a backend may list or
@@ -93,6 +93,9 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
 		{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
+		{"create", "proxmoxmachines.infrastructure.banlieue.io", tenant},
+		{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
+		{"delete", "proxmoxmachines.infrastructure.banlieue.io", tenant},
 		// Pool addresses: the controller claims and serves them; nobody
 		// deletes an IPAddress (its claim's deletion does) or edits a pool.
 		{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
@@ -102,6 +105,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"patch", "ippools.infrastructure.banlieue.io/status", ""},
 	}
 	libvirtUser := devenv.ProviderUserOf("libvirt")
+	proxmoxUser := devenv.ProviderUserOf("proxmox")
 	// The yeses granted on purpose, per identity; every other answer is no.
 	granted := map[string][]canI{
 		devenv.BanlieueUser: {
@@ -119,6 +123,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},
 			{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
+			{"create", "proxmoxmachines.infrastructure.banlieue.io", tenant},
+			{"delete", "proxmoxmachines.infrastructure.banlieue.io", tenant},
 			{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
 			{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
 			{"patch", "ippools.infrastructure.banlieue.io/status", ""},
@@ -127,6 +133,17 @@ func TestServiceAccountMatrix(t *testing.T) {
 		// any Secret of the Providers' namespace by name (so the libvirt
 		// provider could read vsphere-creds): per-Provider resourceNames
 		// come with the operator's per-Provider Roles.
+		// The Proxmox VE provider: as the libvirt one, with its own kind.
+		proxmoxUser: {
+			{"create", "tokenreviews.authentication.k8s.io", ""},
+			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
+			{"get", "secrets/vsphere-creds", devenv.Namespace},
+			{"get", "configmaps/vcenter-ca", devenv.Namespace},
+			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "vmimages.banlieue.io/status", ""},
+			{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
+		},
 		libvirtUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
@@ -152,6 +169,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"patch", "vmimages.banlieue.io/status", ""},
 			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
 			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
+			{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
 		},
 		devenv.ProviderUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
@@ -167,7 +185,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 	}
 	checked, wrong := 0, 0
 	var grid strings.Builder
-	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.OperatorUser, devenv.ProviderUser, libvirtUser} {
+	for _, user := range []string{devenv.BanlieueUser, devenv.ControllerUser, devenv.OperatorUser, devenv.ProviderUser, libvirtUser, proxmoxUser} {
 		saNamespace := strings.Split(user, ":")[2]
 		yes := map[canI]bool{}
 		for _, q := range granted[user] {
@@ -196,7 +214,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("kubectl auth can-i matrix:\n%s", grid.String())
-	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, operator, vSphere and libvirt providers) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
+	record(t, row{Scenario: fmt.Sprintf("kubectl auth can-i as each shipped ServiceAccount (API server, controller, operator, vSphere, libvirt and Proxmox VE providers) x %d questions: Secrets anywhere, the TLS/etcd/CA Secrets by name, writes beyond each role", len(questions)),
 		Operations: checked, Faults: "requests beyond each identity's grants"})
 	if wrong > 0 {
 		t.Errorf("%d of %d answers differ from the grants", wrong, checked)
