@@ -68,6 +68,12 @@ func TestMachineOnProxmox(t *testing.T) {
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Machines may clone only templates a VMImage publishes.
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-debian"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	proc, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
 	if err != nil {
 		t.Fatal(err)
