@@ -78,6 +78,33 @@ func Targets[T v1alpha1.StorageResolution | v1alpha1.NetworkResolution](rs []T) 
 	return out
 }
 
+// Interface is a resolved interface with the backend target its network
+// class maps to on the Provider (zero when it names none: the image's
+// network) and its static address (nil for DHCP).
+type Interface struct {
+	Name   string
+	Target v1alpha1.NetworkTarget
+	Static *infrav1.StaticIP
+}
+
+// Interfaces resolves each interface of r against provider's network
+// classes; a class the Provider does not offer is an error.
+func Interfaces(r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) ([]Interface, error) {
+	targets := map[string]v1alpha1.NetworkTarget{}
+	for _, n := range provider.Spec.Capabilities.NetworkClasses {
+		targets[n.Name] = n.Target
+	}
+	var out []Interface
+	for _, n := range r.Spec.Interfaces {
+		t, ok := targets[n.NetworkClass]
+		if !ok && n.NetworkClass != "" {
+			return nil, fmt.Errorf("interface %s: Provider %s has no network class %q", n.Name, provider.Name, n.NetworkClass)
+		}
+		out = append(out, Interface{Name: n.Name, Target: t, Static: StaticIP(n)})
+	}
+	return out, nil
+}
+
 // ImageRef is the ref of the resolved image's source for provider's class.
 func ImageRef(r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (string, error) {
 	class := provider.Spec.ProviderClassRef.Name

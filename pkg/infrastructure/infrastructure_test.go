@@ -20,11 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
@@ -112,5 +114,26 @@ func TestTyped(t *testing.T) {
 	})
 	if _, err := failing(nil, nil, nil); err == nil || err.Error() != "no source" {
 		t.Errorf("error %v", err)
+	}
+}
+
+func TestInterfaces(t *testing.T) {
+	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "pve"}, Spec: v1alpha1.ProviderSpec{Capabilities: v1alpha1.ProviderCapabilities{
+		NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr1", VLAN: 20}}}}}}
+	r := &v1alpha1.ResolvedVirtualMachine{Spec: v1alpha1.ResolvedVirtualMachineSpec{Interfaces: []v1alpha1.ResolvedInterface{
+		{Name: "eth0", NetworkClass: "prod", Static: &v1alpha1.StaticIPConfig{Address: "192.0.2.5", Prefix: ptr.To[int32](24)}},
+		{Name: "eth1"},
+	}}}
+	got, err := Interfaces(r, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Target.Bridge != "vmbr1" || got[0].Target.VLAN != 20 || got[0].Static == nil || got[0].Static.Address != "192.0.2.5" ||
+		got[1].Target != (v1alpha1.NetworkTarget{}) || got[1].Static != nil {
+		t.Errorf("Interfaces = %+v", got)
+	}
+	r.Spec.Interfaces[1].NetworkClass = "lab"
+	if _, err := Interfaces(r, p); err == nil || !strings.Contains(err.Error(), `no network class "lab"`) {
+		t.Errorf("an unoffered class: %v", err)
 	}
 }

@@ -85,17 +85,12 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 			Name: d.Name, SizeGiB: d.SizeGiB.Value, Provisioning: infrav1.DiskProvisioning(d.Provisioning), Storage: storages[d.Name],
 		})
 	}
-	targets := map[string]v1alpha1.NetworkTarget{}
-	for _, n := range provider.Spec.Capabilities.NetworkClasses {
-		targets[n.Name] = n.Target
+	nics, err := infrastructure.Interfaces(r, provider)
+	if err != nil {
+		return spec, err
 	}
-	for _, n := range r.Spec.Interfaces {
-		t, ok := targets[n.NetworkClass]
-		if !ok && n.NetworkClass != "" {
-			return spec, fmt.Errorf("interface %s: Provider %s has no network class %q", n.Name, provider.Name, n.NetworkClass)
-		}
-		static := infrastructure.StaticIP(n)
-		spec.Network = append(spec.Network, infrav1.ProxmoxNetworkDevice{Name: n.Name, Bridge: t.Bridge, VLAN: t.VLAN, Static: static, DHCP4: static == nil})
+	for _, n := range nics {
+		spec.Network = append(spec.Network, infrav1.ProxmoxNetworkDevice{Name: n.Name, Bridge: n.Target.Bridge, VLAN: n.Target.VLAN, Static: n.Static, DHCP4: n.Static == nil})
 	}
 	return spec, nil
 }
