@@ -223,6 +223,8 @@ func (c *Client) clone(ctx context.Context, spec providers.MachineSpec, record p
 }
 
 // converge applies the config spec wants that the VM lacks, in one task.
+// Each step reads the VM again only after it changed it: vm is what the
+// API last said (find, clone or the step before).
 // It reports whether the VM must restart for changes Proxmox VE keeps
 // pending while it runs.
 func (c *Client) converge(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) (bool, error) {
@@ -243,6 +245,9 @@ func (c *Client) converge(ctx context.Context, vm *proxmox.VirtualMachine, spec 
 			return false, err
 		}
 		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return false, err
+		}
+		if err := vm.Ping(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -340,9 +345,6 @@ func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec p
 
 // attachSeed puts the cloud-init seed on ide2 when it is not there.
 func (c *Client) attachSeed(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
-	if err := vm.Ping(ctx); err != nil {
-		return err
-	}
 	var macs []string
 	for i := range spec.NICs {
 		macs = append(macs, strings.ToLower(macOf(vm.VirtualMachineConfig.Nets[fmt.Sprintf("net%d", i)])))
@@ -417,9 +419,7 @@ func (c *Client) isoStorage(ctx context.Context, node string) (string, error) {
 
 // grow resizes disks smaller than spec's sizes (never shrinking).
 func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
-	if err := vm.Ping(ctx); err != nil {
-		return err
-	}
+	grown := false
 	for i, d := range spec.Disks {
 		key := fmt.Sprintf("scsi%d", i)
 		if size := sizeOf(vm.VirtualMachineConfig.SCSIs[key]); size > 0 && size < d.SizeGiB {
@@ -430,7 +430,11 @@ func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 			if err := c.wait(ctx, task, record, h.String()); err != nil {
 				return fmt.Errorf("growing %s: %w", key, err)
 			}
+			grown = true
 		}
+	}
+	if grown {
+		return vm.Ping(ctx)
 	}
 	return nil
 }
@@ -438,9 +442,6 @@ func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 // power drives the VM to want; restart first stops a running VM whose
 // configuration waits for its next start.
 func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, want string, restart bool, record providers.TaskRecorder, h handle) error {
-	if err := vm.Ping(ctx); err != nil {
-		return err
-	}
 	step := func(do func(context.Context) (*proxmox.Task, error)) error {
 		task, err := do(ctx)
 		if err != nil {

@@ -221,7 +221,7 @@ func (s *Simulator) checkValue(v *vm, k, val string) *apiError {
 		if !strings.Contains(val, "bridge=") {
 			return badParam(k, "a network device needs a bridge")
 		}
-		br := regexp.MustCompile(`bridge=([^,]+)`).FindStringSubmatch(val)[1]
+		br := bridgeRe.FindStringSubmatch(val)[1]
 		if !contains(s.nodes[v.node].bridges, br) {
 			return fail(http.StatusInternalServerError, "bridge '%s' does not exist", br)
 		}
@@ -449,7 +449,11 @@ func (s *Simulator) dropVolumes(v *vm) {
 	}
 }
 
-var ipRe = regexp.MustCompile(`ip=([0-9.]+)/(\d+)`)
+var (
+	ipRe     = regexp.MustCompile(`ip=([0-9.]+)/(\d+)`)
+	anyMAC   = regexp.MustCompile(`[0-9A-Fa-f:]{17}`)
+	bridgeRe = regexp.MustCompile(`bridge=([^,]+)`)
+)
 
 // agentInterfaces is the guest agent's network-get-interfaces: the
 // address of ipconfig0 when static, else one the simulated DHCP gives.
@@ -469,7 +473,7 @@ func (s *Simulator) agentInterfaces(v *vm) (any, *apiError) {
 		if !ok {
 			continue
 		}
-		m := regexp.MustCompile(`[0-9A-Fa-f:]{17}`).FindString(netv)
+		m := anyMAC.FindString(netv)
 		addr, prefix := fmt.Sprintf("10.%d.%d.%d", 20+i, (v.vmid/250)%250, v.vmid%250+2), 24
 		if ipc, ok := v.config[fmt.Sprintf("ipconfig%d", i)].(string); ok {
 			if mm := ipRe.FindStringSubmatch(ipc); mm != nil {
