@@ -27,6 +27,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
@@ -35,12 +36,22 @@ const (
 	proxmoxImage    = "debian-12-proxmox"
 )
 
+// ProxmoxACL is what the simulator lets its token do: the documented
+// least-privilege grants (proxmox.Grants) for its version, seeds on local.
+func ProxmoxACL() []pvesim.ACL {
+	var acl []pvesim.ACL
+	for _, g := range proxmox.Grants(8, "local") {
+		acl = append(acl, pvesim.ACL{Path: g.Path, Privileges: g.Privileges})
+	}
+	return acl
+}
+
 // startProxmox starts the Proxmox VE simulator (3 nodes, template
-// debian-12-cloud on pve1) with a Provider lab-proxmox of banlieue-system
-// on it, its API token in Secret lab-proxmox-token, and a VMImage of its
-// template.
+// debian-12-cloud on pve1; its token holding only ProxmoxACL) with a
+// Provider lab-proxmox of banlieue-system on it, the token in Secret
+// lab-proxmox-token, and a VMImage of its template.
 func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, error) {
-	sim := pvesim.New(pvesim.Options{})
+	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL()})
 	c, err := adminClient(env)
 	if err != nil {
 		sim.Close()

@@ -19,6 +19,7 @@ package proxmox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -517,25 +518,33 @@ func (c *Client) observe(ctx context.Context, vm *proxmox.VirtualMachine) (provi
 		st.MACAddresses = append(st.MACAddresses, strings.ToLower(macOf(cfg.Nets[k])))
 	}
 	if st.PowerState == "PoweredOn" {
-		st.IPAddress = c.address(ctx, vm)
+		ip, err := c.address(ctx, vm)
+		if err != nil {
+			return st, err
+		}
+		st.IPAddress = ip
 	}
 	return st, nil
 }
 
 // address is the guest agent's first IPv4 address, "" until it answers.
-func (c *Client) address(ctx context.Context, vm *proxmox.VirtualMachine) string {
+// A token not allowed to ask is an error, not an address never coming.
+func (c *Client) address(ctx context.Context, vm *proxmox.VirtualMachine) (string, error) {
 	ifaces, err := vm.AgentGetNetworkIFaces(ctx)
+	if errors.Is(err, proxmox.ErrNotAuthorized) {
+		return "", fmt.Errorf("reading the guest agent's addresses: %w", err)
+	}
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	for _, i := range ifaces {
 		for _, a := range i.IPAddresses {
 			if a.IPAddressType == "ipv4" && !strings.HasPrefix(a.IPAddress, "127.") {
-				return a.IPAddress
+				return a.IPAddress, nil
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // DeleteMachine stops and destroys the VM with its disks (purge, and the

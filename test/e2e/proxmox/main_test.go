@@ -62,7 +62,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond})
+	// The token holds the documented least-privilege grants only.
+	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL()})
 	defer sim.Close()
 	dir, err := os.MkdirTemp("", "banlieue-proxmox-")
 	if err != nil {

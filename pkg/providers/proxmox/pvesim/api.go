@@ -161,7 +161,7 @@ func (s *Simulator) route(method string, seg []string, p params) (string, any, *
 	get := method == http.MethodGet
 	switch {
 	case len(seg) == 1 && seg[0] == "version" && get:
-		return "version", map[string]any{"version": Version, "release": "8.2", "repoid": "faa83925c9641325"}, nil
+		return "version", map[string]any{"version": s.opts.Version, "release": release(s.opts.Version), "repoid": "faa83925c9641325"}, nil
 	case len(seg) == 2 && seg[0] == "cluster" && get:
 		switch seg[1] {
 		case "status":
@@ -188,7 +188,10 @@ func (s *Simulator) routeNode(method string, n *node, seg []string, p params) (s
 	get := method == http.MethodGet
 	switch {
 	case len(seg) == 1 && seg[0] == "status" && get:
-		return "node status", nodeStatus(n), nil
+		if err := s.need("/nodes/"+n.name, "Sys.Audit"); err != nil {
+			return "node status", nil, err
+		}
+		return "node status", nodeStatus(n, s.opts.Version), nil
 	case len(seg) == 1 && seg[0] == "network" && get:
 		return "network", networks(n), nil
 	case len(seg) == 1 && seg[0] == "storage" && get:
@@ -229,10 +232,20 @@ func (s *Simulator) routeNode(method string, n *node, seg []string, p params) (s
 func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []string, p params) (string, any, *apiError) {
 	switch {
 	case len(seg) == 1 && seg[0] == "status" && method == http.MethodGet:
+		if err := s.needAny(storagePath(st.name), "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+			return "storage status", nil, err
+		}
 		return "storage status", s.storageEntry(st), nil
 	case len(seg) == 1 && seg[0] == "content" && method == http.MethodGet:
+		if err := s.needAny(storagePath(st.name), "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+			return "storage content", nil, err
+		}
 		return "storage content", st.contentList(p["content"]), nil
 	case len(seg) >= 2 && seg[0] == "content" && method == http.MethodDelete:
+		// Any volume but a VM's own backup takes Datastore.Allocate.
+		if err := s.need(storagePath(st.name), "Datastore.Allocate"); err != nil {
+			return "storage delete", nil, err
+		}
 		// A volume ID holds a slash (local:iso/seed.iso), as in the path.
 		vol := strings.TrimPrefix(strings.Join(seg[1:], "/"), st.name+":")
 		if _, ok := st.volumes[vol]; !ok {
@@ -240,6 +253,9 @@ func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []stri
 		}
 		return "storage delete", s.startTask(n.name, "imgdel", st.name, func() string { delete(st.volumes, vol); return "" }), nil
 	case len(seg) == 1 && seg[0] == "upload" && method == http.MethodPost:
+		if err := s.need(storagePath(st.name), "Datastore.AllocateTemplate"); err != nil {
+			return "upload", nil, err
+		}
 		data, err := s.upload(n, st, p)
 		return "upload", data, err
 	}
@@ -247,6 +263,10 @@ func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []stri
 }
 
 func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p params) (string, any, *apiError) {
+	route, data, err := s.vmPermission(method, v, seg, p)
+	if err != nil {
+		return route, data, err
+	}
 	switch {
 	case len(seg) == 0 && method == http.MethodDelete:
 		data, err := s.destroy(v, p)
@@ -286,4 +306,33 @@ func (s *Simulator) onlineNode(name string) (*node, *apiError) {
 		return nil, fail(595, "Connection refused")
 	}
 	return n, nil
+}
+
+// release is a version's major.minor ("8.2" of "8.2.4").
+func release(version string) string {
+	if i := strings.LastIndex(version, "."); strings.Count(version, ".") > 1 {
+		return version[:i]
+	}
+	return version
+}
+
+// vmPermission makes the declarative checks of a VM's endpoints (those
+// that depend on the parameters are in clone, configure and resize).
+func (s *Simulator) vmPermission(method string, v *vm, seg []string, p params) (string, any, *apiError) {
+	path := vmPath(v.vmid)
+	var err *apiError
+	switch {
+	case len(seg) == 0 && method == http.MethodDelete:
+		err = s.need(path, "VM.Allocate")
+	case len(seg) >= 1 && seg[0] == "status" && method == http.MethodPost:
+		err = s.need(path, "VM.PowerMgmt")
+	case len(seg) >= 1 && method == http.MethodGet && (seg[0] == "status" || seg[0] == "config" || seg[0] == "pending"):
+		err = s.need(path, "VM.Audit")
+	case len(seg) >= 1 && seg[0] == "agent":
+		err = s.need(path, s.agentPrivilege())
+	}
+	if err != nil {
+		return "qemu " + strings.Join(seg, " "), nil, err
+	}
+	return "", nil, nil
 }

@@ -41,6 +41,9 @@ func (s *Simulator) clone(v *vm, p params) (any, *apiError) {
 	if err != nil || newid < 100 {
 		return nil, badParam("newid", "value must be at least 100")
 	}
+	if err := s.clonePermission(v, newid, p["storage"]); err != nil {
+		return nil, err
+	}
 	if _, used := s.vms[newid]; used {
 		return nil, fail(http.StatusInternalServerError, "unable to create VM %d: config file already exists", newid)
 	}
@@ -173,6 +176,9 @@ func (s *Simulator) configure(v *vm, p params, async bool) (any, *apiError) {
 	var drop []string
 	if d := p["delete"]; d != "" {
 		drop = strings.Split(d, ",")
+	}
+	if err := s.configPermission(v, changes, drop); err != nil {
+		return nil, err
 	}
 	apply := func() string {
 		for _, k := range drop {
@@ -331,6 +337,9 @@ var sizeRe = regexp.MustCompile(`size=(\d+)G`)
 
 // resize grows a disk: SIZE or +SIZE (in G); shrinking is refused.
 func (s *Simulator) resize(v *vm, p params) (any, *apiError) {
+	if err := s.need(vmPath(v.vmid), "VM.Config.Disk"); err != nil {
+		return nil, err
+	}
 	if err := locked(v); err != nil {
 		return nil, err
 	}
@@ -340,6 +349,9 @@ func (s *Simulator) resize(v *vm, p params) (any, *apiError) {
 		return nil, fail(http.StatusInternalServerError, "disk '%s' does not exist", disk)
 	}
 	st, vol, _ := parseVolume(str)
+	if err := s.need(storagePath(st), "Datastore.AllocateSpace"); err != nil {
+		return nil, err
+	}
 	cur := s.nodes[v.node].storages[st].volumes[vol] >> 30
 	arg := strings.TrimSuffix(p["size"], "G")
 	grow := strings.HasPrefix(arg, "+")

@@ -16,7 +16,7 @@ limitations under the License.
 // Package pvesim is a Proxmox VE API simulator: an HTTPS server speaking the
 // parts of /api2/json that banlieue's Proxmox provider uses, with the real
 // API's rules where the provider depends on them — API-token authentication,
-// a task (UPID) for every mutating call that runs for a set delay and ends
+// each endpoint's privilege checks on its ACL path (permissions.go), a task (UPID) for every mutating call that runs for a set delay and ends
 // with exitstatus OK or an error text, VMIDs that clone refuses when taken
 // and /cluster/nextid does not reserve, running VMs that cannot be deleted,
 // locks while a clone runs, unknown nodes and storages refused, faults on
@@ -38,7 +38,7 @@ import (
 	"time"
 )
 
-// Version is the Proxmox VE release the simulator answers as.
+// Version is the Proxmox VE release the simulator answers as by default.
 const Version = "8.2.4"
 
 // Options shape a simulated cluster.
@@ -58,6 +58,12 @@ type Options struct {
 	// AgentDelay is how long after a start the guest agent answers with
 	// addresses (default 200 ms).
 	AgentDelay time.Duration
+	// Version is the release it answers as (default Version); from 9 on,
+	// the guest agent takes VM.GuestAgent.Audit instead of VM.Monitor.
+	Version string
+	// ACL restricts the token to these grants (default: none, the token
+	// may do everything, as root@pam).
+	ACL []ACL
 }
 
 // NodeSpec is one node.
@@ -100,8 +106,10 @@ type Simulator struct {
 	tasks  map[string]*task
 	// failing: task type -> error text the next such tasks end with.
 	failing map[string]string
-	seq     int
-	leases  int
+	// acl is the token's grants; nil: everything.
+	acl    []ACL
+	seq    int
+	leases int
 	// Requests counts requests by "METHOD /path-pattern", for tests.
 	requests map[string]int
 }
@@ -137,7 +145,7 @@ type vm struct {
 // New starts a simulator on 127.0.0.1.
 func New(o Options) *Simulator {
 	defaults(&o)
-	s := &Simulator{TokenID: o.TokenID, Secret: o.Secret, opts: o, nodes: map[string]*node{}, vms: map[int]*vm{},
+	s := &Simulator{TokenID: o.TokenID, Secret: o.Secret, opts: o, acl: o.ACL, nodes: map[string]*node{}, vms: map[int]*vm{},
 		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}}
 	for _, n := range o.Nodes {
 		nd := &node{name: n.Name, online: true, storages: map[string]*storage{}, bridges: n.Bridges}
@@ -164,6 +172,9 @@ func New(o Options) *Simulator {
 }
 
 func defaults(o *Options) {
+	if o.Version == "" {
+		o.Version = Version
+	}
 	if len(o.Nodes) == 0 {
 		for _, n := range []string{"pve1", "pve2", "pve3"} {
 			o.Nodes = append(o.Nodes, NodeSpec{Name: n, Bridges: []string{"vmbr0", "vmbr1"}, Storages: []StorageSpec{
@@ -225,6 +236,13 @@ func (s *Simulator) FailTasks(taskType, msg string) {
 		return
 	}
 	s.failing[taskType] = msg
+}
+
+// SetACL replaces the token's grants (nil: everything).
+func (s *Simulator) SetACL(acl []ACL) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acl = acl
 }
 
 // SetTaskDelay changes how long later tasks run (a long clone to crash a

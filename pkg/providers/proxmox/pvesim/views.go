@@ -48,10 +48,10 @@ func (s *Simulator) nodeList() []map[string]any {
 	return out
 }
 
-func nodeStatus(n *node) map[string]any {
+func nodeStatus(n *node, version string) map[string]any {
 	return map[string]any{
 		"uptime": 86400, "cpu": 0.02, "loadavg": []string{"0.10", "0.12", "0.09"}, "wait": 0, "idle": 0,
-		"pveversion": "pve-manager/" + Version + "/faa83925c9641325", "kversion": "Linux 6.8.12-1-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-1",
+		"pveversion": "pve-manager/" + version + "/faa83925c9641325", "kversion": "Linux 6.8.12-1-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-1",
 		"cpuinfo": map[string]any{"cpus": 16, "cores": 8, "sockets": 1, "model": "Simulated CPU", "mhz": "2400.000", "hvm": "1", "flags": "", "user_hz": 100},
 		"memory":  map[string]any{"total": int64(64) << 30, "used": int64(8) << 30, "free": int64(56) << 30},
 		"swap":    map[string]any{"total": 0, "used": 0, "free": 0},
@@ -100,6 +100,9 @@ func (s *Simulator) resources(typ string) []map[string]any {
 	if typ == "" || typ == "vm" {
 		for _, id := range s.vmIDs() {
 			v := s.vms[id]
+			if !s.allowed(vmPath(id), "VM.Audit") {
+				continue
+			}
 			out = append(out, map[string]any{"id": fmt.Sprintf("qemu/%d", id), "type": "qemu", "node": v.node, "vmid": id,
 				"name": v.name(), "status": v.status, "template": map[bool]int{true: 1, false: 0}[v.template],
 				"maxmem": v.memoryMiB() << 20, "maxcpu": v.cpus(), "maxdisk": s.bootDiskBytes(v)})
@@ -108,6 +111,9 @@ func (s *Simulator) resources(typ string) []map[string]any {
 	if typ == "" || typ == "storage" {
 		for _, name := range s.nodeNames() {
 			for _, st := range s.nodes[name].sortedStorages() {
+				if !s.canSeeStorage(st.name) {
+					continue
+				}
 				out = append(out, map[string]any{"id": "storage/" + name + "/" + st.name, "type": "storage", "node": name,
 					"storage": st.name, "status": "available", "plugintype": st.typ, "content": strings.Join(st.content, ",")})
 			}
@@ -146,6 +152,9 @@ func (n *node) sortedStorages() []*storage {
 func (s *Simulator) storages(n *node) []map[string]any {
 	var out []map[string]any
 	for _, st := range n.sortedStorages() {
+		if !s.canSeeStorage(st.name) {
+			continue
+		}
 		out = append(out, s.storageEntry(st))
 	}
 	return out
@@ -223,7 +232,7 @@ func (s *Simulator) qemuList(n *node) []map[string]any {
 	var out []map[string]any
 	for _, id := range s.vmIDs() {
 		v := s.vms[id]
-		if v.node != n.name {
+		if v.node != n.name || !s.allowed(vmPath(id), "VM.Audit") {
 			continue
 		}
 		e := map[string]any{"vmid": id, "name": v.name(), "status": v.status, "cpus": v.cpus(), "maxmem": v.memoryMiB() << 20,
