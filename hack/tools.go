@@ -21,5 +21,8 @@ limitations under the License.
 package tools
 
 import (
+	_ "golang.org/x/tools/cmd/goimports"
 	_ "k8s.io/code-generator"
+	_ "k8s.io/code-generator/cmd/go-to-protobuf"
+	_ "k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo"
 )

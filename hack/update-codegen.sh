@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates everything derived from pkg/apis: deepcopy, defaulters,
-# conversions, OpenAPI definitions, and the clientset with listers, informers
-# and apply configurations. Generators are installed into the ignored bin/.
+# Regenerates everything derived from pkg/apis: the protobuf encoding,
+# deepcopy, defaulters, conversions, OpenAPI definitions, and the clientset
+# with listers, informers and apply configurations. Generators are installed into the ignored bin/.
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -20,6 +20,9 @@ go mod download k8s.io/code-generator
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
+
+# Protobuf first: it writes the field numbers into types.go's struct tags.
+"${SCRIPT_ROOT}/hack/update-protobuf.sh"
 
 kube::codegen::gen_helpers \
     --boilerplate "${BOILERPLATE}" \

@@ -111,8 +111,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 
+	// The default serializers: JSON, YAML and protobuf, with the streaming
+	// list encoders, and CBOR when CBORServingAndStorage is enabled.
 	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	group.NegotiatedSerializer = withoutProtobuf{Codecs}
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"virtualmachines":           vms.VirtualMachine,
 		"virtualmachines/status":    vms.Status,
@@ -129,23 +130,4 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// withoutProtobuf serves banlieue.io in JSON, YAML and CBOR but not
-// protobuf: the types have no protobuf encoding. Clients that prefer
-// protobuf (the namespace and garbage-collector controllers, for instance)
-// always accept JSON too, and negotiation then picks it; offering protobuf
-// would make such requests fail at encoding time instead.
-type withoutProtobuf struct {
-	runtime.NegotiatedSerializer
-}
-
-func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var out []runtime.SerializerInfo
-	for _, info := range s.NegotiatedSerializer.SupportedMediaTypes() {
-		if info.MediaType != runtime.ContentTypeProtobuf {
-			out = append(out, info)
-		}
-	}
-	return out
 }

@@ -121,9 +121,11 @@ type Env struct {
 	issued   map[string]bool // kubeconfigs written since this start
 	procs    []*process
 	banlieue []*process // by replica; nil when down
-	balancer *balancer
-	etcd     []*process // by member; nil when down
-	ports    ports
+	// banlieueExtra are RestartBanlieue's arguments, after BanlieueArgs.
+	banlieueExtra []string
+	balancer      *balancer
+	etcd          []*process // by member; nil when down
+	ports         ports
 }
 
 type ports struct {
@@ -325,6 +327,15 @@ func (e *Env) CrashBanlieue() {
 	}
 }
 
+// RestartBanlieue stops every banlieue replica (SIGKILL) and starts them
+// again on the same etcd with extra arguments after Config.BanlieueArgs
+// (none: as configured), waiting until each is ready. PIDs changes.
+func (e *Env) RestartBanlieue(ctx context.Context, extra ...string) error {
+	e.CrashBanlieue()
+	e.banlieueExtra = extra
+	return e.StartBanlieue(ctx)
+}
+
 // CrashBanlieueReplica SIGKILLs replica i only.
 func (e *Env) CrashBanlieueReplica(i int) {
 	if i < len(e.banlieue) && e.banlieue[i] != nil {
@@ -412,6 +423,7 @@ func (e *Env) startBanlieue(name string, port int) (*process, error) {
 		"--client-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
 	}
 	args = append(args, e.cfg.BanlieueArgs...)
+	args = append(args, e.banlieueExtra...)
 	return e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 }
 

@@ -63,7 +63,9 @@ func startServer(t testing.TB, dataDir string, extraFlags ...string) *testServer
 	o.RecommendedOptions.SecureServing.Listener = listener
 	o.RecommendedOptions.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
 	applyFlags(t, o, extraFlags)
-	o.Complete()
+	if err := o.Complete(); err != nil {
+		t.Fatalf("options: %v", err)
+	}
 	if err := o.Validate(); err != nil {
 		t.Fatalf("options: %v", err)
 	}

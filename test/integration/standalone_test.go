@@ -137,6 +137,64 @@ resources:
 	}
 }
 
+// TestStorageMediaType: --storage-media-type acts. A server storing JSON
+// writes a VM; restarted on the same etcd with protobuf it still reads that
+// VM, stores a new one as protobuf (Kubernetes' "k8s\x00" envelope), and
+// rewrites the old one in protobuf on its next update.
+func TestStorageMediaType(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := startServer(t, filepath.Join(dir, "etcd"))
+	seed(t, ctx, s.Client)
+	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Create(ctx, newVM("json-vm", "db-prod-large", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := storedValue(t, s.EtcdURL, "json-vm"); !bytes.HasPrefix(v, []byte("{")) {
+		t.Fatalf("default storage is not JSON: %.40q", v)
+	}
+	s.stop()
+
+	s = startServer(t, filepath.Join(dir, "etcd"), "--storage-media-type=application/vnd.kubernetes.protobuf")
+	old, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Get(ctx, "json-vm", metav1.GetOptions{})
+	if err != nil || old.Spec.ClassRef.Name != "db-prod-large" {
+		t.Fatalf("the JSON-stored VM read through protobuf storage: %+v, %v", old, err)
+	}
+	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Create(ctx, newVM("proto-vm", "db-prod-large", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := storedValue(t, s.EtcdURL, "proto-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
+		t.Errorf("--storage-media-type=protobuf stored %.40q", v)
+	}
+	old.Labels = map[string]string{"rewritten": "yes"}
+	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := storedValue(t, s.EtcdURL, "json-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
+		t.Errorf("the updated VM is still stored as %.40q", v)
+	}
+}
+
+// storedValue is the etcd value of VirtualMachine name of ns.
+func storedValue(t *testing.T, etcdURL, name string) []byte {
+	t.Helper()
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	resp, err := etcd.Get(context.Background(), "/registry/banlieue.io/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if key := string(kv.Key); strings.Contains(key, "/virtualmachines/") && strings.HasSuffix(key, "/"+ns+"/"+name) {
+			return kv.Value
+		}
+	}
+	t.Fatalf("VM %s not under /registry/banlieue.io/ (%d keys)", name, len(resp.Kvs))
+	return nil
+}
+
 // TestStandaloneSafeByDefault: a standalone server listens on loopback and
 // turns away requests without credentials unless told otherwise.
 func TestStandaloneSafeByDefault(t *testing.T) {
@@ -152,7 +210,9 @@ func TestStandaloneSafeByDefault(t *testing.T) {
 		o := apiserver.NewOptions()
 		o.Standalone = true
 		applyFlags(t, o, tc.flags)
-		o.Complete()
+		if err := o.Complete(); err != nil {
+			t.Fatalf("options: %v", err)
+		}
 		if got := o.RecommendedOptions.SecureServing.BindAddress.String(); got != tc.bind {
 			t.Errorf("flags %v: bind address %s, want %s", tc.flags, got, tc.bind)
 		}

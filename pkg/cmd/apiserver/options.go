@@ -32,14 +32,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	restclient "k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
+	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,6 +89,11 @@ type Options struct {
 	// Controllers run inside this process, talking to kube-apiserver through
 	// --kubeconfig like any client, with leader election.
 	Controllers []string
+	// ComponentGlobalsRegistry holds the server's effective version and
+	// feature gates (--feature-gates, --emulated-version), wired as
+	// sample-apiserver wires them; the gates are k8s.io/apiserver's, such
+	// as CBORServingAndStorage.
+	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
 }
 
 // NewOptions returns options with banlieue's defaults.
@@ -93,8 +101,11 @@ func NewOptions() *Options {
 	o := &Options{
 		RecommendedOptions: genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix,
 			apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
-		EmbeddedEtcdDataDir: ".banlieue/etcd",
+		EmbeddedEtcdDataDir:      ".banlieue/etcd",
+		ComponentGlobalsRegistry: basecompatibility.NewComponentGlobalsRegistry(),
 	}
+	utilruntime.Must(o.ComponentGlobalsRegistry.Register(basecompatibility.DefaultKubeComponent,
+		compatibility.DefaultBuildEffectiveVersion(), utilfeature.DefaultMutableFeatureGate))
 	// Store objects as v1alpha1, whatever version a client used.
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
@@ -111,6 +122,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.generic = fss.FlagSet("generic")
 	o.RecommendedOptions.AddFlags(o.generic)
+	o.ComponentGlobalsRegistry.AddFlags(o.generic)
 	fs := fss.FlagSet("banlieue")
 	fs.BoolVar(&o.Standalone, "standalone", o.Standalone,
 		"Serve without a Kubernetes control plane: no delegated authentication/authorization and only banlieue's own admission. Local tests and development only.")
@@ -126,8 +138,15 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 		fmt.Sprintf("Core controllers to run in this process (of %v), through --kubeconfig, with leader election in banlieue-system.", controllers.All))
 }
 
-// Complete adjusts options that depend on each other.
-func (o *Options) Complete() {
+// Complete adjusts options that depend on each other and applies
+// --feature-gates and --emulated-version.
+func (o *Options) Complete() error {
+	if err := o.ComponentGlobalsRegistry.Set(); err != nil {
+		return fmt.Errorf("feature gates: %w", err)
+	}
+	if err := o.completeStorageCodec(); err != nil {
+		return err
+	}
 	if o.Standalone {
 		ro := o.RecommendedOptions
 		ro.CoreAPI = nil
@@ -142,6 +161,30 @@ func (o *Options) Complete() {
 			ss.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 		}
 	}
+	return nil
+}
+
+// completeStorageCodec makes --storage-media-type act: the generic options
+// accept it, but the storage factory they build keeps the codec given to
+// NewRecommendedOptions. Whatever the media type, objects stored in another
+// one stay readable (the decoder recognizes JSON, YAML and protobuf).
+func (o *Options) completeStorageCodec() error {
+	etcd := o.RecommendedOptions.Etcd
+	if etcd == nil || etcd.DefaultStorageMediaType == "" {
+		return nil
+	}
+	codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType:  etcd.DefaultStorageMediaType,
+		StorageSerializer: apiserver.Codecs,
+		StorageVersion:    v1alpha1.SchemeGroupVersion,
+		MemoryVersion:     schema.GroupVersion{Group: v1alpha1.GroupName, Version: runtime.APIVersionInternal},
+		Config:            etcd.StorageConfig,
+	})
+	if err != nil {
+		return fmt.Errorf("--storage-media-type: %w", err)
+	}
+	etcd.StorageConfig.Codec = codec
+	return nil
 }
 
 // Validate reports every invalid option.
@@ -168,6 +211,7 @@ func (o *Options) Validate() error {
 		ro.Etcd = &etcd
 	}
 	errs = append(errs, ro.Validate()...)
+	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -240,8 +284,8 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 	}
 
 	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+	cfg.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+	cfg.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "banlieue"
@@ -315,7 +359,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			"Register it with kube-apiserver through an APIService. Without --etcd-servers it runs an embedded etcd.",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
+			if err := o.Complete(); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}

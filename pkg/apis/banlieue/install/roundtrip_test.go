@@ -29,3 +29,10 @@ import (
 func TestRoundTripTypes(t *testing.T) {
 	roundtrip.RoundTripTestForAPIGroup(t, Install, fuzzer.Funcs)
 }
+
+// TestRoundTripProtobuf is the same through protobuf: every field of
+// every kind has a field number and survives the encoding, internal ->
+// v1alpha1 -> protobuf -> internal and v1alpha1 -> protobuf -> v1alpha1.
+func TestRoundTripProtobuf(t *testing.T) {
+	roundtrip.RoundTripProtobufTestForAPIGroup(t, Install, fuzzer.Funcs)
+}

@@ -26,16 +26,16 @@ import (
 // (VMClass, VMImage) are found by name alone.
 type LocalObjectReference struct {
 	// name of the referenced object. Must be a DNS-1123 subdomain.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 }
 
 // KeySelector selects one key of a Secret or ConfigMap in the referrer's namespace.
 type KeySelector struct {
 	// name of the Secret or ConfigMap. Must be a DNS-1123 subdomain.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// key inside the object's data. Defaulted per field (see the field's documentation).
 	// +optional
-	Key string `json:"key,omitempty"`
+	Key string `json:"key,omitempty" protobuf:"bytes,2,opt,name=key"`
 }
 
 // PowerState is the power state of a virtual machine.
@@ -91,13 +91,13 @@ const (
 type VirtualMachine struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the desired state of the virtual machine.
-	Spec VirtualMachineSpec `json:"spec"`
+	Spec VirtualMachineSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status is the observed state, written by banlieue's controllers.
 	// +optional
-	Status VirtualMachineStatus `json:"status,omitempty"`
+	Status VirtualMachineStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // VirtualMachineSpec is the desired state of a VirtualMachine. It carries no
@@ -106,42 +106,42 @@ type VirtualMachine struct {
 type VirtualMachineSpec struct {
 	// classRef names the cluster-scoped VMClass that gives the VM its hardware
 	// shape and network topology. Immutable.
-	ClassRef LocalObjectReference `json:"classRef"`
+	ClassRef LocalObjectReference `json:"classRef" protobuf:"bytes,1,opt,name=classRef"`
 	// imageRef names the cluster-scoped VMImage the VM boots from. Immutable.
-	ImageRef LocalObjectReference `json:"imageRef"`
+	ImageRef LocalObjectReference `json:"imageRef" protobuf:"bytes,2,opt,name=imageRef"`
 	// placement constrains which Providers and failure domains may run the VM.
 	// There is no reference to a Provider by name: the scheduler matches labels.
 	// May change until the VM is scheduled (status.scheduled is set).
 	// +optional
-	Placement *Placement `json:"placement,omitempty"`
+	Placement *Placement `json:"placement,omitempty" protobuf:"bytes,3,opt,name=placement"`
 	// desiredPowerState is the power state the VM should be driven to:
 	// PoweredOn, PoweredOff or Suspended. Defaults to PoweredOn.
 	// +optional
 	// +default="PoweredOn"
-	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+	DesiredPowerState PowerState `json:"desiredPowerState,omitempty" protobuf:"bytes,4,opt,name=desiredPowerState,casttype=PowerState"`
 	// userData references the cloud-init / ignition / sysprep payload: exactly
 	// one of secretRef or configMapRef. The key defaults to "user-data". Immutable.
 	// +optional
-	UserData *UserData `json:"userData,omitempty"`
+	UserData *UserData `json:"userData,omitempty" protobuf:"bytes,5,opt,name=userData"`
 	// hardwareOverride holds per-VM deltas over the class's hardware. Only the
 	// fields set here replace the class's values; everything else is inherited.
 	// An empty override is removed. Disk sizes may only grow on update.
 	// +optional
-	HardwareOverride *HardwareOverride `json:"hardwareOverride,omitempty"`
+	HardwareOverride *HardwareOverride `json:"hardwareOverride,omitempty" protobuf:"bytes,6,opt,name=hardwareOverride"`
 	// networkOverrides replace the IPAM of named class interfaces for this VM
 	// only. Entries without a change are removed. Immutable once the VM is
 	// scheduled.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	NetworkOverrides []NetworkOverride `json:"networkOverrides,omitempty"`
+	NetworkOverrides []NetworkOverride `json:"networkOverrides,omitempty" protobuf:"bytes,7,rep,name=networkOverrides"`
 	// paused stops all work on the VM and its infrastructure object while
 	// true: nothing is scheduled, changed, powered or deleted (a deleted
 	// paused VM waits), and the infrastructure object carries Cluster API's
 	// cluster.x-k8s.io/paused annotation so its provider stops too. The
 	// Paused condition shows it. Setting it back to false resumes.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused bool `json:"paused,omitempty" protobuf:"varint,8,opt,name=paused"`
 	// migrationPolicy says what banlieue does when the VM's placement no
 	// longer holds (its Provider or failure domain gone or no longer
 	// matching, its placement edited): Automatic (also when empty) recreates it
@@ -150,7 +150,7 @@ type VirtualMachineSpec struct {
 	// builds the new machine, waits for it to be Ready, then deletes the old
 	// one: user data is delivered again, disk contents are not carried.
 	// +optional
-	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
+	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty" protobuf:"bytes,9,opt,name=migrationPolicy,casttype=MigrationPolicy"`
 }
 
 // MigrationPolicy is when a VM is recreated elsewhere.
@@ -168,12 +168,12 @@ type Placement struct {
 	// providerSelector selects the Providers (by their labels) that may run
 	// the VM. Empty or absent selects every Provider.
 	// +optional
-	ProviderSelector *metav1.LabelSelector `json:"providerSelector,omitempty"`
+	ProviderSelector *metav1.LabelSelector `json:"providerSelector,omitempty" protobuf:"bytes,1,opt,name=providerSelector"`
 	// failureDomainSelector selects failure domains by the labels a Provider
 	// publishes in status.failureDomains[].labels, which always include
 	// "name" (the resolved failure-domain name).
 	// +optional
-	FailureDomainSelector *metav1.LabelSelector `json:"failureDomainSelector,omitempty"`
+	FailureDomainSelector *metav1.LabelSelector `json:"failureDomainSelector,omitempty" protobuf:"bytes,2,opt,name=failureDomainSelector"`
 	// antiAffinity keeps the VM apart from the other VMs of its namespace
 	// that a term's labelSelector selects: never on the same Provider or
 	// failure domain (mode required, else AntiAffinityUnsatisfied), or as
@@ -181,7 +181,7 @@ type Placement struct {
 	// each term per failure domain.
 	// +optional
 	// +listType=atomic
-	AntiAffinity []AntiAffinityTerm `json:"antiAffinity,omitempty"`
+	AntiAffinity []AntiAffinityTerm `json:"antiAffinity,omitempty" protobuf:"bytes,3,rep,name=antiAffinity"`
 }
 
 // AntiAffinityTerms are p's anti-affinity terms; none for no placement.
@@ -218,13 +218,13 @@ const (
 // AntiAffinityTerm keeps a VM apart from the VMs a selector picks.
 type AntiAffinityTerm struct {
 	// topologyKey is what the VMs must not share: provider or failureDomain.
-	TopologyKey AntiAffinityTopology `json:"topologyKey"`
+	TopologyKey AntiAffinityTopology `json:"topologyKey" protobuf:"bytes,1,opt,name=topologyKey,casttype=AntiAffinityTopology"`
 	// labelSelector selects the other VMs (of the VM's namespace) by label.
-	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	LabelSelector *metav1.LabelSelector `json:"labelSelector" protobuf:"bytes,2,opt,name=labelSelector"`
 	// mode is required (the default) or preferred.
 	// +optional
 	// +default="required"
-	Mode AntiAffinityMode `json:"mode,omitempty"`
+	Mode AntiAffinityMode `json:"mode,omitempty" protobuf:"bytes,3,opt,name=mode,casttype=AntiAffinityMode"`
 }
 
 // UserData references the first-boot payload of a VM. Exactly one of
@@ -233,11 +233,11 @@ type UserData struct {
 	// secretRef selects a key of a Secret in the VM's namespace. Use it for
 	// anything sensitive. The key defaults to "user-data".
 	// +optional
-	SecretRef *KeySelector `json:"secretRef,omitempty"`
+	SecretRef *KeySelector `json:"secretRef,omitempty" protobuf:"bytes,1,opt,name=secretRef"`
 	// configMapRef selects a key of a ConfigMap in the VM's namespace, for
 	// non-sensitive data. The key defaults to "user-data".
 	// +optional
-	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+	ConfigMapRef *KeySelector `json:"configMapRef,omitempty" protobuf:"bytes,2,opt,name=configMapRef"`
 }
 
 // HardwareOverride is a delta over VMClass.spec.hardware. Omitted fields are
@@ -245,43 +245,43 @@ type UserData struct {
 type HardwareOverride struct {
 	// cpus replaces VMClass.spec.hardware.cpus. Minimum 1.
 	// +optional
-	CPUs *int32 `json:"cpus,omitempty"`
+	CPUs *int32 `json:"cpus,omitempty" protobuf:"varint,1,opt,name=cpus"`
 	// memoryMiB replaces VMClass.spec.hardware.memoryMiB. Minimum 1.
 	// +optional
-	MemoryMiB *int64 `json:"memoryMiB,omitempty"`
+	MemoryMiB *int64 `json:"memoryMiB,omitempty" protobuf:"varint,2,opt,name=memoryMiB"`
 	// diskOverrides replace the size of class disks, matched by name. Every
 	// name must be a disk of the class. Entries without sizeGiB are removed.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	DiskOverrides []DiskOverride `json:"diskOverrides,omitempty"`
+	DiskOverrides []DiskOverride `json:"diskOverrides,omitempty" protobuf:"bytes,3,rep,name=diskOverrides"`
 }
 
 // DiskOverride replaces the size of one class disk.
 type DiskOverride struct {
 	// name of the class disk to override.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// sizeGiB is the disk's size in GiB for this VM. Minimum 1.
 	// +optional
-	SizeGiB *int64 `json:"sizeGiB,omitempty"`
+	SizeGiB *int64 `json:"sizeGiB,omitempty" protobuf:"varint,2,opt,name=sizeGiB"`
 }
 
 // NetworkOverride replaces the IPAM of one class interface: exactly one of
 // static, dhcp or pool.
 type NetworkOverride struct {
 	// name of the class interface to override.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// static pins the interface to a static address. An address written in
 	// CIDR form ("192.0.2.90/24") is split into address and prefix.
 	// +optional
-	Static *StaticIPConfig `json:"static,omitempty"`
+	Static *StaticIPConfig `json:"static,omitempty" protobuf:"bytes,2,opt,name=static"`
 	// dhcp gets the interface's address from DHCP, whatever the class says.
 	// +optional
-	DHCP bool `json:"dhcp,omitempty"`
+	DHCP bool `json:"dhcp,omitempty" protobuf:"varint,3,opt,name=dhcp"`
 	// pool claims the interface's address from an IP pool (Cluster API's
 	// IPAM contract), whatever the class says.
 	// +optional
-	Pool *IPPoolReference `json:"pool,omitempty"`
+	Pool *IPPoolReference `json:"pool,omitempty" protobuf:"bytes,4,opt,name=pool"`
 }
 
 // IPPoolReference names the pool an interface's address is claimed from,
@@ -291,30 +291,30 @@ type NetworkOverride struct {
 type IPPoolReference struct {
 	// apiGroup of the pool; infrastructure.banlieue.io when empty.
 	// +optional
-	APIGroup string `json:"apiGroup,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty" protobuf:"bytes,1,opt,name=apiGroup"`
 	// kind of the pool; IPPool (banlieue's, cluster-scoped) when empty.
 	// +optional
-	Kind string `json:"kind,omitempty"`
+	Kind string `json:"kind,omitempty" protobuf:"bytes,2,opt,name=kind"`
 	// name of the pool.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,3,opt,name=name"`
 }
 
 // StaticIPConfig is a static IPv4 or IPv6 configuration of one interface.
 type StaticIPConfig struct {
 	// address is the interface's IP address. CIDR form ("192.0.2.90/24") is
 	// accepted when prefix is omitted and is split into address and prefix.
-	Address string `json:"address"`
+	Address string `json:"address" protobuf:"bytes,1,opt,name=address"`
 	// prefix is the network prefix length: 0-32 for IPv4, 0-128 for IPv6.
 	// Required unless given with the address in CIDR form.
 	// +optional
-	Prefix *int32 `json:"prefix,omitempty"`
+	Prefix *int32 `json:"prefix,omitempty" protobuf:"varint,2,opt,name=prefix"`
 	// gateway is the default gateway; it must lie inside address/prefix.
 	// +optional
-	Gateway string `json:"gateway,omitempty"`
+	Gateway string `json:"gateway,omitempty" protobuf:"bytes,3,opt,name=gateway"`
 	// nameservers are DNS server IP addresses.
 	// +optional
 	// +listType=atomic
-	Nameservers []string `json:"nameservers,omitempty"`
+	Nameservers []string `json:"nameservers,omitempty" protobuf:"bytes,4,rep,name=nameservers"`
 }
 
 // Condition types of a VirtualMachine.
@@ -344,40 +344,40 @@ const (
 type VirtualMachineStatus struct {
 	// observedGeneration is the metadata.generation the controllers last acted on.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, Migrating, Paused, ClassOutOfDate.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 	// initialization tracks whether the backend has ever accepted the spec.
 	// +optional
-	Initialization *VirtualMachineInitialization `json:"initialization,omitempty"`
+	Initialization *VirtualMachineInitialization `json:"initialization,omitempty" protobuf:"bytes,3,opt,name=initialization"`
 	// scheduled records where the scheduler placed the VM.
 	// +optional
-	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+	Scheduled *ScheduledPlacement `json:"scheduled,omitempty" protobuf:"bytes,4,opt,name=scheduled"`
 	// classRevision is the VMClass shape the VM is built from, pinned when
 	// it is scheduled: later edits of the class change nothing of a placed
 	// VM (ClassOutOfDate says they exist) until the VM is annotated
 	// banlieue.io/update-class=true, which pins the class as it is then.
 	// +optional
-	ClassRevision *ClassRevision `json:"classRevision,omitempty"`
+	ClassRevision *ClassRevision `json:"classRevision,omitempty" protobuf:"bytes,5,opt,name=classRevision"`
 	// migration is the recreation in progress: where the VM goes and the
 	// machine being built there (status.scheduled and infrastructureRef
 	// stay the old ones until it is Ready and the old machine is gone).
 	// +optional
-	Migration *MigrationStatus `json:"migration,omitempty"`
+	Migration *MigrationStatus `json:"migration,omitempty" protobuf:"bytes,6,opt,name=migration"`
 	// infrastructureRef points at the backend infrastructure object (for
 	// vSphere, a VSphereMachine in the VM's namespace).
 	// +optional
-	InfrastructureRef *InfrastructureReference `json:"infrastructureRef,omitempty"`
+	InfrastructureRef *InfrastructureReference `json:"infrastructureRef,omitempty" protobuf:"bytes,7,opt,name=infrastructureRef"`
 	// addresses reported by the backend.
 	// +optional
 	// +listType=atomic
-	Addresses []MachineAddress `json:"addresses,omitempty"`
+	Addresses []MachineAddress `json:"addresses,omitempty" protobuf:"bytes,8,rep,name=addresses"`
 	// powerState is the power state the backend reports.
 	// +optional
-	PowerState PowerState `json:"powerState,omitempty"`
+	PowerState PowerState `json:"powerState,omitempty" protobuf:"bytes,9,opt,name=powerState,casttype=PowerState"`
 }
 
 // VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.
@@ -385,82 +385,82 @@ type VirtualMachineInitialization struct {
 	// provisioned is true once the backend has accepted the spec. It is
 	// mirrored from the infrastructure object, never set by the core controller.
 	// +optional
-	Provisioned *bool `json:"provisioned,omitempty"`
+	Provisioned *bool `json:"provisioned,omitempty" protobuf:"varint,1,opt,name=provisioned"`
 }
 
 // MigrationStatus is a migration in progress.
 type MigrationStatus struct {
 	// target is the new placement.
-	Target ScheduledPlacement `json:"target"`
+	Target ScheduledPlacement `json:"target" protobuf:"bytes,1,opt,name=target"`
 	// infrastructureRef is the machine being built there.
-	InfrastructureRef InfrastructureReference `json:"infrastructureRef"`
+	InfrastructureRef InfrastructureReference `json:"infrastructureRef" protobuf:"bytes,2,opt,name=infrastructureRef"`
 	// reason the VM moves: PlacementDrifted or Requested.
-	Reason string `json:"reason"`
+	Reason string `json:"reason" protobuf:"bytes,3,opt,name=reason"`
 }
 
 // ClassRevision is a VMClass's spec at one generation.
 type ClassRevision struct {
 	// generation of the VMClass this spec is.
-	Generation int64 `json:"generation"`
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
 	// spec of the VMClass at that generation.
-	Spec VMClassSpec `json:"spec"`
+	Spec VMClassSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // ScheduledPlacement is the scheduler's decision for a VM.
 type ScheduledPlacement struct {
 	// provider is the name of the chosen Provider (in the VM's namespace or
 	// given as namespace/name).
-	Provider string `json:"provider"`
+	Provider string `json:"provider" protobuf:"bytes,1,opt,name=provider"`
 	// failureDomain is the chosen failure domain of that Provider.
 	// +optional
-	FailureDomain string `json:"failureDomain,omitempty"`
+	FailureDomain string `json:"failureDomain,omitempty" protobuf:"bytes,2,opt,name=failureDomain"`
 	// storage is the resolved backend target of each disk.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Storage []StorageResolution `json:"storage,omitempty"`
+	Storage []StorageResolution `json:"storage,omitempty" protobuf:"bytes,3,rep,name=storage"`
 	// network is the resolved backend target of each interface.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Network []NetworkResolution `json:"network,omitempty"`
+	Network []NetworkResolution `json:"network,omitempty" protobuf:"bytes,4,rep,name=network"`
 }
 
 // StorageResolution maps one disk to its backend storage.
 type StorageResolution struct {
 	// name of the disk.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// storageClass the disk asked for.
 	// +optional
-	StorageClass string `json:"storageClass,omitempty"`
+	StorageClass string `json:"storageClass,omitempty" protobuf:"bytes,2,opt,name=storageClass"`
 	// target is the backend storage the Provider maps that storage class
 	// to (a vSphere datastore, a libvirt pool).
 	// +optional
-	Target string `json:"target,omitempty"`
+	Target string `json:"target,omitempty" protobuf:"bytes,3,opt,name=target"`
 }
 
 // NetworkResolution maps one interface to its backend network.
 type NetworkResolution struct {
 	// name of the interface.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// networkClass the interface asked for.
 	// +optional
-	NetworkClass string `json:"networkClass,omitempty"`
+	NetworkClass string `json:"networkClass,omitempty" protobuf:"bytes,2,opt,name=networkClass"`
 	// target is the backend network the Provider maps that network class
 	// to (a vSphere port group, a libvirt network or bridge).
 	// +optional
-	Target string `json:"target,omitempty"`
+	Target string `json:"target,omitempty" protobuf:"bytes,3,opt,name=target"`
 }
 
 // InfrastructureReference points at an infrastructure object in the same
 // namespace, in the Cluster API v1beta2 contract-versioned shape.
 type InfrastructureReference struct {
 	// apiGroup of the referenced object, e.g. infrastructure.banlieue.io.
-	APIGroup string `json:"apiGroup"`
+	APIGroup string `json:"apiGroup" protobuf:"bytes,1,opt,name=apiGroup"`
 	// kind of the referenced object, e.g. VSphereMachine.
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 	// name of the referenced object.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,3,opt,name=name"`
 }
 
 // MachineAddressType is the kind of a machine address (Cluster API's vocabulary).
@@ -478,9 +478,9 @@ const (
 // MachineAddress is one address of a VM.
 type MachineAddress struct {
 	// type of the address: Hostname, ExternalIP, InternalIP, ExternalDNS or InternalDNS.
-	Type MachineAddressType `json:"type"`
+	Type MachineAddressType `json:"type" protobuf:"bytes,1,opt,name=type,casttype=MachineAddressType"`
 	// address itself.
-	Address string `json:"address"`
+	Address string `json:"address" protobuf:"bytes,2,opt,name=address"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -489,8 +489,8 @@ type MachineAddress struct {
 type VirtualMachineList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []VirtualMachine `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []VirtualMachine `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -518,84 +518,84 @@ type ResolvedVirtualMachine struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the VirtualMachine's metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the merged, effective configuration: of the pinned class
 	// (status.classRevision) once the VM is placed.
-	Spec ResolvedVirtualMachineSpec `json:"spec"`
+	Spec ResolvedVirtualMachineSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// current is the configuration with the VMClass as it is now, when that
 	// differs from the pinned one (the VM is ClassOutOfDate): what
 	// annotating it banlieue.io/update-class=true would apply.
 	// +optional
-	Current *ResolvedVirtualMachineSpec `json:"current,omitempty"`
+	Current *ResolvedVirtualMachineSpec `json:"current,omitempty" protobuf:"bytes,3,opt,name=current"`
 }
 
 // ResolvedVirtualMachineSpec is the merged configuration of a VM.
 type ResolvedVirtualMachineSpec struct {
 	// class is the name of the VMClass merged in.
-	Class string `json:"class"`
+	Class string `json:"class" protobuf:"bytes,1,opt,name=class"`
 	// classGeneration is the generation of the VMClass merged in.
 	// +optional
-	ClassGeneration int64 `json:"classGeneration,omitempty"`
+	ClassGeneration int64 `json:"classGeneration,omitempty" protobuf:"varint,2,opt,name=classGeneration"`
 	// cpus is the effective number of virtual CPUs.
-	CPUs ResolvedInt32 `json:"cpus"`
+	CPUs ResolvedInt32 `json:"cpus" protobuf:"bytes,3,opt,name=cpus"`
 	// memoryMiB is the effective memory in MiB.
-	MemoryMiB ResolvedInt64 `json:"memoryMiB"`
+	MemoryMiB ResolvedInt64 `json:"memoryMiB" protobuf:"bytes,4,opt,name=memoryMiB"`
 	// disks are the effective disks, in class order.
 	// +listType=map
 	// +listMapKey=name
-	Disks []ResolvedDisk `json:"disks,omitempty"`
+	Disks []ResolvedDisk `json:"disks,omitempty" protobuf:"bytes,5,rep,name=disks"`
 	// interfaces are the effective network interfaces, in class order.
 	// +listType=map
 	// +listMapKey=name
-	Interfaces []ResolvedInterface `json:"interfaces,omitempty"`
+	Interfaces []ResolvedInterface `json:"interfaces,omitempty" protobuf:"bytes,6,rep,name=interfaces"`
 	// firmware is the effective boot firmware (bios when the class names none).
-	Firmware Firmware `json:"firmware"`
+	Firmware Firmware `json:"firmware" protobuf:"bytes,7,opt,name=firmware,casttype=Firmware"`
 	// firmwareFrom tells whether firmware came from the class or the default.
-	FirmwareFrom Provenance `json:"firmwareFrom"`
+	FirmwareFrom Provenance `json:"firmwareFrom" protobuf:"bytes,8,opt,name=firmwareFrom,casttype=Provenance"`
 	// features the class requires of a Provider.
 	// +listType=set
-	Features []string `json:"features,omitempty"`
+	Features []string `json:"features,omitempty" protobuf:"bytes,9,rep,name=features"`
 	// tpmEnabled: the VM gets a virtual TPM.
-	TPMEnabled bool `json:"tpmEnabled"`
+	TPMEnabled bool `json:"tpmEnabled" protobuf:"varint,10,opt,name=tpmEnabled"`
 	// image is the VMImage the VM boots, with its per-provider sources.
-	Image ResolvedImage `json:"image"`
+	Image ResolvedImage `json:"image" protobuf:"bytes,11,opt,name=image"`
 	// placement is the VM's placement constraints.
 	// +optional
-	Placement *Placement `json:"placement,omitempty"`
+	Placement *Placement `json:"placement,omitempty" protobuf:"bytes,12,opt,name=placement"`
 	// powerState is the desired power state.
-	PowerState PowerState `json:"powerState"`
+	PowerState PowerState `json:"powerState" protobuf:"bytes,13,opt,name=powerState,casttype=PowerState"`
 	// userData is the VM's first-boot payload reference.
 	// +optional
-	UserData *UserData `json:"userData,omitempty"`
+	UserData *UserData `json:"userData,omitempty" protobuf:"bytes,14,opt,name=userData"`
 }
 
 // ResolvedInt32 is an effective integer and where it came from.
 type ResolvedInt32 struct {
 	// value is the effective value.
-	Value int32 `json:"value"`
+	Value int32 `json:"value" protobuf:"varint,1,opt,name=value"`
 	// from is class, override or default.
-	From Provenance `json:"from"`
+	From Provenance `json:"from" protobuf:"bytes,2,opt,name=from,casttype=Provenance"`
 }
 
 // ResolvedInt64 is an effective integer and where it came from.
 type ResolvedInt64 struct {
 	// value is the effective value.
-	Value int64 `json:"value"`
+	Value int64 `json:"value" protobuf:"varint,1,opt,name=value"`
 	// from is class, override or default.
-	From Provenance `json:"from"`
+	From Provenance `json:"from" protobuf:"bytes,2,opt,name=from,casttype=Provenance"`
 }
 
 // ResolvedDisk is one effective disk.
 type ResolvedDisk struct {
 	// name of the disk.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// sizeGiB is the effective size, with its provenance.
-	SizeGiB ResolvedInt64 `json:"sizeGiB"`
+	SizeGiB ResolvedInt64 `json:"sizeGiB" protobuf:"bytes,2,opt,name=sizeGiB"`
 	// storageClass of the disk (from the class).
-	StorageClass string `json:"storageClass,omitempty"`
+	StorageClass string `json:"storageClass,omitempty" protobuf:"bytes,3,opt,name=storageClass"`
 	// provisioning of the disk (from the class).
-	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
+	Provisioning DiskProvisioning `json:"provisioning,omitempty" protobuf:"bytes,4,opt,name=provisioning,casttype=DiskProvisioning"`
 }
 
 // IPAMMode is how an interface gets its address.
@@ -614,43 +614,43 @@ const (
 // ResolvedInterface is one effective network interface.
 type ResolvedInterface struct {
 	// name of the interface.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// networkClass of the interface (from the class).
-	NetworkClass string `json:"networkClass,omitempty"`
+	NetworkClass string `json:"networkClass,omitempty" protobuf:"bytes,2,opt,name=networkClass"`
 	// mode is the effective IPAM mode: DHCP, Static or Pool.
-	Mode IPAMMode `json:"mode"`
+	Mode IPAMMode `json:"mode" protobuf:"bytes,3,opt,name=mode,casttype=IPAMMode"`
 	// static is the effective static configuration when mode is Static.
 	// +optional
-	Static *StaticIPConfig `json:"static,omitempty"`
+	Static *StaticIPConfig `json:"static,omitempty" protobuf:"bytes,4,opt,name=static"`
 	// pool is the IP pool when mode is Pool.
 	// +optional
-	Pool *IPPoolReference `json:"pool,omitempty"`
+	Pool *IPPoolReference `json:"pool,omitempty" protobuf:"bytes,5,opt,name=pool"`
 	// from is where the IPAM came from: class, override, or default (DHCP).
-	From Provenance `json:"from"`
+	From Provenance `json:"from" protobuf:"bytes,6,opt,name=from,casttype=Provenance"`
 }
 
 // ResolvedImage is the image a VM boots.
 type ResolvedImage struct {
 	// name of the VMImage.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// osFamily of the image.
 	// +optional
-	OSFamily string `json:"osFamily,omitempty"`
+	OSFamily string `json:"osFamily,omitempty" protobuf:"bytes,2,opt,name=osFamily"`
 	// sources of the image per provider class.
 	// +optional
 	// +listType=map
 	// +listMapKey=providerClass
-	Sources []ImageSource `json:"sources,omitempty"`
+	Sources []ImageSource `json:"sources,omitempty" protobuf:"bytes,3,rep,name=sources"`
 	// installMode of the image's template.
 	// +optional
-	InstallMode InstallMode `json:"installMode,omitempty"`
+	InstallMode InstallMode `json:"installMode,omitempty" protobuf:"bytes,4,opt,name=installMode,casttype=InstallMode"`
 	// guestAgent of the image: how the user data reaches the guest.
 	// +optional
-	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
+	GuestAgent GuestAgent `json:"guestAgent,omitempty" protobuf:"bytes,5,opt,name=guestAgent,casttype=GuestAgent"`
 	// cloudConfigs of the image, delivered before the VM's user data.
 	// +optional
 	// +listType=atomic
-	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
+	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty" protobuf:"bytes,6,rep,name=cloudConfigs"`
 }
 
 // ---------------------------------------------------------------------------
@@ -666,62 +666,62 @@ type ResolvedImage struct {
 type VMClass struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the class's shape.
-	Spec VMClassSpec `json:"spec"`
+	Spec VMClassSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // VMClassSpec is the shape of a VMClass. Changing a class does not
 // reconfigure VMs that already run with it.
 type VMClassSpec struct {
 	// hardware is the CPU, memory and disk shape.
-	Hardware VMClassHardware `json:"hardware"`
+	Hardware VMClassHardware `json:"hardware" protobuf:"bytes,1,opt,name=hardware"`
 	// network lists the VM's network interfaces.
 	// +optional
-	Network *VMClassNetwork `json:"network,omitempty"`
+	Network *VMClassNetwork `json:"network,omitempty" protobuf:"bytes,2,opt,name=network"`
 	// firmware is the boot firmware: bios, efi or efi-secure. When omitted,
 	// the resolved firmware is bios.
 	// +optional
-	Firmware Firmware `json:"firmware,omitempty"`
+	Firmware Firmware `json:"firmware,omitempty" protobuf:"bytes,3,opt,name=firmware,casttype=Firmware"`
 	// features a Provider must advertise in spec.capabilities.features to run
 	// this class (for example hotAddCPU, efiSecureBoot, vtpm).
 	// +optional
 	// +listType=set
-	Features []string `json:"features,omitempty"`
+	Features []string `json:"features,omitempty" protobuf:"bytes,4,rep,name=features"`
 	// tpmEnabled attaches a virtual TPM. Requires firmware efi or efi-secure,
 	// and a Provider advertising the vtpm feature.
 	// +optional
-	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+	TPMEnabled bool `json:"tpmEnabled,omitempty" protobuf:"varint,5,opt,name=tpmEnabled"`
 }
 
 // VMClassHardware is the CPU, memory and disk shape of a class.
 type VMClassHardware struct {
 	// cpus is the number of virtual CPUs. Minimum 1.
-	CPUs int32 `json:"cpus"`
+	CPUs int32 `json:"cpus" protobuf:"varint,1,opt,name=cpus"`
 	// memoryMiB is the memory in MiB. Minimum 1.
-	MemoryMiB int64 `json:"memoryMiB"`
+	MemoryMiB int64 `json:"memoryMiB" protobuf:"varint,2,opt,name=memoryMiB"`
 	// disks of the VM, the first being the boot disk.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Disks []DiskSpec `json:"disks,omitempty"`
+	Disks []DiskSpec `json:"disks,omitempty" protobuf:"bytes,3,rep,name=disks"`
 }
 
 // DiskSpec is one disk of a class.
 type DiskSpec struct {
 	// name of the disk, unique in the class; overrides refer to it.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// sizeGiB is the disk size in GiB. Minimum 1.
-	SizeGiB int64 `json:"sizeGiB"`
+	SizeGiB int64 `json:"sizeGiB" protobuf:"varint,2,opt,name=sizeGiB"`
 	// storageClass is the abstract storage class a Provider maps to a
 	// datastore (Provider.spec.capabilities.storageClasses).
 	// +optional
-	StorageClass string `json:"storageClass,omitempty"`
+	StorageClass string `json:"storageClass,omitempty" protobuf:"bytes,3,opt,name=storageClass"`
 	// provisioning is thin, thick or eagerZeroed. Defaults to thin.
 	// +optional
 	// +default="thin"
-	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
+	Provisioning DiskProvisioning `json:"provisioning,omitempty" protobuf:"bytes,4,opt,name=provisioning,casttype=DiskProvisioning"`
 }
 
 // VMClassNetwork is the network topology of a class.
@@ -730,31 +730,31 @@ type VMClassNetwork struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Interfaces []NetworkInterfaceSpec `json:"interfaces,omitempty"`
+	Interfaces []NetworkInterfaceSpec `json:"interfaces,omitempty" protobuf:"bytes,1,rep,name=interfaces"`
 }
 
 // NetworkInterfaceSpec is one network interface of a class.
 type NetworkInterfaceSpec struct {
 	// name of the interface, unique in the class; overrides refer to it.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// networkClass is the abstract network class a Provider maps to a port
 	// group (Provider.spec.capabilities.networkClasses).
 	// +optional
-	NetworkClass string `json:"networkClass,omitempty"`
+	NetworkClass string `json:"networkClass,omitempty" protobuf:"bytes,2,opt,name=networkClass"`
 	// ipam is how the interface gets its address: DHCP when empty, or at
 	// most one of static or pool.
 	// +optional
-	IPAM IPAMConfig `json:"ipam,omitempty"`
+	IPAM IPAMConfig `json:"ipam,omitempty" protobuf:"bytes,3,opt,name=ipam"`
 }
 
 // IPAMConfig selects how an interface is addressed. Empty means DHCP.
 type IPAMConfig struct {
 	// static gives the interface a fixed address.
 	// +optional
-	Static *StaticIPConfig `json:"static,omitempty"`
+	Static *StaticIPConfig `json:"static,omitempty" protobuf:"bytes,1,opt,name=static"`
 	// pool allocates the address from a named IP pool.
 	// +optional
-	Pool *IPPoolReference `json:"pool,omitempty"`
+	Pool *IPPoolReference `json:"pool,omitempty" protobuf:"bytes,2,opt,name=pool"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -763,8 +763,8 @@ type IPAMConfig struct {
 type VMClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []VMClass `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []VMClass `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -815,29 +815,29 @@ const (
 type VMImage struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec describes the image and its sources.
-	Spec VMImageSpec `json:"spec"`
+	Spec VMImageSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status reports, per Provider, whether the image can be used there.
 	// +optional
-	Status VMImageStatus `json:"status,omitempty"`
+	Status VMImageStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // VMImageSpec describes an image.
 type VMImageSpec struct {
 	// osFamily, e.g. linux or windows.
 	// +optional
-	OSFamily string `json:"osFamily,omitempty"`
+	OSFamily string `json:"osFamily,omitempty" protobuf:"bytes,1,opt,name=osFamily"`
 	// osDistribution, e.g. ubuntu.
 	// +optional
-	OSDistribution string `json:"osDistribution,omitempty"`
+	OSDistribution string `json:"osDistribution,omitempty" protobuf:"bytes,2,opt,name=osDistribution"`
 	// osVersion, e.g. "22.04".
 	// +optional
-	OSVersion string `json:"osVersion,omitempty"`
+	OSVersion string `json:"osVersion,omitempty" protobuf:"bytes,3,opt,name=osVersion"`
 	// architecture, e.g. amd64 or arm64.
 	// +optional
-	Architecture string `json:"architecture,omitempty"`
+	Architecture string `json:"architecture,omitempty" protobuf:"bytes,4,opt,name=architecture"`
 	// guestAgent is the first-boot agent in the image, which decides how
 	// the VM's user data reaches the guest: cloud-init (the default; vSphere
 	// guestinfo.userdata/metadata, a libvirt NoCloud seed ISO) or ignition
@@ -845,15 +845,15 @@ type VMImageSpec struct {
 	// opt/com.coreos/config on libvirt). sysprep is refused until supported.
 	// +optional
 	// +default="cloud-init"
-	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
+	GuestAgent GuestAgent `json:"guestAgent,omitempty" protobuf:"bytes,5,opt,name=guestAgent,casttype=GuestAgent"`
 	// sources give the image's backend source, at most one per provider class.
 	// +optional
 	// +listType=map
 	// +listMapKey=providerClass
-	Sources []ImageSource `json:"sources,omitempty"`
+	Sources []ImageSource `json:"sources,omitempty" protobuf:"bytes,6,rep,name=sources"`
 	// template describes how the image's template is built.
 	// +optional
-	Template *ImageTemplate `json:"template,omitempty"`
+	Template *ImageTemplate `json:"template,omitempty" protobuf:"bytes,7,opt,name=template"`
 	// cloudConfigs are cloud-config documents every VM of the image gets
 	// with its own user data, before it (cloud-init merges them in order,
 	// the VM's user data last): e.g. a deferred image's unattended-install
@@ -863,38 +863,38 @@ type VMImageSpec struct {
 	// images only: refused with guestAgent ignition.
 	// +optional
 	// +listType=atomic
-	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
+	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty" protobuf:"bytes,8,rep,name=cloudConfigs"`
 }
 
 // ImageSource is the image's source for one provider class.
 type ImageSource struct {
 	// providerClass this source serves, e.g. vsphere.
-	ProviderClass string `json:"providerClass"`
+	ProviderClass string `json:"providerClass" protobuf:"bytes,1,opt,name=providerClass"`
 	// kind of source: Template (vsphere), Volume (libvirt).
-	Kind ImageSourceKind `json:"kind"`
+	Kind ImageSourceKind `json:"kind" protobuf:"bytes,2,opt,name=kind,casttype=ImageSourceKind"`
 	// ref is the backend name of the source: for vSphere, the template's
 	// name, which must exist in every failure-domain datacenter; for
 	// libvirt, POOL/VOLUME, which must exist on every failure-domain host.
-	Ref string `json:"ref"`
+	Ref string `json:"ref" protobuf:"bytes,3,opt,name=ref"`
 }
 
 // ImageTemplate describes the template build of an image.
 type ImageTemplate struct {
 	// firmware the template is built with: bios, efi or efi-secure.
 	// +optional
-	Firmware Firmware `json:"firmware,omitempty"`
+	Firmware Firmware `json:"firmware,omitempty" protobuf:"bytes,1,opt,name=firmware,casttype=Firmware"`
 	// installMode is immediate (installed into the template) or deferred
 	// (each clone installs at first boot, e.g. to seal keys to its own vTPM).
 	// Defaults to immediate.
 	// +optional
 	// +default="immediate"
-	InstallMode InstallMode `json:"installMode,omitempty"`
+	InstallMode InstallMode `json:"installMode,omitempty" protobuf:"bytes,2,opt,name=installMode,casttype=InstallMode"`
 }
 
 // CloudConfigSource references a cloud-config document.
 type CloudConfigSource struct {
 	// secretRef names a Secret holding the cloud-config.
-	SecretRef LocalObjectReference `json:"secretRef"`
+	SecretRef LocalObjectReference `json:"secretRef" protobuf:"bytes,1,opt,name=secretRef"`
 }
 
 // VMImageStatus is the observed state of a VMImage.
@@ -904,7 +904,7 @@ type VMImageStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=provider
-	PerProvider []ImageProviderStatus `json:"perProvider,omitempty"`
+	PerProvider []ImageProviderStatus `json:"perProvider,omitempty" protobuf:"bytes,1,rep,name=perProvider"`
 }
 
 // Reasons a VMImage is not ready on a Provider.
@@ -918,16 +918,16 @@ const (
 // ImageProviderStatus is the readiness of an image on one Provider.
 type ImageProviderStatus struct {
 	// provider is the Provider, as "namespace/name".
-	Provider string `json:"provider"`
+	Provider string `json:"provider" protobuf:"bytes,1,opt,name=provider"`
 	// ready is true when the image can be used on that Provider.
-	Ready bool `json:"ready"`
+	Ready bool `json:"ready" protobuf:"varint,2,opt,name=ready"`
 	// reason is a CamelCase reason when not ready: TemplateNotFound,
 	// ConnectFailed, LookupFailed or NoVSphereSource.
 	// +optional
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 	// message is a human-readable explanation.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -936,8 +936,8 @@ type ImageProviderStatus struct {
 type VMImageList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []VMImage `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []VMImage `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -955,10 +955,10 @@ type VMImageList struct {
 type ProviderClass struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec describes the backend's provider workloads.
-	Spec ProviderClassSpec `json:"spec"`
+	Spec ProviderClassSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // ProviderDeploymentStrategy is how many provider workloads a class runs.
@@ -978,33 +978,33 @@ type ProviderClassSpec struct {
 	// backend is the provider banlieue runs ("banlieue provider BACKEND"):
 	// vsphere or libvirt. Today it must equal the class's name, which
 	// Providers and VMImage sources use as the backend's name. Immutable.
-	Backend string `json:"backend"`
+	Backend string `json:"backend" protobuf:"bytes,1,opt,name=backend"`
 	// image of the provider workloads: a banlieue release image.
-	Image string `json:"image"`
+	Image string `json:"image" protobuf:"bytes,2,opt,name=image"`
 	// namespace the workloads run in; it must hold the Providers the
 	// class serves. Defaults to banlieue-system.
 	// +optional
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,3,opt,name=namespace"`
 	// deploymentStrategy: PerProvider (default), one workload per
 	// Provider with an identity limited to that Provider's credentials, or
 	// Shared, one workload for every Provider of the class.
 	// +optional
-	DeploymentStrategy ProviderDeploymentStrategy `json:"deploymentStrategy,omitempty"`
+	DeploymentStrategy ProviderDeploymentStrategy `json:"deploymentStrategy,omitempty" protobuf:"bytes,4,opt,name=deploymentStrategy,casttype=ProviderDeploymentStrategy"`
 	// replicas of each workload; replicas take turns through a Lease.
 	// Defaults to 1.
 	// +optional
-	Replicas *int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty" protobuf:"varint,5,opt,name=replicas"`
 	// resources of the provider container. Defaults to requests of 50m CPU
 	// and 64Mi memory and a 512Mi memory limit.
 	// +optional
-	Resources *ProviderResources `json:"resources,omitempty"`
+	Resources *ProviderResources `json:"resources,omitempty" protobuf:"bytes,6,opt,name=resources"`
 	// logLevel is the providers' klog verbosity (0-10). Defaults to 2.
 	// +optional
-	LogLevel *int32 `json:"logLevel,omitempty"`
+	LogLevel *int32 `json:"logLevel,omitempty" protobuf:"varint,7,opt,name=logLevel"`
 	// paused stops the operator from changing the class's workloads: they
 	// keep running as they are, and new Providers get none until unpaused.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused bool `json:"paused,omitempty" protobuf:"varint,8,opt,name=paused"`
 }
 
 // ProviderResources are the compute resources of a provider container:
@@ -1012,10 +1012,10 @@ type ProviderClassSpec struct {
 type ProviderResources struct {
 	// requests the scheduler reserves.
 	// +optional
-	Requests map[string]resource.Quantity `json:"requests,omitempty"`
+	Requests map[string]resource.Quantity `json:"requests,omitempty" protobuf:"bytes,1,rep,name=requests"`
 	// limits the container may not exceed.
 	// +optional
-	Limits map[string]resource.Quantity `json:"limits,omitempty"`
+	Limits map[string]resource.Quantity `json:"limits,omitempty" protobuf:"bytes,2,rep,name=limits"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1024,8 +1024,8 @@ type ProviderResources struct {
 type ProviderClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ProviderClass `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []ProviderClass `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1039,33 +1039,33 @@ type ProviderClassList struct {
 type Provider struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec declares the backend and what it offers.
-	Spec ProviderSpec `json:"spec"`
+	Spec ProviderSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status reports connectivity and the discovered failure domains.
 	// +optional
-	Status ProviderStatus `json:"status,omitempty"`
+	Status ProviderStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ProviderSpec declares a backend.
 type ProviderSpec struct {
 	// providerClassRef names the backend implementation: vsphere or libvirt.
 	// Immutable.
-	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
+	ProviderClassRef LocalObjectReference `json:"providerClassRef" protobuf:"bytes,1,opt,name=providerClassRef"`
 	// connection tells the provider how to reach and authenticate to the backend.
-	Connection ProviderConnection `json:"connection"`
+	Connection ProviderConnection `json:"connection" protobuf:"bytes,2,opt,name=connection"`
 	// capabilities is the explicit contract the scheduler matches a VMClass
 	// against: every storage class, network class and feature a class asks
 	// for must be listed here.
 	// +optional
-	Capabilities ProviderCapabilities `json:"capabilities,omitempty"`
+	Capabilities ProviderCapabilities `json:"capabilities,omitempty" protobuf:"bytes,3,opt,name=capabilities"`
 	// failureDomainNameOverrides replace the auto-computed name
 	// (<provider>-<datacenter>-<cluster> on vSphere, <provider>-<host> on
 	// libvirt) of chosen failure domains. Override names must be unique.
 	// +optional
 	// +listType=atomic
-	FailureDomainNameOverrides []FailureDomainNameOverride `json:"failureDomainNameOverrides,omitempty"`
+	FailureDomainNameOverrides []FailureDomainNameOverride `json:"failureDomainNameOverrides,omitempty" protobuf:"bytes,4,rep,name=failureDomainNameOverrides"`
 }
 
 // ProviderConnection is how to reach a backend.
@@ -1075,49 +1075,49 @@ type ProviderConnection struct {
 	// (libvirt, one host). A libvirt Provider of several hosts gives hosts
 	// instead.
 	// +optional
-	Endpoint string `json:"endpoint,omitempty"`
+	Endpoint string `json:"endpoint,omitempty" protobuf:"bytes,1,opt,name=endpoint"`
 	// hosts are the hosts of a backend reached host by host (libvirt), each
 	// a failure domain named after it; instead of endpoint. They share
 	// credentialsRef and caBundle.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Hosts []ProviderHost `json:"hosts,omitempty"`
+	Hosts []ProviderHost `json:"hosts,omitempty" protobuf:"bytes,2,rep,name=hosts"`
 	// credentialsRef names a Secret in the Provider's namespace with the keys
 	// username and password.
-	CredentialsRef LocalObjectReference `json:"credentialsRef"`
+	CredentialsRef LocalObjectReference `json:"credentialsRef" protobuf:"bytes,3,opt,name=credentialsRef"`
 	// insecureSkipTLSVerify disables TLS verification of the endpoint.
 	// Self-signed test endpoints only; prefer caBundle. Cannot be combined
 	// with caBundle.
 	// +optional
-	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty" protobuf:"varint,4,opt,name=insecureSkipTLSVerify"`
 	// caBundle is the CA that signs the endpoint's certificate: exactly one of
 	// inline, configMapRef or secretRef. The key of a reference defaults to ca.crt.
 	// +optional
-	CABundle *CABundleSource `json:"caBundle,omitempty"`
+	CABundle *CABundleSource `json:"caBundle,omitempty" protobuf:"bytes,5,opt,name=caBundle"`
 }
 
 // ProviderHost is one host of a Provider and how to reach it.
 type ProviderHost struct {
 	// name of the host, as failure domains and overrides name it.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// endpoint of the host, as spec.connection.endpoint.
-	Endpoint string `json:"endpoint"`
+	Endpoint string `json:"endpoint" protobuf:"bytes,2,opt,name=endpoint"`
 }
 
 // CABundleSource gives PEM-encoded CA certificates. Exactly one field must be set.
 type CABundleSource struct {
 	// inline PEM-encoded certificates.
 	// +optional
-	Inline string `json:"inline,omitempty"`
+	Inline string `json:"inline,omitempty" protobuf:"bytes,1,opt,name=inline"`
 	// configMapRef selects a key of a ConfigMap in the Provider's namespace.
 	// The key defaults to ca.crt.
 	// +optional
-	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+	ConfigMapRef *KeySelector `json:"configMapRef,omitempty" protobuf:"bytes,2,opt,name=configMapRef"`
 	// secretRef selects a key of a Secret in the Provider's namespace. The key
 	// defaults to ca.crt.
 	// +optional
-	SecretRef *KeySelector `json:"secretRef,omitempty"`
+	SecretRef *KeySelector `json:"secretRef,omitempty" protobuf:"bytes,3,opt,name=secretRef"`
 }
 
 // ProviderCapabilities is what a Provider offers to the scheduler.
@@ -1126,25 +1126,25 @@ type ProviderCapabilities struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	StorageClasses []StorageClassCapability `json:"storageClasses,omitempty"`
+	StorageClasses []StorageClassCapability `json:"storageClasses,omitempty" protobuf:"bytes,1,rep,name=storageClasses"`
 	// networkClasses map abstract network classes to backend port groups.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	NetworkClasses []NetworkClassCapability `json:"networkClasses,omitempty"`
+	NetworkClasses []NetworkClassCapability `json:"networkClasses,omitempty" protobuf:"bytes,2,rep,name=networkClasses"`
 	// features the backend supports, e.g. hotAddCPU, efiSecureBoot, vtpm.
 	// Set by hand; never auto-discovered.
 	// +optional
 	// +listType=set
-	Features []string `json:"features,omitempty"`
+	Features []string `json:"features,omitempty" protobuf:"bytes,3,rep,name=features"`
 }
 
 // StorageClassCapability maps a storage class to a datastore.
 type StorageClassCapability struct {
 	// name of the storage class, as VMClass disks name it.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// target is the backend storage.
-	Target StorageTarget `json:"target"`
+	Target StorageTarget `json:"target" protobuf:"bytes,2,opt,name=target"`
 }
 
 // StorageTarget is a backend storage location: exactly one field, the
@@ -1152,14 +1152,14 @@ type StorageClassCapability struct {
 type StorageTarget struct {
 	// datastore is a vSphere datastore.
 	// +optional
-	Datastore string `json:"datastore,omitempty"`
+	Datastore string `json:"datastore,omitempty" protobuf:"bytes,1,opt,name=datastore"`
 	// pool is a libvirt storage pool.
 	// +optional
-	Pool string `json:"pool,omitempty"`
+	Pool string `json:"pool,omitempty" protobuf:"bytes,2,opt,name=pool"`
 	// storage is a Proxmox VE storage (local-lvm, a Ceph pool, ...), present
 	// on the nodes that use it.
 	// +optional
-	Storage string `json:"storage,omitempty"`
+	Storage string `json:"storage,omitempty" protobuf:"bytes,3,opt,name=storage"`
 }
 
 // Name is the target's backend name, whatever its kind.
@@ -1176,9 +1176,9 @@ func (t StorageTarget) Name() string {
 // NetworkClassCapability maps a network class to a port group.
 type NetworkClassCapability struct {
 	// name of the network class, as VMClass interfaces name it.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// target is the backend network.
-	Target NetworkTarget `json:"target"`
+	Target NetworkTarget `json:"target" protobuf:"bytes,2,opt,name=target"`
 }
 
 // NetworkTarget is a backend network: exactly one field, of those the
@@ -1186,18 +1186,18 @@ type NetworkClassCapability struct {
 type NetworkTarget struct {
 	// portGroup is a vSphere port group (standard or distributed).
 	// +optional
-	PortGroup string `json:"portGroup,omitempty"`
+	PortGroup string `json:"portGroup,omitempty" protobuf:"bytes,1,opt,name=portGroup"`
 	// network is a libvirt network.
 	// +optional
-	Network string `json:"network,omitempty"`
+	Network string `json:"network,omitempty" protobuf:"bytes,2,opt,name=network"`
 	// bridge is a host bridge: on libvirt, for networks libvirt does not
 	// manage; on Proxmox VE, the node's Linux bridge (vmbr0).
 	// +optional
-	Bridge string `json:"bridge,omitempty"`
+	Bridge string `json:"bridge,omitempty" protobuf:"bytes,3,opt,name=bridge"`
 	// vlan tags the interface's traffic on the bridge (Proxmox VE, a
 	// VLAN-aware bridge), 1-4094.
 	// +optional
-	VLAN int32 `json:"vlan,omitempty"`
+	VLAN int32 `json:"vlan,omitempty" protobuf:"varint,4,opt,name=vlan"`
 }
 
 // Name is the target's backend name, whatever its kind.
@@ -1216,21 +1216,21 @@ func (t NetworkTarget) Name() string {
 type FailureDomainNameOverride struct {
 	// datacenter as named in the backend (vSphere).
 	// +optional
-	Datacenter string `json:"datacenter,omitempty"`
+	Datacenter string `json:"datacenter,omitempty" protobuf:"bytes,1,opt,name=datacenter"`
 	// cluster (compute cluster) as named in the backend (vSphere).
 	// +optional
-	Cluster string `json:"cluster,omitempty"`
+	Cluster string `json:"cluster,omitempty" protobuf:"bytes,2,opt,name=cluster"`
 	// host as the Provider names it (a libvirt host, a Proxmox VE node).
 	// +optional
-	Host string `json:"host,omitempty"`
+	Host string `json:"host,omitempty" protobuf:"bytes,3,opt,name=host"`
 	// name to publish for this failure domain. Must be a DNS-1123 label.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,4,opt,name=name"`
 	// labels to publish with it (status.failureDomains[].labels), which a
 	// VM's placement.failureDomainSelector matches; "name" is always the
 	// name. controlPlane: "false" keeps Cluster API control planes out of
 	// it (a VSphereCluster reports it controlPlane false).
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" protobuf:"bytes,5,rep,name=labels"`
 }
 
 // Reasons of a Provider's Ready condition.
@@ -1246,61 +1246,61 @@ const (
 type ProviderStatus struct {
 	// observedGeneration is the metadata.generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: Ready, with reasons SecretMissing, SecretInvalid,
 	// ConnectFailed or InventoryFailed when False.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 	// failureDomains found in the backend, one per (datacenter, cluster).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty" protobuf:"bytes,3,rep,name=failureDomains"`
 	// workload is the provider workload "banlieue operator" runs for this
 	// Provider, or why it runs none. Written by the operator only.
 	// +optional
-	Workload *ProviderWorkload `json:"workload,omitempty"`
+	Workload *ProviderWorkload `json:"workload,omitempty" protobuf:"bytes,4,opt,name=workload"`
 }
 
 // ProviderWorkload is the Deployment serving a Provider.
 type ProviderWorkload struct {
 	// namespace of the Deployment.
 	// +optional
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,1,opt,name=namespace"`
 	// deploymentName is the Deployment's name.
 	// +optional
-	DeploymentName string `json:"deploymentName,omitempty"`
+	DeploymentName string `json:"deploymentName,omitempty" protobuf:"bytes,2,opt,name=deploymentName"`
 	// readyReplicas of the Deployment.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas,omitempty" protobuf:"varint,3,opt,name=readyReplicas"`
 	// reason, in CamelCase, when no workload runs or it is not ready:
 	// ProviderClassNotFound, ProviderClassPaused, NamespaceNotServed,
 	// Progressing; Available when ready.
 	// +optional
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,4,opt,name=reason"`
 	// message explains reason to a human.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
 }
 
 // FailureDomain is one (datacenter, cluster) pair of a Provider.
 type FailureDomain struct {
 	// name is the resolved name (override or auto-computed).
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// datacenter in the backend (vSphere).
 	// +optional
-	Datacenter string `json:"datacenter,omitempty"`
+	Datacenter string `json:"datacenter,omitempty" protobuf:"bytes,2,opt,name=datacenter"`
 	// cluster in the backend (vSphere).
 	// +optional
-	Cluster string `json:"cluster,omitempty"`
+	Cluster string `json:"cluster,omitempty" protobuf:"bytes,3,opt,name=cluster"`
 	// host of the backend (a libvirt host, a Proxmox VE node).
 	// +optional
-	Host string `json:"host,omitempty"`
+	Host string `json:"host,omitempty" protobuf:"bytes,4,opt,name=host"`
 	// labels a VM's placement.failureDomainSelector matches; always include "name".
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" protobuf:"bytes,5,rep,name=labels"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1309,8 +1309,8 @@ type FailureDomain struct {
 type ProviderList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Provider `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []Provider `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1327,66 +1327,66 @@ type VirtualMachinePlacement struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the VirtualMachine's metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// result is the dry-run decision.
-	Result PlacementResult `json:"result"`
+	Result PlacementResult `json:"result" protobuf:"bytes,2,opt,name=result"`
 }
 
 // PlacementResult is a placement decision and its reasons.
 type PlacementResult struct {
 	// fits is true when some Provider and failure domain can run the VM.
-	Fits bool `json:"fits"`
+	Fits bool `json:"fits" protobuf:"varint,1,opt,name=fits"`
 	// reason is Scheduled, or why not: NoProviderMatched, TpmUnsupported,
 	// ImageNotReady, ClassNotFound, ImageNotFound, InvalidOverrides,
 	// ImageClassMismatch (a tpmEnabled class needs an image with
 	// template.installMode deferred; a template's firmware family must be
 	// the class's).
-	Reason string `json:"reason"`
+	Reason string `json:"reason" protobuf:"bytes,2,opt,name=reason"`
 	// message explains the reason.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,3,opt,name=message"`
 	// choice is where the scheduler would place the VM now.
 	// +optional
-	Choice *ScheduledPlacement `json:"choice,omitempty"`
+	Choice *ScheduledPlacement `json:"choice,omitempty" protobuf:"bytes,4,opt,name=choice"`
 	// current is where the VM is scheduled, if it is.
 	// +optional
-	Current *ScheduledPlacement `json:"current,omitempty"`
+	Current *ScheduledPlacement `json:"current,omitempty" protobuf:"bytes,5,opt,name=current"`
 	// providers explains every candidate Provider.
 	// +optional
 	// +listType=map
 	// +listMapKey=provider
-	Providers []ProviderPlacement `json:"providers,omitempty"`
+	Providers []ProviderPlacement `json:"providers,omitempty" protobuf:"bytes,6,rep,name=providers"`
 }
 
 // ProviderPlacement is the verdict on one Provider.
 type ProviderPlacement struct {
 	// provider is the Provider's name (namespace/name outside the VM's namespace).
-	Provider string `json:"provider"`
+	Provider string `json:"provider" protobuf:"bytes,1,opt,name=provider"`
 	// fits is true when at least one of its failure domains can run the VM.
-	Fits bool `json:"fits"`
+	Fits bool `json:"fits" protobuf:"varint,2,opt,name=fits"`
 	// reason is why not, when it does not fit.
 	// +optional
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 	// message names the label, class, feature or image readiness that failed.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
 	// failureDomains explains each failure domain, when the Provider got that far.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	FailureDomains []FailureDomainPlacement `json:"failureDomains,omitempty"`
+	FailureDomains []FailureDomainPlacement `json:"failureDomains,omitempty" protobuf:"bytes,5,rep,name=failureDomains"`
 }
 
 // FailureDomainPlacement is the verdict on one failure domain.
 type FailureDomainPlacement struct {
 	// name of the failure domain.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// fits is true when the failure domain matches the VM's failureDomainSelector.
-	Fits bool `json:"fits"`
+	Fits bool `json:"fits" protobuf:"varint,2,opt,name=fits"`
 	// load is the number of VMs already placed there.
-	Load int32 `json:"load"`
+	Load int32 `json:"load" protobuf:"varint,3,opt,name=load"`
 	// message explains a mismatch.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
 }
