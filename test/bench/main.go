@@ -100,7 +100,7 @@ func main() {
 const clientProcess = "client"
 
 // allPhases are the benchmark's parts, in the order they run.
-var allPhases = []string{"populated", "crud", "watch", "provision", "libvirt"}
+var allPhases = []string{"populated", "crud", "encodings", "storage", "watch", "provision", "libvirt"}
 
 // harness is the running environment and the four paths.
 type harness struct {
@@ -131,7 +131,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	logf("starting etcd (fsync on), kube-apiserver, kube-controller-manager and banlieue in %s", dir)
 	env, err := devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: bin, Durable: true, Setup: dev.InstallRBAC,
 		// /debug/pprof/heap?gc=1 lets the memory measurement collect garbage first.
-		KubeAPIServerArgs: []string{"--profiling=true"}})
+		KubeAPIServerArgs: []string{"--profiling=true"},
+		// Every encoding banlieue can serve is measured.
+		BanlieueArgs: []string{"--feature-gates=CBORServingAndStorage=true"}})
 	if err != nil {
 		return fmt.Errorf("environment: %w (logs in %s)", err, filepath.Join(dir, "logs"))
 	}
@@ -153,6 +155,18 @@ func benchmark(ctx context.Context, cfg config) error {
 	if cfg.Phases["crud"] {
 		logf("CRUD: N=%d, C=%d, order A,B,C,D then D,C,B,A", cfg.N, cfg.C)
 		if err := h.crud(ctx, r); err != nil {
+			return err
+		}
+	}
+	if cfg.Phases["encodings"] {
+		logf("encodings: create, get and delete of N=%d in JSON, protobuf and CBOR on paths A and B", cfg.N)
+		if err := h.encodings(ctx, r); err != nil {
+			return err
+		}
+	}
+	if cfg.Phases["storage"] {
+		logf("storage: banlieue storing JSON, then protobuf: create, get and update of N=%d on path B", cfg.N)
+		if err := h.storage(ctx, r); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/dynamic"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -100,10 +103,80 @@ type apiPath struct {
 	base       string // https://host/apis/<group>/v1alpha1
 	gvr        schema.GroupVersionResource
 	apiVersion string
+	// mediaType is what bodies are sent and answers accepted in (JSON
+	// when empty).
+	mediaType string
 	// versions keeps the resourceVersion each create/update returned, so an
 	// update is one PUT with the current resourceVersion (no extra GET).
 	mu       sync.Mutex
 	versions map[string]string
+}
+
+// withEncoding is p sending and accepting mediaType instead of JSON.
+func (p *apiPath) withEncoding(mediaType string) *apiPath {
+	return &apiPath{name: p.name + " " + encodingName(mediaType), client: p.client, http: p.http, base: p.base, gvr: p.gvr,
+		apiVersion: p.apiVersion, mediaType: mediaType, versions: map[string]string{}}
+}
+
+// encodingName is a media type's short name in reports.
+func encodingName(mediaType string) string {
+	switch mediaType {
+	case runtime.ContentTypeProtobuf:
+		return "protobuf"
+	case runtime.ContentTypeCBOR:
+		return "CBOR"
+	}
+	return "JSON"
+}
+
+// benchScheme knows v1alpha1, for the protobuf and CBOR serializers.
+var benchScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// serializerFor is mediaType's serializer (protobuf or CBOR).
+func serializerFor(mediaType string) runtime.Serializer {
+	if mediaType == runtime.ContentTypeCBOR {
+		return cbor.NewSerializer(benchScheme, benchScheme)
+	}
+	return protobuf.NewSerializer(benchScheme, benchScheme)
+}
+
+// body is benchVM i as p sends it.
+func (p *apiPath) body(ns string, i int, extraLabel, resourceVersion string) ([]byte, error) {
+	if p.mediaType == "" {
+		return benchJSON(p.apiVersion, ns, i, extraLabel, resourceVersion)
+	}
+	vm := benchVM(p.apiVersion, ns, i)
+	if extraLabel != "" {
+		vm.Labels["bench.banlieue.io/updated"] = extraLabel
+	}
+	vm.ResourceVersion = resourceVersion
+	var buf bytes.Buffer
+	err := serializerFor(p.mediaType).Encode(vm, &buf)
+	return buf.Bytes(), err
+}
+
+// resourceVersion reads an answer's resourceVersion.
+func (p *apiPath) resourceVersion(out []byte) (string, error) {
+	if p.mediaType != "" {
+		obj, _, err := serializerFor(p.mediaType).Decode(out, nil, &v1alpha1.VirtualMachine{})
+		if err != nil {
+			return "", err
+		}
+		return obj.(*v1alpha1.VirtualMachine).ResourceVersion, nil
+	}
+	var meta struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	err := json.Unmarshal(out, &meta)
+	return meta.Metadata.ResourceVersion, err
 }
 
 func newAPIPath(name string, cfg *restclient.Config, group string) (*apiPath, error) {
@@ -145,9 +218,13 @@ func (p *apiPath) do(ctx context.Context, method, url string, body []byte, want 
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Accept", "application/json")
+	mediaType := p.mediaType
+	if mediaType == "" {
+		mediaType = runtime.ContentTypeJSON
+	}
+	req.Header.Set("Accept", mediaType)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", mediaType)
 	}
 	resp, err := p.http.Do(req)
 	if err != nil {
@@ -164,15 +241,11 @@ func (p *apiPath) do(ctx context.Context, method, url string, body []byte, want 
 	if !keep {
 		return "", nil
 	}
-	var meta struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(out, &meta); err != nil {
+	rv, err := p.resourceVersion(out)
+	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, url, err)
 	}
-	return meta.Metadata.ResourceVersion, nil
+	return rv, nil
 }
 
 func (p *apiPath) keep(ns string, i int, rv string) {
@@ -182,7 +255,7 @@ func (p *apiPath) keep(ns string, i int, rv string) {
 }
 
 func (p *apiPath) create(ctx context.Context, ns string, i int) error {
-	body, err := benchJSON(p.apiVersion, ns, i, "", "")
+	body, err := p.body(ns, i, "", "")
 	if err != nil {
 		return err
 	}
@@ -205,7 +278,7 @@ func (p *apiPath) update(ctx context.Context, ns string, i int) error {
 	if rv == "" {
 		return fmt.Errorf("%s/%s was not created", ns, vmName(i))
 	}
-	body, err := benchJSON(p.apiVersion, ns, i, time.Now().UTC().Format("150405.000000"), rv)
+	body, err := p.body(ns, i, time.Now().UTC().Format("150405.000000"), rv)
 	if err != nil {
 		return err
 	}

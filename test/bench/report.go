@@ -39,6 +39,8 @@ type report struct {
 	watches      []WatchResult
 	provisioning *Provisioning
 	libvirt      *LibvirtProvisioning
+	encodings    []Result
+	storage      []StorageResult
 }
 
 // Ratio is one comparison, with its target when the issue sets one.
@@ -114,6 +116,22 @@ func (r *report) ratios() []Ratio {
 		atLeast("create B/D (direct vs raw etcd put, ops/s)", ratio(mean(c, "B", "create", opsPerS), mean(c, "D", "create", opsPerS)), 0.2),
 		atMost("/resolved p99 / GET p99", ratio(mean(r.subresources, "A", "resolved", p99), mean(r.subresources, "A", "get", p99)), 1.1),
 	}
+	if len(r.encodings) > 0 {
+		e, banlieueCPU := r.encodings, func(r Result) float64 { return r.CPUms["banlieue"] }
+		for _, enc := range []string{"protobuf", "CBOR"} {
+			out = append(out,
+				Ratio{Name: "create B " + enc + "/JSON (ops/s)", Value: ratio(mean(e, "B direct "+enc, "create", opsPerS), mean(e, "B direct JSON", "create", opsPerS))},
+				Ratio{Name: "banlieue CPU per create B " + enc + "/JSON", Value: ratio(mean(e, "B direct "+enc, "create", banlieueCPU), mean(e, "B direct JSON", "create", banlieueCPU))},
+				Ratio{Name: "get B " + enc + "/JSON (ops/s)", Value: ratio(mean(e, "B direct "+enc, "get", opsPerS), mean(e, "B direct JSON", "get", opsPerS))})
+		}
+	}
+	if len(r.storage) == 2 {
+		js, pb := r.storage[0], r.storage[1]
+		out = append(out,
+			Ratio{Name: "etcd bytes per VM, stored protobuf/JSON", Value: ratio(float64(pb.BytesPerVM), float64(js.BytesPerVM))},
+			Ratio{Name: "banlieue CPU per create, stored protobuf/JSON", Value: ratio(pb.Results[0].CPUms["banlieue"], js.Results[0].CPUms["banlieue"])},
+			Ratio{Name: "banlieue CPU per update, stored protobuf/JSON", Value: ratio(pb.Results[2].CPUms["banlieue"], js.Results[2].CPUms["banlieue"])})
+	}
 	if p := r.provisioning; p != nil {
 		out = append(out,
 			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
@@ -186,6 +204,22 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %d |\n", l.Path, l.Mode, l.Encoding, l.P50ms, l.Bytes)
 	}
 
+	if len(r.encodings) > 0 {
+		fmt.Fprintf(&b, "\n## Encodings (one round each, JSON again beside them)\n\n| path | verb | ops/s | p50 ms | p99 ms | CPU ms/op kube-apiserver | banlieue | client | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, res := range r.encodings {
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |\n", res.Path, res.Verb, res.OpsPerS, res.P50ms, res.P99ms,
+				res.CPUms["kube-apiserver"], res.CPUms["banlieue"], res.CPUms[clientProcess], res.Errors)
+		}
+	}
+	if len(r.storage) > 0 {
+		fmt.Fprintf(&b, "\n## Storage encoding (banlieue restarted with --storage-media-type; path B, JSON requests)\n\n| stored as | etcd bytes/VM | verb | ops/s | CPU ms/op banlieue | etcd | errors |\n|---|---:|---|---:|---:|---:|---:|\n")
+		for _, s := range r.storage {
+			for _, res := range s.Results {
+				fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.2f | %.2f | %d |\n", s.MediaType, s.BytesPerVM, res.Verb, res.OpsPerS, res.CPUms["banlieue"], res.CPUms["etcd"], res.Errors)
+			}
+		}
+	}
+
 	fmt.Fprintf(&b, "\n## GET, /resolved and /placement (through the aggregator)\n\n| request | ops/s | p50 ms | p99 ms | CPU ms/op banlieue |\n|---|---:|---:|---:|---:|\n")
 	for _, k := range []string{"get", "resolved", "placement"} {
 		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %.2f |\n", k, mean(r.subresources, "A", k, opsPerS), mean(r.subresources, "A", k, func(r Result) float64 { return r.P50ms }),
@@ -239,6 +273,7 @@ func (r *report) write(stdout io.Writer, dir string) error {
 		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
 		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources,
 		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt,
+		"encodings": r.encodings, "storage": r.storage,
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -253,7 +288,11 @@ func (r *report) write(stdout io.Writer, dir string) error {
 // list the servers would not serve as JSON.
 func (r *report) problems() error {
 	var out []string
-	for _, res := range append(append([]Result{}, r.crud...), r.subresources...) {
+	all := append(append(append([]Result{}, r.crud...), r.subresources...), r.encodings...)
+	for _, s := range r.storage {
+		all = append(all, s.Results...)
+	}
+	for _, res := range all {
 		if res.Errors > 0 {
 			out = append(out, fmt.Sprintf("%s %s round %d: %d errors", res.Path, res.Verb, res.Round, res.Errors))
 		}
