@@ -16,7 +16,8 @@ THIS_PKG="github.com/firestoned/banlieue"
 if ! command -v protoc >/dev/null; then
     if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null; then
         echo "protobuf: installing protoc (Debian protobuf-compiler)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q protobuf-compiler >/dev/null
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends protobuf-compiler >/dev/null
     else
         echo "protobuf: protoc is missing: apt-get install protobuf-compiler" >&2
         exit 1
