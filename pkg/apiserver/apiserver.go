@@ -18,12 +18,16 @@ limitations under the License.
 package apiserver
 
 import (
+	"fmt"
+	"net/http"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/install"
@@ -127,6 +131,20 @@ func (c CompletedConfig) New() (*Server, error) {
 		"providerclasses":           providerClasses,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	// /placement's scheduling load is watched from the start and the
+	// server is ready only once it holds every VM: warm before serving.
+	s.GenericAPIServer.AddPostStartHookOrDie("banlieue-placement-load", func(genericapiserver.PostStartHookContext) error {
+		vms.Placement.Warm()
+		return nil
+	})
+	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("banlieue-placement-load", func(*http.Request) error {
+		if !vms.Placement.Warmed() {
+			return fmt.Errorf("the scheduling load of /placement is not listed yet")
+		}
+		return nil
+	})); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -157,3 +157,17 @@ func TestPlacementExplain(t *testing.T) {
 		t.Errorf("missing class: %v %+v", err, p)
 	}
 }
+
+// TestPlacementLoadWarmBeforeReady: /placement's scheduling load is
+// listed before the server calls itself ready (a readyz check of its own),
+// not by the first /placement request.
+func TestPlacementLoadWarmBeforeReady(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	body, err := s.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Param("verbose", "1").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), "[+]banlieue-placement-load ok") || !strings.Contains(string(body), "[+]poststarthook/banlieue-placement-load ok") {
+		t.Errorf("/readyz does not wait for the scheduling load:\n%s", body)
+	}
+}

@@ -53,6 +53,8 @@ type schedulingLoad struct {
 	stop   context.CancelFunc
 	store  cache.Indexer
 	synced cache.InformerSynced
+	// mu guards synced for Synced, which may run before start.
+	mu sync.Mutex
 }
 
 func newSchedulingLoad(source listWatcher) *schedulingLoad {
@@ -100,9 +102,18 @@ func (l *schedulingLoad) start() {
 			Indexers:      cache.Indexers{loadIndex: indexByLoadKey, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			Transform:     keepSchedulingOnly,
 		})
+		l.mu.Lock()
 		l.store, l.synced = store.(cache.Indexer), informer.HasSynced
+		l.mu.Unlock()
 		go informer.RunWithContext(ctx)
 	})
+}
+
+// Synced tells whether the watch started and has listed every VM.
+func (l *schedulingLoad) Synced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.synced != nil && l.synced()
 }
 
 // Stop ends the watch.

@@ -47,6 +47,15 @@ func (r *PlacementREST) New() runtime.Object { return &banlieue.VirtualMachinePl
 
 func (r *PlacementREST) Destroy() { r.load.Stop() }
 
+// Warm starts watching the scheduling load (from a post-start hook, once
+// the storage serves), so the first /placement requests do not pay for
+// the initial list of every VM.
+func (r *PlacementREST) Warm() { r.load.start() }
+
+// Warmed tells whether the scheduling load holds every VM: a readiness
+// check, so no request reaches a server still listing them.
+func (r *PlacementREST) Warmed() bool { return r.load.Synced() }
+
 // Get explains the placement of the named VirtualMachine.
 func (r *PlacementREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
 	vm, err := r.virtualMachine(ctx, name, options)
