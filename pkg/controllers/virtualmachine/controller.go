@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -97,6 +99,12 @@ type Reconciler struct {
 	// kube-scheduler's assume cache does). Keyed by VM UID.
 	mu      sync.Mutex
 	assumed map[types.UID]assumption
+	// placed counts the placements the cache shows, per failure domain,
+	// from the VM informer's events (see watchLoad).
+	placed *placement.Load
+	// loadSynced is the load handler's registration, once added: whether
+	// placed has seen the informer's initial list.
+	loadSynced atomic.Pointer[toolscache.ResourceEventHandlerRegistration]
 }
 
 // DefaultWorkers is how many VMs are reconciled at once by default: each
@@ -114,6 +122,9 @@ type assumption struct {
 // one created; leader election keeps one replica acting.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.assumed = map[types.UID]assumption{}
+	if err := r.watchLoad(mgr); err != nil {
+		return err
+	}
 	workers := r.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -458,46 +469,6 @@ func (r *Reconciler) decide(ctx context.Context, in placement.Input) (placement.
 		r.assume(in.VM.UID, in.VM.Namespace, d.Scheduled)
 	}
 	return d, nil
-}
-
-// load counts placed VMs per failure domain, and lists those of vm's
-// namespace as anti-affinity peers: the VMs in the cache plus the ones
-// this controller placed that the cache does not show yet.
-func (r *Reconciler) load(ctx context.Context, vm *v1alpha1.VirtualMachine) (map[string]int, []placement.Peer, error) {
-	var vms v1alpha1.VirtualMachineList
-	// Read-only: the cache's objects are not copied (a copy of every VM
-	// for every placement made scheduling quadratic in CPU).
-	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	load := map[string]int{}
-	var peers []placement.Peer
-	seen := map[types.UID]bool{}
-	for _, other := range vms.Items {
-		seen[other.UID] = true
-		if other.UID == vm.UID {
-			continue
-		}
-		var a assumption
-		if s := other.Status.Scheduled; s != nil {
-			a = assumption{provider: placement.QualifiedProvider(other.Namespace, s.Provider), failureDomain: s.FailureDomain}
-			delete(r.assumed, other.UID) // the cache caught up
-		} else if a = r.assumed[other.UID]; a.provider == "" {
-			continue
-		}
-		load[placement.Key(a.provider, a.failureDomain)]++
-		if other.Namespace == vm.Namespace && len(vm.Spec.Placement.AntiAffinityTerms()) > 0 {
-			peers = append(peers, placement.Peer{Name: other.Name, Labels: other.Labels, Provider: a.provider, FailureDomain: a.failureDomain})
-		}
-	}
-	for uid := range r.assumed {
-		if !seen[uid] {
-			delete(r.assumed, uid) // deleted VM
-		}
-	}
-	return load, peers, nil
 }
 
 func (r *Reconciler) assume(uid types.UID, namespace string, s *v1alpha1.ScheduledPlacement) {

@@ -33,10 +33,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/placement"
 )
 
-// loadIndex indexes VMs by the placement.Key of their provider and
-// failure domain.
-const loadIndex = "load"
-
 // listWatcher is the VirtualMachine storage as /placement reads it.
 type listWatcher interface {
 	rest.Lister
@@ -49,6 +45,8 @@ type listWatcher interface {
 // VM per request. It keeps only what counting needs of each VM.
 type schedulingLoad struct {
 	source listWatcher
+	// placed counts placements as the scheduler's does (placement.Load).
+	placed *placement.Load
 	once   sync.Once
 	stop   context.CancelFunc
 	store  cache.Indexer
@@ -58,7 +56,7 @@ type schedulingLoad struct {
 }
 
 func newSchedulingLoad(source listWatcher) *schedulingLoad {
-	return &schedulingLoad{source: source}
+	return &schedulingLoad{source: source, placed: placement.NewLoad()}
 }
 
 // start begins watching on first use: the storage serves only once the
@@ -98,9 +96,20 @@ func (l *schedulingLoad) start() {
 		store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 			ListerWatcher: lw,
 			ObjectType:    &banlieue.VirtualMachine{},
-			Handler:       cache.ResourceEventHandlerFuncs{},
-			Indexers:      cache.Indexers{loadIndex: indexByLoadKey, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			Transform:     keepSchedulingOnly,
+			Handler: cache.ResourceEventHandlerFuncs{
+				AddFunc:    l.count,
+				UpdateFunc: func(_, obj any) { l.count(obj) },
+				DeleteFunc: func(obj any) {
+					if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+						obj = tomb.Obj
+					}
+					if vm, ok := obj.(*banlieue.VirtualMachine); ok {
+						l.placed.Delete(vm.UID)
+					}
+				},
+			},
+			Indexers:  cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Transform: keepSchedulingOnly,
 		})
 		l.mu.Lock()
 		l.store, l.synced = store.(cache.Indexer), informer.HasSynced
@@ -130,19 +139,7 @@ func (l *schedulingLoad) Load(ctx context.Context, self types.UID) (map[string]i
 	if !cache.WaitForCacheSync(ctx.Done(), l.synced) {
 		return nil, fmt.Errorf("the scheduling load is not known yet: %w", ctx.Err())
 	}
-	out := map[string]int{}
-	for _, key := range l.store.ListIndexFuncValues(loadIndex) {
-		objs, err := l.store.ByIndex(loadIndex, key)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			if o.(*banlieue.VirtualMachine).UID != self {
-				out[key]++
-			}
-		}
-	}
-	return out, nil
+	return l.placed.Counts(self), nil
 }
 
 // Peers are the scheduled VMs of namespace other than self, as
@@ -166,13 +163,17 @@ func (l *schedulingLoad) Peers(ctx context.Context, namespace string, self types
 	return out, nil
 }
 
-func indexByLoadKey(obj any) ([]string, error) {
+// count records where a watched VM is placed.
+func (l *schedulingLoad) count(obj any) {
 	vm, ok := obj.(*banlieue.VirtualMachine)
-	if !ok || vm.Status.Scheduled == nil {
-		return nil, nil
+	if !ok {
+		return
 	}
-	s := vm.Status.Scheduled
-	return []string{placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)}, nil
+	key := ""
+	if s := vm.Status.Scheduled; s != nil {
+		key = placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)
+	}
+	l.placed.Set(vm.UID, key)
 }
 
 // keepSchedulingOnly drops everything counting and anti-affinity do not
