@@ -100,7 +100,7 @@ func main() {
 const clientProcess = "client"
 
 // allPhases are the benchmark's parts, in the order they run.
-var allPhases = []string{"populated", "crud", "encodings", "storage", "watch", "provision", "libvirt"}
+var allPhases = []string{"populated", "crud", "tenant", "encodings", "storage", "watch", "provision", "libvirt"}
 
 // harness is the running environment and the four paths.
 type harness struct {
@@ -155,6 +155,12 @@ func benchmark(ctx context.Context, cfg config) error {
 	if cfg.Phases["crud"] {
 		logf("CRUD: N=%d, C=%d, order A,B,C,D then D,C,B,A", cfg.N, cfg.C)
 		if err := h.crud(ctx, r); err != nil {
+			return err
+		}
+	}
+	if cfg.Phases["tenant"] {
+		logf("a tenant: create, get and delete of N=%d on paths A and C as a ServiceAccount bound to edit", cfg.N)
+		if err := h.tenant(ctx, r); err != nil {
 			return err
 		}
 	}

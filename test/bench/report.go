@@ -41,6 +41,7 @@ type report struct {
 	libvirt      *LibvirtProvisioning
 	encodings    []Result
 	storage      []StorageResult
+	tenant       []Result
 }
 
 // Ratio is one comparison, with its target when the issue sets one.
@@ -132,6 +133,13 @@ func (r *report) ratios() []Ratio {
 				Ratio{Name: "banlieue CPU per create B " + enc + "/JSON", Value: ratio(mean(e, "B direct "+enc, "create", banlieueCPU), mean(e, "B direct JSON", "create", banlieueCPU))},
 				Ratio{Name: "get B " + enc + "/JSON (ops/s)", Value: ratio(mean(e, "B direct "+enc, "get", opsPerS), mean(e, "B direct JSON", "get", opsPerS))})
 		}
+	}
+	if len(r.tenant) > 0 {
+		t := r.tenant
+		out = append(out,
+			atLeast("tenant create A/C (edit role, ops/s)", ratio(mean(t, "A tenant", "create", opsPerS), mean(t, "C tenant", "create", opsPerS)), 1.0),
+			Ratio{Name: "tenant get A/C (edit role, ops/s)", Value: ratio(mean(t, "A tenant", "get", opsPerS), mean(t, "C tenant", "get", opsPerS))},
+			Ratio{Name: "tenant create A / admin create A (ops/s)", Value: ratio(mean(t, "A tenant", "create", opsPerS), mean(r.crud, "A", "create", opsPerS))})
 	}
 	if len(r.storage) == 2 {
 		js, pb := r.storage[0], r.storage[1]
@@ -228,6 +236,13 @@ func (r *report) markdown() string {
 				res.CPUms["kube-apiserver"], res.CPUms["banlieue"], res.CPUms[clientProcess], res.Errors)
 		}
 	}
+	if len(r.tenant) > 0 {
+		fmt.Fprintf(&b, "\n## A tenant (a ServiceAccount bound to edit; one round)\n\n| path | verb | ops/s | p50 ms | p99 ms | CPU ms/op kube-apiserver | banlieue | etcd | client | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, res := range r.tenant {
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |\n", res.Path, res.Verb, res.OpsPerS, res.P50ms, res.P99ms,
+				res.CPUms["kube-apiserver"], res.CPUms["banlieue"], res.CPUms["etcd"], res.CPUms[clientProcess], res.Errors)
+		}
+	}
 	if len(r.storage) > 0 {
 		fmt.Fprintf(&b, "\n## Storage encoding (banlieue restarted with --storage-media-type; path B, JSON requests)\n\n| stored as | etcd bytes/VM | verb | ops/s | CPU ms/op banlieue | etcd | errors |\n|---|---:|---|---:|---:|---:|---:|\n")
 		for _, s := range r.storage {
@@ -290,7 +305,7 @@ func (r *report) write(stdout io.Writer, dir string) error {
 		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
 		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources,
 		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt,
-		"encodings": r.encodings, "storage": r.storage,
+		"encodings": r.encodings, "storage": r.storage, "tenant": r.tenant,
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -305,7 +320,7 @@ func (r *report) write(stdout io.Writer, dir string) error {
 // list the servers would not serve as JSON.
 func (r *report) problems() error {
 	var out []string
-	all := append(append(append([]Result{}, r.crud...), r.subresources...), r.encodings...)
+	all := append(append(append(append([]Result{}, r.crud...), r.subresources...), r.encodings...), r.tenant...)
 	for _, s := range r.storage {
 		all = append(all, s.Results...)
 	}
