@@ -199,16 +199,21 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	spec.UserData, spec.UserDataFormat = userData, format
 	st, err := backend.EnsureMachine(ctx, spec, record)
 	if st.Created {
-		log.FromContext(ctx).Info("Created VM", "vm", spec.Name, "image", spec.Image, "location", spec.Location.String())
-		r.event(m, corev1.EventTypeNormal, r.Kind.CreatedReason, "Create",
-			fmt.Sprintf("Created VM %s from image %s in %s", spec.Name, spec.Image, spec.Location))
+		// One Event for the creation and the power state it reached (each
+		// Event is a write to kube-apiserver per VM).
+		log.FromContext(ctx).Info("Created VM", "vm", spec.Name, "image", spec.Image, "location", spec.Location.String(), "power", st.PowerState)
+		msg := fmt.Sprintf("Created VM %s from image %s in %s", spec.Name, spec.Image, spec.Location)
+		if err == nil && st.PowerState != "" {
+			msg += ", " + st.PowerState
+		}
+		r.event(m, corev1.EventTypeNormal, r.Kind.CreatedReason, "Create", msg)
 	}
 	if err != nil {
 		r.event(m, corev1.EventTypeWarning, ReasonProvisioningFailed, "Provision", err.Error())
 		_ = r.setReady(ctx, m, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	if was := string(m.CommonStatus().PowerState); was != st.PowerState {
+	if was := string(m.CommonStatus().PowerState); was != st.PowerState && !st.Created {
 		r.event(m, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
 	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {

@@ -88,7 +88,10 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 	if err != nil {
 		return nil, err
 	}
-	op, err := controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
+	// No Event for the creation: the Scheduled Event of the same
+	// reconcile says where the VM goes, status.infrastructureRef names the
+	// machine, and every Event is a write to kube-apiserver per VM.
+	_, err = controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
 		labels := m.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
@@ -112,9 +115,6 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating or updating %s %s: %w", kind.GroupVersionKind.Kind, name, err)
-	}
-	if op == controllerutil.OperationResultCreated {
-		r.event(vm, "Normal", "InfrastructureCreated", "Provisioning", fmt.Sprintf("created %s %s", kind.GroupVersionKind.Kind, m.GetName()))
 	}
 	return m, nil
 }

@@ -193,20 +193,21 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	if vsm.Status.TaskRef != "" {
 		t.Errorf("status.taskRef %q left behind", vsm.Status.TaskRef)
 	}
-	// What happened is told as Events beside the object.
+	// What happened is told as Events beside the object: one for the
+	// creation, with the power state it reached.
 	eventually(t, time.Minute, func() error {
 		var list eventsv1.EventList
 		if err := c.List(ctx, &list, client.InNamespace(tenant)); err != nil {
 			return err
 		}
-		var reasons []string
+		var reasons, notes []string
 		for _, e := range list.Items {
-			if e.Regarding.Name == "web-0" {
-				reasons = append(reasons, e.Reason)
+			if e.Regarding.Name == "web-0" && e.Regarding.Kind == "VSphereMachine" {
+				reasons, notes = append(reasons, e.Reason), append(notes, e.Note)
 			}
 		}
-		if !containsAll(strings.Join(reasons, ","), "Cloned", "PoweredOn") {
-			return fmt.Errorf("events of web-0: %v", reasons)
+		if strings.Join(reasons, ",") != "Cloned" || !strings.HasSuffix(notes[0], ", PoweredOn") {
+			return fmt.Errorf("events of VSphereMachine web-0: %v %q, want one Cloned ending with its power state", reasons, notes)
 		}
 		return nil
 	})
