@@ -102,6 +102,9 @@ type Reconciler struct {
 	// placed counts the placements the cache shows, per failure domain,
 	// from the VM informer's events (see watchLoad).
 	placed *placement.Load
+	// created holds the machines this controller created that the cache
+	// may not show yet (namespace/name → when), see expectCreated.
+	created map[string]time.Time
 	// loadSynced is the load handler's registration, once added: whether
 	// placed has seen the informer's initial list.
 	loadSynced atomic.Pointer[toolscache.ResourceEventHandlerRegistration]

@@ -19,12 +19,16 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -88,10 +92,13 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 	if err != nil {
 		return nil, err
 	}
+	if err := r.createdNotCached(ctx, kind, m); err != nil {
+		return nil, err
+	}
 	// No Event for the creation: the Scheduled Event of the same
 	// reconcile says where the VM goes, status.infrastructureRef names the
 	// machine, and every Event is a write to kube-apiserver per VM.
-	_, err = controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, m, func() error {
 		labels := m.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
@@ -116,7 +123,50 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 	if err != nil {
 		return nil, fmt.Errorf("creating or updating %s %s: %w", kind.GroupVersionKind.Kind, name, err)
 	}
+	if op == controllerutil.OperationResultCreated {
+		r.expectCreated(m)
+	}
 	return m, nil
+}
+
+// createdExpiry bounds how long a created machine is waited for in the
+// cache before it is looked for through the API again (one deleted before
+// the cache ever saw it).
+const createdExpiry = 30 * time.Second
+
+// expectCreated remembers a machine this controller just created, so the
+// reconciles before the cache shows it (the VM's own status write starts
+// one) wait for its add event instead of sending a create the server
+// refuses with AlreadyExists: one request per VM, not 1.4.
+func (r *Reconciler) expectCreated(m client.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.created == nil {
+		r.created = map[string]time.Time{}
+	}
+	r.created[m.GetNamespace()+"/"+m.GetName()] = time.Now()
+}
+
+// createdNotCached is AlreadyExists (which the caller waits out) when m was
+// created a moment ago and the cache does not show it yet; once the cache
+// does, the expectation goes.
+func (r *Reconciler) createdNotCached(ctx context.Context, kind infrastructure.Kind, m client.Object) error {
+	key := m.GetNamespace() + "/" + m.GetName()
+	r.mu.Lock()
+	at, expected := r.created[key]
+	r.mu.Unlock()
+	if !expected {
+		return nil
+	}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
+	if apierrors.IsNotFound(err) && time.Since(at) < createdExpiry {
+		gk := kind.GroupVersionKind.GroupKind()
+		return apierrors.NewAlreadyExists(schema.GroupResource{Group: gk.Group, Resource: strings.ToLower(gk.Kind)}, m.GetName())
+	}
+	r.mu.Lock()
+	delete(r.created, key)
+	r.mu.Unlock()
+	return client.IgnoreNotFound(err)
 }
 
 // setSpec replaces m's spec with desired, keeping the owned fields' values.
