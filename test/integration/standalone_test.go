@@ -132,29 +132,29 @@ resources:
 	if !bytes.HasPrefix(vmValue, []byte("k8s:enc:aescbc:v1:key1:")) || bytes.Contains(vmValue, []byte("db-prod-large")) {
 		t.Errorf("VirtualMachine stored unencrypted: %.60q", vmValue)
 	}
-	if !bytes.Contains(providerValue, []byte("vcenter.example.com")) || !bytes.Contains(providerValue, []byte(`"apiVersion":"banlieue.io/v1alpha1"`)) {
-		t.Errorf("Provider not stored as plain v1alpha1 JSON: %.80q", providerValue)
+	if !bytes.Contains(providerValue, []byte("vcenter.example.com")) || !bytes.HasPrefix(providerValue, []byte("k8s\x00")) || !bytes.Contains(providerValue, []byte("banlieue.io/v1alpha1")) {
+		t.Errorf("Provider not stored as plain v1alpha1 protobuf: %.80q", providerValue)
 	}
 }
 
 // TestStorageMediaType: --storage-media-type acts. A server storing JSON
-// writes a VM; restarted on the same etcd with protobuf it still reads that
-// VM, stores a new one as protobuf (Kubernetes' "k8s\x00" envelope), and
-// rewrites the old one in protobuf on its next update.
+// writes a VM; restarted on the same etcd with the default, protobuf, it
+// still reads that VM, stores a new one as protobuf (Kubernetes' "k8s\x00"
+// envelope), and rewrites the old one in protobuf on its next update.
 func TestStorageMediaType(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	s := startServer(t, filepath.Join(dir, "etcd"))
+	s := startServer(t, filepath.Join(dir, "etcd"), "--storage-media-type=application/json")
 	seed(t, ctx, s.Client)
 	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Create(ctx, newVM("json-vm", "db-prod-large", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if v := storedValue(t, s.EtcdURL, "json-vm"); !bytes.HasPrefix(v, []byte("{")) {
-		t.Fatalf("default storage is not JSON: %.40q", v)
+		t.Fatalf("--storage-media-type=application/json stored %.40q", v)
 	}
 	s.stop()
 
-	s = startServer(t, filepath.Join(dir, "etcd"), "--storage-media-type=application/vnd.kubernetes.protobuf")
+	s = startServer(t, filepath.Join(dir, "etcd"))
 	old, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Get(ctx, "json-vm", metav1.GetOptions{})
 	if err != nil || old.Spec.ClassRef.Name != "db-prod-large" {
 		t.Fatalf("the JSON-stored VM read through protobuf storage: %+v, %v", old, err)
@@ -163,7 +163,7 @@ func TestStorageMediaType(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v := storedValue(t, s.EtcdURL, "proto-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
-		t.Errorf("--storage-media-type=protobuf stored %.40q", v)
+		t.Errorf("the default storage media type stored %.40q", v)
 	}
 	old.Labels = map[string]string{"rewritten": "yes"}
 	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
