@@ -114,6 +114,8 @@ func (r *report) ratios() []Ratio {
 		atMost("banlieue CPU ms per create (direct)", mean(c, "B", "create", func(r Result) float64 { return r.CPUms["banlieue"] }), 0.7),
 		atLeast("get A/C (ops/s)", ratio(mean(c, "A", "get", opsPerS), mean(c, "C", "get", opsPerS)), 0.7),
 		atMost("list of N from cache B/C (JSON latency)", ratio(r.listP50("B", "cache", "application/json"), r.listP50("C", "cache", "application/json")), 0.5),
+		// The CRD offers JSON at most: banlieue in protobuf against it.
+		atMost("list of N from cache B protobuf / C JSON (latency)", ratio(r.listP50("B", "cache", "application/vnd.kubernetes.protobuf"), r.listP50("C", "cache", "application/json")), 0.15),
 		atLeast("create B/D (direct vs raw etcd put, ops/s)", ratio(mean(c, "B", "create", opsPerS), mean(c, "D", "create", opsPerS)), 0.2),
 		atMost("/resolved p99 / GET p99", ratio(mean(r.subresources, "A", "resolved", p99), mean(r.subresources, "A", "get", p99)), 1.1),
 		atMost("/placement p99 / GET p99", ratio(mean(r.subresources, "A", "placement", p99), mean(r.subresources, "A", "get", p99)), 1.1),
