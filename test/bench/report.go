@@ -112,6 +112,8 @@ func (r *report) ratios() []Ratio {
 		atLeast("create A/C (aggregated vs CRD, ops/s)", ratio(mean(c, "A", "create", opsPerS), mean(c, "C", "create", opsPerS)), 1.0),
 		atLeast("create B/C (direct vs CRD, ops/s)", ratio(mean(c, "B", "create", opsPerS), mean(c, "C", "create", opsPerS)), 1.5),
 		atMost("banlieue CPU ms per create (direct)", mean(c, "B", "create", func(r Result) float64 { return r.CPUms["banlieue"] }), 0.7),
+		atMost("banlieue CPU per create (B) / kube-apiserver CPU per CRD create (C)", ratio(mean(c, "B", "create", func(r Result) float64 { return r.CPUms["banlieue"] }),
+			mean(c, "C", "create", func(r Result) float64 { return r.CPUms["kube-apiserver"] })), 0.3),
 		atLeast("get A/C (ops/s)", ratio(mean(c, "A", "get", opsPerS), mean(c, "C", "get", opsPerS)), 0.7),
 		atMost("list of N from cache B/C (JSON latency)", ratio(r.listP50("B", "cache", "application/json"), r.listP50("C", "cache", "application/json")), 0.5),
 		// The CRD offers JSON at most: banlieue in protobuf against it.
