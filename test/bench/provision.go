@@ -265,6 +265,11 @@ func requestCounts(ctx context.Context, cfg *restclient.Config) (map[string]floa
 			continue
 		}
 		key := l["verb"] + " " + strings.Trim(l["group"]+"/"+l["resource"]+"/"+l["subresource"], "/")
+		// Refused requests apart, by code: a 409 is a round trip spent for
+		// nothing (a create the cache did not know was done, a conflict).
+		if code := l["code"]; code != "" && !strings.HasPrefix(code, "2") {
+			key += " (" + code + ")"
+		}
 		out[key] += n
 	}
 	return out, nil
