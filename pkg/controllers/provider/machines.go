@@ -213,7 +213,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		_ = r.setReady(ctx, m, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	if was := string(m.CommonStatus().PowerState); was != st.PowerState && !st.Created {
+	// A change of power, not a first sighting: the creation's Event says
+	// the first state, and a status the cache does not show yet reads as
+	// no state at all (it would tell the same power state twice).
+	if was := string(m.CommonStatus().PowerState); was != "" && was != st.PowerState && !st.Created {
 		r.event(m, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
 	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {
