@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Load counts the placed VMs of every Provider and failure domain (by
@@ -50,6 +51,33 @@ func (l *Load) Set(uid types.UID, key string) {
 	if key != "" {
 		l.byUID[uid] = key
 		l.count[key]++
+	}
+}
+
+// Handler keeps l current from a VirtualMachine informer's events, the
+// one way the scheduler and /placement feed it: placedAt reads an object's
+// UID and Key ("" when not placed; false for anything but a VM), and gone,
+// when set, hears of every VM deleted.
+func (l *Load) Handler(placedAt func(obj any) (types.UID, string, bool), gone func(types.UID)) cache.ResourceEventHandlerFuncs {
+	set := func(obj any) {
+		if uid, key, ok := placedAt(obj); ok {
+			l.Set(uid, key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if uid, _, ok := placedAt(obj); ok {
+				l.Delete(uid)
+				if gone != nil {
+					gone(uid)
+				}
+			}
+		},
 	}
 }
 

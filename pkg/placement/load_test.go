@@ -18,9 +18,11 @@ package placement
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestLoad: placing, moving, unplacing and deleting VMs keeps the counts
@@ -75,5 +77,39 @@ func TestLoadCountsAreNotShared(t *testing.T) {
 	}
 	if key, ok := l.Placed("a"); !ok || key != "k" {
 		t.Errorf("Placed(a) = %q, %v", key, ok)
+	}
+}
+
+// TestLoadHandler: informer events keep the count (a move, an unplaced
+// VM, a delete, a delete seen only as a tombstone) and every deleted VM
+// is told to gone; objects placedAt does not know are ignored.
+func TestLoadHandler(t *testing.T) {
+	type vm struct {
+		uid types.UID
+		key string
+	}
+	placedAt := func(obj any) (types.UID, string, bool) {
+		v, ok := obj.(vm)
+		return v.uid, v.key, ok
+	}
+	l := NewLoad()
+	var gone []types.UID
+	h := l.Handler(placedAt, func(uid types.UID) { gone = append(gone, uid) })
+	h.OnAdd(vm{"a", "p|fd1"}, true)
+	h.OnAdd(vm{"b", "p|fd1"}, true)
+	h.OnAdd(vm{"c", ""}, true)
+	h.OnAdd("not a VM", false)
+	h.OnUpdate(vm{"b", "p|fd1"}, vm{"b", "p|fd2"})
+	if got, want := l.Counts(""), map[string]int{"p|fd1": 1, "p|fd2": 1}; !maps.Equal(got, want) {
+		t.Errorf("after adds and a move: %v, want %v", got, want)
+	}
+	h.OnDelete(vm{"a", "p|fd1"})
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: vm{"b", "p|fd2"}})
+	h.OnDelete("not a VM")
+	if got := l.Counts(""); len(got) != 0 {
+		t.Errorf("after the deletes: %v, want nothing", got)
+	}
+	if !slices.Equal(gone, []types.UID{"a", "b"}) {
+		t.Errorf("gone heard of %v, want [a b]", gone)
 	}
 }

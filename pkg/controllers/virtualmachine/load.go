@@ -23,7 +23,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,14 +33,18 @@ import (
 	"github.com/firestoned/banlieue/pkg/placement"
 )
 
-// loadKey is where vm is placed, as placement.Load counts it ("" when it
-// is not).
-func loadKey(vm *v1alpha1.VirtualMachine) string {
-	s := vm.Status.Scheduled
-	if s == nil {
-		return ""
+// placedAt is a VM's UID and where it is placed, as placement.Load counts
+// it ("" when it is not).
+func placedAt(obj any) (types.UID, string, bool) {
+	vm, ok := obj.(*v1alpha1.VirtualMachine)
+	if !ok {
+		return "", "", false
 	}
-	return placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)
+	key := ""
+	if s := vm.Status.Scheduled; s != nil {
+		key = placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)
+	}
+	return vm.UID, key, true
 }
 
 // watchLoad keeps r.placed current from the shared VM informer's events,
@@ -65,7 +68,7 @@ func (r *Reconciler) watchLoad(mgr ctrl.Manager) error {
 		}); err != nil {
 			return nil // stopping
 		}
-		reg, err := inf.AddEventHandler(r.loadHandler())
+		reg, err := inf.AddEventHandler(r.placed.Handler(placedAt, r.forget))
 		if err != nil {
 			return fmt.Errorf("counting the scheduling load: %w", err)
 		}
@@ -75,28 +78,11 @@ func (r *Reconciler) watchLoad(mgr ctrl.Manager) error {
 	}))
 }
 
-// loadHandler counts each VM's placement in r.placed.
-func (r *Reconciler) loadHandler() toolscache.ResourceEventHandler {
-	set := func(obj any) {
-		if vm, ok := obj.(*v1alpha1.VirtualMachine); ok {
-			r.placed.Set(vm.UID, loadKey(vm))
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if vm, ok := obj.(*v1alpha1.VirtualMachine); ok {
-				r.placed.Delete(vm.UID)
-				r.mu.Lock()
-				delete(r.assumed, vm.UID)
-				r.mu.Unlock()
-			}
-		},
-	}
+// forget drops what this controller assumed of a deleted VM.
+func (r *Reconciler) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.assumed, uid)
 }
 
 // load is the number of placed VMs per failure domain — those the cache

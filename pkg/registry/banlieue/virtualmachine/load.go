@@ -96,20 +96,9 @@ func (l *schedulingLoad) start() {
 		store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 			ListerWatcher: lw,
 			ObjectType:    &banlieue.VirtualMachine{},
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    l.count,
-				UpdateFunc: func(_, obj any) { l.count(obj) },
-				DeleteFunc: func(obj any) {
-					if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-						obj = tomb.Obj
-					}
-					if vm, ok := obj.(*banlieue.VirtualMachine); ok {
-						l.placed.Delete(vm.UID)
-					}
-				},
-			},
-			Indexers:  cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			Transform: keepSchedulingOnly,
+			Handler:       l.placed.Handler(placedAt, nil),
+			Indexers:      cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Transform:     keepSchedulingOnly,
 		})
 		l.mu.Lock()
 		l.store, l.synced = store.(cache.Indexer), informer.HasSynced
@@ -163,17 +152,18 @@ func (l *schedulingLoad) Peers(ctx context.Context, namespace string, self types
 	return out, nil
 }
 
-// count records where a watched VM is placed.
-func (l *schedulingLoad) count(obj any) {
+// placedAt is a watched VM's UID and where it is placed, as
+// placement.Load counts it ("" when it is not).
+func placedAt(obj any) (types.UID, string, bool) {
 	vm, ok := obj.(*banlieue.VirtualMachine)
 	if !ok {
-		return
+		return "", "", false
 	}
 	key := ""
 	if s := vm.Status.Scheduled; s != nil {
 		key = placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)
 	}
-	l.placed.Set(vm.UID, key)
+	return vm.UID, key, true
 }
 
 // keepSchedulingOnly drops everything counting and anti-affinity do not
