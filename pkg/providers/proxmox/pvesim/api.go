@@ -232,12 +232,12 @@ func (s *Simulator) routeNode(method string, n *node, seg []string, p params) (s
 func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []string, p params) (string, any, *apiError) {
 	switch {
 	case len(seg) == 1 && seg[0] == "status" && method == http.MethodGet:
-		if err := s.needAny(storagePath(st.name), "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+		if err := s.auditStorage(st.name); err != nil {
 			return "storage status", nil, err
 		}
 		return "storage status", s.storageEntry(st), nil
 	case len(seg) == 1 && seg[0] == "content" && method == http.MethodGet:
-		if err := s.needAny(storagePath(st.name), "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+		if err := s.auditStorage(st.name); err != nil {
 			return "storage content", nil, err
 		}
 		return "storage content", st.contentList(p["content"]), nil
@@ -263,9 +263,8 @@ func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []stri
 }
 
 func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p params) (string, any, *apiError) {
-	route, data, err := s.vmPermission(method, v, seg, p)
-	if err != nil {
-		return route, data, err
+	if err := s.vmPermission(method, v, seg); err != nil {
+		return "qemu " + strings.Join(seg, " "), nil, err
 	}
 	switch {
 	case len(seg) == 0 && method == http.MethodDelete:
@@ -318,21 +317,17 @@ func release(version string) string {
 
 // vmPermission makes the declarative checks of a VM's endpoints (those
 // that depend on the parameters are in clone, configure and resize).
-func (s *Simulator) vmPermission(method string, v *vm, seg []string, p params) (string, any, *apiError) {
+func (s *Simulator) vmPermission(method string, v *vm, seg []string) *apiError {
 	path := vmPath(v.vmid)
-	var err *apiError
 	switch {
 	case len(seg) == 0 && method == http.MethodDelete:
-		err = s.need(path, "VM.Allocate")
+		return s.need(path, "VM.Allocate")
 	case len(seg) >= 1 && seg[0] == "status" && method == http.MethodPost:
-		err = s.need(path, "VM.PowerMgmt")
+		return s.need(path, "VM.PowerMgmt")
 	case len(seg) >= 1 && method == http.MethodGet && (seg[0] == "status" || seg[0] == "config" || seg[0] == "pending"):
-		err = s.need(path, "VM.Audit")
+		return s.need(path, "VM.Audit")
 	case len(seg) >= 1 && seg[0] == "agent":
-		err = s.need(path, s.agentPrivilege())
+		return s.need(path, s.agentPrivilege())
 	}
-	if err != nil {
-		return "qemu " + strings.Join(seg, " "), nil, err
-	}
-	return "", nil, nil
+	return nil
 }

@@ -81,10 +81,13 @@ func vmPath(vmid int) string { return "/vms/" + strconv.Itoa(vmid) }
 
 func storagePath(name string) string { return "/storage/" + name }
 
-// canSeeStorage is the listings' filter (and the storage reads' check).
-func (s *Simulator) canSeeStorage(name string) bool {
-	return s.needAny(storagePath(name), "Datastore.Audit", "Datastore.AllocateSpace") == nil
+// auditStorage is the check of a storage's reads (status, content).
+func (s *Simulator) auditStorage(name string) *apiError {
+	return s.needAny(storagePath(name), "Datastore.Audit", "Datastore.AllocateSpace")
 }
+
+// canSeeStorage is the listings' filter: the storages the token may read.
+func (s *Simulator) canSeeStorage(name string) bool { return s.auditStorage(name) == nil }
 
 // agentPrivilege is what reading the guest agent takes: VM.Monitor until
 // PVE 8, VM.GuestAgent.Audit from PVE 9 (which dropped VM.Monitor).

@@ -16,8 +16,9 @@ limitations under the License.
 // Package pvesim is a Proxmox VE API simulator: an HTTPS server speaking the
 // parts of /api2/json that banlieue's Proxmox provider uses, with the real
 // API's rules where the provider depends on them — API-token authentication,
-// each endpoint's privilege checks on its ACL path (permissions.go), a task (UPID) for every mutating call that runs for a set delay and ends
-// with exitstatus OK or an error text, VMIDs that clone refuses when taken
+// each endpoint's privilege checks on its ACL path (permissions.go), a task
+// (UPID) for every mutating call that runs for a set delay and ends with
+// exitstatus OK or an error text, VMIDs that clone refuses when taken
 // and /cluster/nextid does not reserve, running VMs that cannot be deleted,
 // locks while a clone runs, unknown nodes and storages refused, faults on
 // demand (a node down, a kind of task failing). It is what vcsim is to the
