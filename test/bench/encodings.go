@@ -34,16 +34,13 @@ import (
 func (h *harness) encodings(ctx context.Context, r *report) error {
 	for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf, runtime.ContentTypeCBOR} {
 		for _, base := range []*apiPath{h.a, h.b} {
-			p := base.withEncoding(mt)
-			if mt == runtime.ContentTypeJSON {
-				p.mediaType = ""
-			}
+			p := base.withEncoding(mt, base.name+" "+encodingName(mt))
 			ns := "bench-enc-" + strings.ToLower(encodingName(mt)) + "-" + strings.ToLower(p.name[:1])
 			if err := h.namespace(ctx, ns); err != nil {
 				return err
 			}
 			for _, verb := range []string{"create", "get", "delete"} {
-				op := map[string]func(context.Context, string, int) error{"create": p.create, "get": p.get, "delete": p.delete}[verb]
+				op := verbOp(p, verb)
 				res := run(ctx, h.pids, p.Name(), verb, 1, h.cfg.N, h.cfg.C, func(ctx context.Context, i int) error { return op(ctx, ns, i) })
 				logf("  %-22s %-6s %8.0f ops/s  p50 %6.2f ms  p99 %7.2f ms  banlieue %.2f ms/op  errors %d", p.Name(), verb, res.OpsPerS, res.P50ms, res.P99ms, res.CPUms["banlieue"], res.Errors)
 				r.encodings = append(r.encodings, res)
@@ -84,8 +81,7 @@ func (h *harness) storage(ctx context.Context, r *report) error {
 		if err := h.namespace(ctx, ns); err != nil {
 			return err
 		}
-		p := h.b.withEncoding(runtime.ContentTypeJSON)
-		p.mediaType, p.name = "", "B direct, stored "+encodingName(mt)
+		p := h.b.withEncoding(runtime.ContentTypeJSON, "B direct, stored "+encodingName(mt))
 		s := StorageResult{MediaType: mt}
 		// A restarted server's first write waits for its admission caches.
 		if err := p.create(ctx, ns, h.cfg.N); err != nil {
@@ -95,7 +91,7 @@ func (h *harness) storage(ctx context.Context, r *report) error {
 			return err
 		}
 		for _, verb := range []string{"create", "get", "update"} {
-			op := map[string]func(context.Context, string, int) error{"create": p.create, "get": p.get, "update": p.update}[verb]
+			op := verbOp(p, verb)
 			res := run(ctx, h.pids, p.Name(), verb, 1, h.cfg.N, h.cfg.C, func(ctx context.Context, i int) error { return op(ctx, ns, i) })
 			logf("  %-26s %-6s %8.0f ops/s  banlieue %.2f ms/op  etcd %.2f ms/op  errors %d", p.Name(), verb, res.OpsPerS, res.CPUms["banlieue"], res.CPUms["etcd"], res.Errors)
 			s.Results = append(s.Results, res)

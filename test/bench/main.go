@@ -35,7 +35,6 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -315,21 +314,7 @@ func (h *harness) storedSize(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("probe VM: %w", err)
 	}
 	defer h.b.delete(ctx, "bench-probe", 0)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.env.EtcdURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	resp, err := c.Get(ctx, "/banlieue.io/registry/", clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
-	}
-	for _, kv := range resp.Kvs {
-		if strings.HasSuffix(string(kv.Key), "/bench-probe/"+vmName(0)) {
-			return len(kv.Value), nil
-		}
-	}
-	return 0, fmt.Errorf("the probe VM is not in etcd")
+	return h.valueSize(ctx, "bench-probe", 0)
 }
 
 var verbs = []string{"create", "get", "update", "delete"}
@@ -360,7 +345,7 @@ func (h *harness) crud(ctx context.Context, r *report) error {
 				return err
 			}
 			for _, verb := range verbs {
-				op := map[string]func(context.Context, string, int) error{"create": p.create, "get": p.get, "update": p.update, "delete": p.delete}[verb]
+				op := verbOp(p, verb)
 				profiled := func() {}
 				if server, cfg := h.profiled(p); cfg != nil && round == 0 {
 					profiled = startProfile(ctx, cfg, h.cfg.Profile, server+"-"+verb, profileSeconds)

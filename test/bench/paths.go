@@ -52,6 +52,19 @@ type path interface {
 
 func vmName(i int) string { return fmt.Sprintf("vm-%06d", i) }
 
+// verbOp is p's operation for verb (create, get, update or delete).
+func verbOp(p path, verb string) func(ctx context.Context, ns string, i int) error {
+	switch verb {
+	case "create":
+		return p.create
+	case "get":
+		return p.get
+	case "update":
+		return p.update
+	}
+	return p.delete
+}
+
 // typedBenchVM is a realistic VirtualMachine: labels, placement,
 // overrides and user data, about 600 bytes of JSON.
 func benchVM(apiVersion, ns string, i int) *v1alpha1.VirtualMachine {
@@ -80,15 +93,15 @@ type manifest struct {
 	Spec            v1alpha1.VirtualMachineSpec `json:"spec"`
 }
 
-// benchJSON is benchVM's JSON body; labels are added (an update's change)
-// and the resourceVersion set (optimistic concurrency) when given.
-func benchJSON(apiVersion, ns string, i int, extraLabel, resourceVersion string) ([]byte, error) {
+// sentVM is benchVM as a client sends it: a label added (an update's
+// change) and the resourceVersion set (optimistic concurrency) when given.
+func sentVM(apiVersion, ns string, i int, extraLabel, resourceVersion string) *v1alpha1.VirtualMachine {
 	vm := benchVM(apiVersion, ns, i)
 	if extraLabel != "" {
 		vm.Labels["bench.banlieue.io/updated"] = extraLabel
 	}
 	vm.ResourceVersion = resourceVersion
-	return json.Marshal(manifest{TypeMeta: vm.TypeMeta, Metadata: vm.ObjectMeta, Spec: vm.Spec})
+	return vm
 }
 
 // apiPath is a Kubernetes API (A, B or C). CRUD requests are plain HTTP
@@ -112,9 +125,13 @@ type apiPath struct {
 	versions map[string]string
 }
 
-// withEncoding is p sending and accepting mediaType instead of JSON.
-func (p *apiPath) withEncoding(mediaType string) *apiPath {
-	return &apiPath{name: p.name + " " + encodingName(mediaType), client: p.client, http: p.http, base: p.base, gvr: p.gvr,
+// withEncoding is p sending and accepting mediaType, named name, with
+// resourceVersions of its own.
+func (p *apiPath) withEncoding(mediaType, name string) *apiPath {
+	if mediaType == runtime.ContentTypeJSON {
+		mediaType = "" // p's hand-made JSON bodies
+	}
+	return &apiPath{name: name, client: p.client, http: p.http, base: p.base, gvr: p.gvr,
 		apiVersion: p.apiVersion, mediaType: mediaType, versions: map[string]string{}}
 }
 
@@ -138,24 +155,27 @@ var benchScheme = func() *runtime.Scheme {
 	return s
 }()
 
+// The serializers of the encodings beside JSON, made once: the clients
+// share the machine's cores with the servers.
+var (
+	protobufSerializer = protobuf.NewSerializer(benchScheme, benchScheme)
+	cborSerializer     = cbor.NewSerializer(benchScheme, benchScheme)
+)
+
 // serializerFor is mediaType's serializer (protobuf or CBOR).
 func serializerFor(mediaType string) runtime.Serializer {
 	if mediaType == runtime.ContentTypeCBOR {
-		return cbor.NewSerializer(benchScheme, benchScheme)
+		return cborSerializer
 	}
-	return protobuf.NewSerializer(benchScheme, benchScheme)
+	return protobufSerializer
 }
 
 // body is benchVM i as p sends it.
 func (p *apiPath) body(ns string, i int, extraLabel, resourceVersion string) ([]byte, error) {
+	vm := sentVM(p.apiVersion, ns, i, extraLabel, resourceVersion)
 	if p.mediaType == "" {
-		return benchJSON(p.apiVersion, ns, i, extraLabel, resourceVersion)
+		return json.Marshal(manifest{TypeMeta: vm.TypeMeta, Metadata: vm.ObjectMeta, Spec: vm.Spec})
 	}
-	vm := benchVM(p.apiVersion, ns, i)
-	if extraLabel != "" {
-		vm.Labels["bench.banlieue.io/updated"] = extraLabel
-	}
-	vm.ResourceVersion = resourceVersion
 	var buf bytes.Buffer
 	err := serializerFor(p.mediaType).Encode(vm, &buf)
 	return buf.Bytes(), err

@@ -53,7 +53,7 @@ func (h *harness) tenant(ctx context.Context, r *report) error {
 			return err
 		}
 		for _, verb := range []string{"create", "get", "delete"} {
-			op := map[string]func(context.Context, string, int) error{"create": path.create, "get": path.get, "delete": path.delete}[verb]
+			op := verbOp(path, verb)
 			res := run(ctx, h.pids, path.Name(), verb, 1, h.cfg.N, h.cfg.C, func(ctx context.Context, i int) error { return op(ctx, p.ns, i) })
 			logf("  %-10s %-6s %8.0f ops/s  p50 %6.2f ms  p99 %7.2f ms  kube-apiserver %.2f banlieue %.2f ms/op  errors %d", path.Name(), verb, res.OpsPerS, res.P50ms, res.P99ms,
 				res.CPUms["kube-apiserver"], res.CPUms["banlieue"], res.Errors)
