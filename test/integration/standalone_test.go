@@ -107,28 +107,7 @@ resources:
 		t.Fatalf("read back: %v", err)
 	}
 
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{s.EtcdURL}, DialTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	resp, err := etcd.Get(ctx, "/registry/banlieue.io/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vmValue, providerValue []byte
-	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		switch {
-		case strings.Contains(key, "/virtualmachines/") && strings.HasSuffix(key, "/secret-vm"):
-			vmValue = kv.Value
-		case strings.Contains(key, "/providers/") && strings.HasSuffix(key, "/prod-vsphere"):
-			providerValue = kv.Value
-		}
-	}
-	if vmValue == nil || providerValue == nil {
-		t.Fatalf("keys not found under /registry/banlieue.io/ (%d keys)", len(resp.Kvs))
-	}
+	vmValue, providerValue := storedValue(t, s.EtcdURL, "virtualmachines", "secret-vm"), storedValue(t, s.EtcdURL, "providers", "prod-vsphere")
 	if !bytes.HasPrefix(vmValue, []byte("k8s:enc:aescbc:v1:key1:")) || bytes.Contains(vmValue, []byte("db-prod-large")) {
 		t.Errorf("VirtualMachine stored unencrypted: %.60q", vmValue)
 	}
@@ -149,7 +128,7 @@ func TestStorageMediaType(t *testing.T) {
 	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Create(ctx, newVM("json-vm", "db-prod-large", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if v := storedValue(t, s.EtcdURL, "json-vm"); !bytes.HasPrefix(v, []byte("{")) {
+	if v := storedValue(t, s.EtcdURL, "virtualmachines", "json-vm"); !bytes.HasPrefix(v, []byte("{")) {
 		t.Fatalf("--storage-media-type=application/json stored %.40q", v)
 	}
 	s.stop()
@@ -162,20 +141,20 @@ func TestStorageMediaType(t *testing.T) {
 	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Create(ctx, newVM("proto-vm", "db-prod-large", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if v := storedValue(t, s.EtcdURL, "proto-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
+	if v := storedValue(t, s.EtcdURL, "virtualmachines", "proto-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
 		t.Errorf("the default storage media type stored %.40q", v)
 	}
 	old.Labels = map[string]string{"rewritten": "yes"}
 	if _, err := s.Client.BanlieueV1alpha1().VirtualMachines(ns).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if v := storedValue(t, s.EtcdURL, "json-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
+	if v := storedValue(t, s.EtcdURL, "virtualmachines", "json-vm"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
 		t.Errorf("the updated VM is still stored as %.40q", v)
 	}
 }
 
-// storedValue is the etcd value of VirtualMachine name of ns.
-func storedValue(t *testing.T, etcdURL, name string) []byte {
+// storedValue is the etcd value of the object name of resource in ns.
+func storedValue(t *testing.T, etcdURL, resource, name string) []byte {
 	t.Helper()
 	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -187,11 +166,11 @@ func storedValue(t *testing.T, etcdURL, name string) []byte {
 		t.Fatal(err)
 	}
 	for _, kv := range resp.Kvs {
-		if key := string(kv.Key); strings.Contains(key, "/virtualmachines/") && strings.HasSuffix(key, "/"+ns+"/"+name) {
+		if key := string(kv.Key); strings.Contains(key, "/"+resource+"/") && strings.HasSuffix(key, "/"+ns+"/"+name) {
 			return kv.Value
 		}
 	}
-	t.Fatalf("VM %s not under /registry/banlieue.io/ (%d keys)", name, len(resp.Kvs))
+	t.Fatalf("%s %s not under /registry/banlieue.io/ (%d keys)", resource, name, len(resp.Kvs))
 	return nil
 }
 
