@@ -98,6 +98,11 @@ bench: build tools ## Measure banlieue against the CRD alternative and raw etcd;
 .PHONY: bench-smoke
 bench-smoke: build tools ## The benchmark at tiny size, failing on any error, so it never rots (results in bin/bench-smoke).
 	$(GO) run ./test/bench -strict -n 60 -c 4 -watchers 5 -watch-events 10 -vms 10 -samples 60 -settle 1s -out bin/bench-smoke
+	$(GO) run ./test/bench -scale -strict -sizes 20,60 -vcenters 2 -fleet-vms 6 -c 4 -samples 60 -settle 1s -out bin/bench-smoke
+
+.PHONY: bench-scale
+bench-scale: build tools ## Growth with size: 20 simulated vCenters provisioning 2000 VMs, then 1k, 10k and 50k VMs stored; writes bench/results/scale.{md,json}.
+	$(GO) run ./test/bench -scale $(BENCH_ARGS)
 
 # Extra arguments for "banlieue dev", e.g. DEV_ARGS=--dir=/tmp/banlieue.
 DEV_ARGS ?=

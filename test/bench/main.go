@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,11 @@ type config struct {
 	// Strict fails the run on any failed operation or lost watch event
 	// (bench-smoke: the benchmark must keep working, whatever its figures).
 	Strict bool
+	// Scale runs "make bench-scale" instead (scale.go): VCenters simulated
+	// vCenters provisioning FleetVMs, then VMs stored in steps of Sizes.
+	Scale              bool
+	Sizes              []int
+	VCenters, FleetVMs int
 }
 
 func main() {
@@ -77,6 +83,10 @@ func main() {
 	flag.BoolVar(&cfg.Strict, "strict", false, "Fail on any failed operation or undelivered watch event.")
 	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles of banlieue (path B) and kube-apiserver (path C) during round 1 of each verb to this folder.")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
+	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
+	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")
+	flag.IntVar(&cfg.VCenters, "vcenters", 20, "With -scale: simulated vCenters, one Provider each (0 skips the fleet).")
+	flag.IntVar(&cfg.FleetVMs, "fleet-vms", 2000, "With -scale: VMs provisioned over the vCenters.")
 	phases := flag.String("phases", strings.Join(allPhases, ","), "Phases to run, comma-separated (a partial run's targets table is partial too).")
 	flag.Parse()
 	cfg.Phases = map[string]bool{}
@@ -86,6 +96,14 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.Phases[p] = true
+	}
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 || len(cfg.Sizes) > 0 && n <= cfg.Sizes[len(cfg.Sizes)-1] {
+			fmt.Fprintf(os.Stderr, "bench: -sizes %q: want positive numbers, ascending\n", *sizes)
+			os.Exit(2)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,6 +158,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	h, err := newHarness(ctx, env, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Scale {
+		return h.scale(ctx)
 	}
 	r := &report{cfg: cfg, started: time.Now()}
 	// Memory first, on fresh servers: after the CRUD rounds their watch

@@ -93,7 +93,7 @@ func (h *harness) populated(ctx context.Context, r *report) error {
 						continue
 					}
 				}
-				lr, err := h.list(ctx, p.cfg, p.group, mode, enc, n)
+				lr, err := h.list(ctx, p.cfg, p.group, memNamespace, mode, enc, n)
 				if err != nil {
 					return fmt.Errorf("listing through %s: %w", p.name, err)
 				}
@@ -218,11 +218,11 @@ func rawGet(ctx context.Context, cfg *restclient.Config, path, accept string) ([
 	return body, resp.StatusCode, err
 }
 
-// list measures the list of the N stored objects: from the watch cache
+// list measures the list of the objects stored in ns: from the watch cache
 // (resourceVersion=0) or consistent, in one encoding. Offered is false when
 // the server does not speak it.
-func (h *harness) list(ctx context.Context, cfg *restclient.Config, group, mode, accept string, reps int) (ListResult, error) {
-	path := "/apis/" + group + "/v1alpha1/namespaces/" + memNamespace + "/virtualmachines"
+func (h *harness) list(ctx context.Context, cfg *restclient.Config, group, ns, mode, accept string, reps int) (ListResult, error) {
+	path := "/apis/" + group + "/v1alpha1/namespaces/" + ns + "/virtualmachines"
 	if mode == "cache" {
 		path += "?resourceVersion=0"
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -81,23 +82,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.kube.CoreV1().Secrets(devenv.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bench-vcsim"},
-		StringData: map[string]string{"username": simUser, "password": simPassword}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "bench-vcsim"},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
-			},
-		},
-	}
-	if _, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+	if err := h.vsphereProvider(ctx, bc, "bench-vsphere", sim); err != nil {
 		return err
 	}
 	// With -profile, the controller and the provider serve /debug/pprof.
@@ -124,32 +109,10 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, provArgs...); err != nil {
 		return err
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		img, err := bc.BanlieueV1alpha1().VMImages().Get(ctx, "bench-image", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, s := range img.Status.PerProvider {
-			if s.Provider == devenv.Namespace+"/bench-vsphere" && s.Ready {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		return fmt.Errorf("the Provider and its image never became ready: %w", err)
-	}
-	if err := h.namespace(ctx, provNS); err != nil {
+	if err := awaitImage(ctx, bc, "bench-vsphere"); err != nil {
 		return err
 	}
-	// The benchmark VMs' user data (cloud-init, handed to the guest).
-	if _, err := h.kube.CoreV1().Secrets(provNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-cloudinit"},
-		StringData: map[string]string{"user-data": "#cloud-config\npackage_update: true\n"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	// The namespace consents to the provider reading it (README).
-	if _, err := h.kube.RbacV1().RoleBindings(provNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}, metav1.CreateOptions{}); err != nil {
+	if err := h.vmNamespace(ctx, provNS); err != nil {
 		return err
 	}
 
@@ -183,36 +146,9 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return fmt.Errorf("%d creates failed", res.Errors)
 	}
 	created := time.Since(start)
-	var scheduled, ready time.Duration
-	isScheduled, isReady := map[string]bool{}, map[string]bool{}
-	timeout := time.After(30 * time.Minute)
-	for ready == 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			return fmt.Errorf("only %d of %d VMs became Ready in 30 minutes", len(isReady), h.cfg.VMs)
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("the watch of VirtualMachines ended")
-			}
-			vm, isVM := ev.Object.(*v1alpha1.VirtualMachine)
-			if !isVM {
-				continue
-			}
-			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled) {
-				isScheduled[vm.Name] = true
-			}
-			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
-				isReady[vm.Name] = true
-			}
-			if len(isScheduled) == h.cfg.VMs && scheduled == 0 {
-				scheduled = time.Since(start)
-			}
-			if len(isReady) == h.cfg.VMs {
-				ready = time.Since(start)
-			}
-		}
+	scheduled, ready, err := awaitProgress(ctx, w, start, h.cfg.VMs, nil)
+	if err != nil {
+		return err
 	}
 	perVM := cpu.perOp(h.cfg.VMs)
 	logf("  CPU ms per VM provisioned: %v", perVM)
@@ -233,6 +169,115 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
 		scheduled.Seconds(), r.provisioning.ScheduledPerS, ready.Seconds(), r.provisioning.ReadyPerS)
 	return nil
+}
+
+// awaitProgress follows w until n VMs are Ready, returning when all were
+// Scheduled and all Ready since start; onReady, when set, hears of each VM
+// the first time it is seen Ready.
+func awaitProgress(ctx context.Context, w watch.Interface, start time.Time, n int, onReady func(vm *v1alpha1.VirtualMachine, at time.Duration)) (scheduled, ready time.Duration, err error) {
+	isScheduled, isReady := map[string]bool{}, map[string]bool{}
+	timeout := time.After(30 * time.Minute)
+	for ready == 0 {
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-timeout:
+			return 0, 0, fmt.Errorf("only %d of %d VMs became Ready in 30 minutes", len(isReady), n)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, 0, fmt.Errorf("the watch of VirtualMachines ended")
+			}
+			vm, isVM := ev.Object.(*v1alpha1.VirtualMachine)
+			if !isVM {
+				continue
+			}
+			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled) {
+				isScheduled[vm.Name] = true
+			}
+			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) && !isReady[vm.Name] {
+				isReady[vm.Name] = true
+				if onReady != nil {
+					onReady(vm, time.Since(start))
+				}
+			}
+			if len(isScheduled) == n && scheduled == 0 {
+				scheduled = time.Since(start)
+			}
+			if len(isReady) == n {
+				ready = time.Since(start)
+			}
+		}
+	}
+	return scheduled, ready, nil
+}
+
+// vsphereProvider registers sim as the Provider name in the environment's
+// namespace, with its credentials Secret and the storage and network
+// classes the benchmark VMs ask for.
+func (h *harness) vsphereProvider(ctx context.Context, bc clientset.Interface, name string, sim *vcsim.Simulator) error {
+	secret := name + "-credentials"
+	if _, err := h.kube.CoreV1().Secrets(devenv.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret},
+		StringData: map[string]string{"username": simUser, "password": simPassword}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: secret},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}},
+			},
+		},
+	}
+	_, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{})
+	return err
+}
+
+// awaitImage waits until the benchmark image is ready on every named
+// Provider: then they are connected and their inventories walked.
+func awaitImage(ctx context.Context, bc clientset.Interface, providers ...string) error {
+	want := map[string]bool{}
+	for _, p := range providers {
+		want[devenv.Namespace+"/"+p] = true
+	}
+	var ready int
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		img, err := bc.BanlieueV1alpha1().VMImages().Get(ctx, "bench-image", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready = 0
+		for _, s := range img.Status.PerProvider {
+			if want[s.Provider] && s.Ready {
+				ready++
+			}
+		}
+		return ready == len(want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the image became ready on %d of %d Providers: %w", ready, len(want), err)
+	}
+	return nil
+}
+
+// vmNamespace makes ns ready for provisioned VMs: their user data
+// (cloud-init, handed to the guest) and the namespace's consent to the
+// vSphere provider reading it (README).
+func (h *harness) vmNamespace(ctx context.Context, ns string) error {
+	if err := h.namespace(ctx, ns); err != nil {
+		return err
+	}
+	if _, err := h.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-cloudinit"},
+		StringData: map[string]string{"user-data": "#cloud-config\npackage_update: true\n"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := h.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}, metav1.CreateOptions{})
+	return err
 }
 
 // requestCounts sums kube-apiserver's apiserver_request_total by verb and

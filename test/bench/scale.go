@@ -1,0 +1,408 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+)
+
+// "make bench-scale" measures how banlieue's costs grow with what it
+// holds: first a fleet of simulated vCenters provisioned through the
+// controllers, then VMs stored in steps (1k, 10k, 50k) with memory, etcd,
+// list and /placement figures at each step. scale.md turns the measured
+// per-object costs into a projection, each figure naming its source row.
+
+const (
+	fleetNS = "bench-fleet"
+	scaleNS = "bench-scale"
+	// pageSize is the paged list's limit, as kubectl and informers page.
+	pageSize = 500
+)
+
+// Fleet is the provisioning of VMs spread over many vCenters.
+type Fleet struct {
+	VCenters       int     `json:"vcenters"`
+	VMs            int     `json:"vms"`
+	SecondsToReady float64 `json:"secondsToAllReady"`
+	ReadyPerS      float64 `json:"readyPerSecond"`
+	// PerProvider is each Provider's VMs and the rate they became Ready.
+	PerProvider []ProviderRate `json:"perProvider"`
+	// RSSPerVM is how much each process's RSS grew per provisioned VM.
+	RSSPerVM      map[string]float64 `json:"rssBytesPerVM"`
+	RSS           map[string]float64 `json:"rssBytes"`
+	CPUms         map[string]float64 `json:"cpuMsPerVM"`
+	RequestsPerVM map[string]float64 `json:"kubeAPIServerRequestsPerVM"`
+	// EtcdPerVM is the growth of etcd's data in use per provisioned VM
+	// (every object the pipeline writes, their revisions and Events).
+	EtcdPerVM float64 `json:"etcdBytesInUsePerVM"`
+}
+
+// ProviderRate is one Provider's share of the fleet.
+type ProviderRate struct {
+	Provider  string  `json:"provider"`
+	VMs       int     `json:"vms"`
+	Seconds   float64 `json:"secondsToLastReady"`
+	ReadyPerS float64 `json:"readyPerSecond"`
+}
+
+// Stored is banlieue's cost of holding VMs, at one size.
+type Stored struct {
+	VMs        int     `json:"vms"`
+	CreatePerS float64 `json:"createPerSecond"`
+	// ValueBytes is one VM's value in etcd; EtcdPerVM the growth of etcd's
+	// data in use per stored VM (keys, values, index).
+	ValueBytes int     `json:"etcdValueBytes"`
+	EtcdPerVM  float64 `json:"etcdBytesInUsePerVM"`
+	// RSS and Heap are banlieue's, freshly restarted with the VMs stored;
+	// PerVM is their growth over the same server holding none.
+	RSS       float64 `json:"rssBytes"`
+	Heap      float64 `json:"heapBytes"`
+	RSSPerVM  float64 `json:"rssBytesPerVM"`
+	HeapPerVM float64 `json:"heapBytesPerVM"`
+	// WatchCachePerVM is the heap with the watch cache less the heap of the
+	// same server started with --watch-cache=false, per VM.
+	WatchCachePerVM float64 `json:"watchCacheHeapBytesPerVM"`
+	// Lists of every stored VM (p50, ms): from the watch cache in JSON and
+	// protobuf, paged (limit 500) with and without the watch cache.
+	ListCacheJSON     float64 `json:"listCacheJSONms"`
+	ListCacheProtobuf float64 `json:"listCacheProtobufms"`
+	ListPaged         float64 `json:"listPagedms"`
+	ListPagedNoCache  float64 `json:"listPagedNoWatchCachems"`
+	ListBytes         int     `json:"listJSONBytes"`
+	// GET and /placement of one VM on banlieue's port.
+	GetP50       float64 `json:"getP50ms"`
+	GetP99       float64 `json:"getP99ms"`
+	PlacementP50 float64 `json:"placementP50ms"`
+	PlacementP99 float64 `json:"placementP99ms"`
+	Errors       int     `json:"errors"`
+}
+
+type scaleReport struct {
+	cfg     config
+	started time.Time
+	fleet   *Fleet
+	stored  []Stored
+}
+
+// scale runs the fleet, then the stored sizes, and writes scale.md.
+func (h *harness) scale(ctx context.Context) error {
+	sr := &scaleReport{cfg: h.cfg, started: time.Now()}
+	if h.cfg.VCenters > 0 && h.cfg.FleetVMs > 0 {
+		logf("fleet: %d VirtualMachines over %d simulated vCenters (one Provider each)", h.cfg.FleetVMs, h.cfg.VCenters)
+		if err := h.fleet(ctx, sr); err != nil {
+			return err
+		}
+	}
+	logf("stored: %v VirtualMachines on banlieue", h.cfg.Sizes)
+	if err := h.storedSizes(ctx, sr); err != nil {
+		return err
+	}
+	if err := sr.write(os.Stdout, h.cfg.Out); err != nil {
+		return err
+	}
+	if h.cfg.Strict {
+		return sr.problems()
+	}
+	return nil
+}
+
+// fleet provisions FleetVMs over VCenters simulators through the core
+// controller and one vSphere provider, then stops both so the stored
+// steps measure storage alone.
+func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
+	bc, err := clientset.NewForConfig(h.admin)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for i := 0; i < h.cfg.VCenters; i++ {
+		sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 2, Template: simTemplate, Username: simUser, Password: simPassword, DHCP: true})
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		name := fmt.Sprintf("vcenter-%02d", i)
+		if err := h.vsphereProvider(ctx, bc, name, sim); err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	ctrl, err := h.env.StartController(0)
+	if err != nil {
+		return err
+	}
+	defer ctrl.Stop()
+	prov, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute)
+	if err != nil {
+		return err
+	}
+	defer prov.Stop()
+	if err := awaitImage(ctx, bc, names...); err != nil {
+		return err
+	}
+	if err := h.vmNamespace(ctx, fleetNS); err != nil {
+		return err
+	}
+	w, err := bc.BanlieueV1alpha1().VirtualMachines(fleetNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	pids := h.env.PIDs()
+	pids["bench (vcsim, clients)"] = os.Getpid()
+	rss0 := rssAll(pids)
+	etcd0, err := h.etcdInUse(ctx)
+	if err != nil {
+		return err
+	}
+	reqs0, err := requestCounts(ctx, h.admin)
+	if err != nil {
+		return err
+	}
+	cpu := startCPU(pids)
+	start := time.Now()
+	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.FleetVMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, fleetNS, i) })
+	if res.Errors > 0 {
+		return fmt.Errorf("%d creates failed", res.Errors)
+	}
+	per := map[string]*ProviderRate{}
+	_, ready, err := awaitProgress(ctx, w, start, h.cfg.FleetVMs, func(vm *v1alpha1.VirtualMachine, at time.Duration) {
+		if vm.Status.Scheduled == nil {
+			return
+		}
+		p := per[vm.Status.Scheduled.Provider]
+		if p == nil {
+			p = &ProviderRate{Provider: vm.Status.Scheduled.Provider}
+			per[p.Provider] = p
+		}
+		p.VMs++
+		p.Seconds = at.Seconds()
+	})
+	if err != nil {
+		return err
+	}
+	f := &Fleet{VCenters: h.cfg.VCenters, VMs: h.cfg.FleetVMs, SecondsToReady: ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / ready.Seconds(),
+		CPUms: cpu.perOp(h.cfg.FleetVMs), RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
+	for name, v := range f.RSS {
+		f.RSSPerVM[name] = (v - rss0[name]) / float64(f.VMs)
+	}
+	for _, p := range per {
+		p.ReadyPerS = float64(p.VMs) / p.Seconds
+		f.PerProvider = append(f.PerProvider, *p)
+	}
+	sort.Slice(f.PerProvider, func(i, j int) bool { return f.PerProvider[i].Provider < f.PerProvider[j].Provider })
+	etcd1, err := h.etcdInUse(ctx)
+	if err != nil {
+		return err
+	}
+	f.EtcdPerVM = float64(etcd1-etcd0) / float64(f.VMs)
+	reqs1, err := requestCounts(ctx, h.admin)
+	if err != nil {
+		return err
+	}
+	f.RequestsPerVM = map[string]float64{}
+	for k, v := range reqs1 {
+		if d := (v - reqs0[k]) / float64(f.VMs); d >= 0.05 {
+			f.RequestsPerVM[k] = d
+		}
+	}
+	logf("  all %d Ready in %.1fs (%.1f/s) on %d Providers; provider RSS per VM %.0f B", f.VMs, ready.Seconds(), f.ReadyPerS, len(per), f.RSSPerVM["provider-vsphere"])
+	sr.fleet = f
+	return nil
+}
+
+// rssAll is every process's resident set size, in bytes.
+func rssAll(pids map[string]int) map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range pids {
+		if v, err := rss(pid); err == nil {
+			out[name] = float64(v)
+		}
+	}
+	return out
+}
+
+// etcdInUse is the size of etcd's data in use (its database less free
+// pages), what its space quota is checked against.
+func (h *harness) etcdInUse(ctx context.Context) (int64, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.env.EtcdURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, h.env.EtcdURL())
+	if err != nil {
+		return 0, fmt.Errorf("etcd status: %w", err)
+	}
+	return st.DbSizeInUse, nil
+}
+
+// memorySample is banlieue's memory, read on a freshly started server
+// (so the figures are what holding the VMs costs, not what earlier
+// requests left behind).
+type memorySample struct{ rss, heap float64 }
+
+// restartedMemory restarts banlieue with args and reads its memory once
+// its watch cache and scheduling load are filled (it is ready) and
+// garbage is collected.
+func (h *harness) restartedMemory(ctx context.Context, args ...string) (memorySample, error) {
+	if err := h.env.RestartBanlieue(ctx, args...); err != nil {
+		return memorySample{}, fmt.Errorf("restarting banlieue %v: %w", args, err)
+	}
+	h.pids["banlieue"] = h.env.PIDs()["banlieue"]
+	time.Sleep(h.cfg.Settle)
+	heap, err := heapInUse(ctx, h.direct)
+	if err != nil {
+		return memorySample{}, err
+	}
+	r, err := rss(h.pids["banlieue"])
+	return memorySample{rss: float64(r), heap: heap}, err
+}
+
+// storedSizes stores VMs in steps and measures each step.
+func (h *harness) storedSizes(ctx context.Context, sr *scaleReport) error {
+	if err := h.namespace(ctx, scaleNS); err != nil {
+		return err
+	}
+	base, err := h.restartedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	etcd0, err := h.etcdInUse(ctx)
+	if err != nil {
+		return err
+	}
+	have := 0
+	for _, size := range h.cfg.Sizes {
+		from := have
+		res := run(ctx, h.pids, h.b.Name(), "create", 0, size-from, h.cfg.C, func(ctx context.Context, i int) error { return h.b.create(ctx, scaleNS, from+i) })
+		have = size
+		s := Stored{VMs: size, CreatePerS: res.OpsPerS, Errors: res.Errors}
+		if err := h.measureStored(ctx, &s, base, etcd0); err != nil {
+			return fmt.Errorf("at %d VMs: %w", size, err)
+		}
+		logf("  %6d VMs: heap %.0f B/VM (watch cache %.0f), RSS %.0f B/VM, etcd %.0f B/VM; list from cache %.1f ms, paged %.1f ms (%.1f without cache); /placement p99 %.2f ms (GET %.2f)",
+			size, s.HeapPerVM, s.WatchCachePerVM, s.RSSPerVM, s.EtcdPerVM, s.ListCacheJSON, s.ListPaged, s.ListPagedNoCache, s.PlacementP99, s.GetP99)
+		sr.stored = append(sr.stored, s)
+	}
+	return nil
+}
+
+// measureStored fills s at its size: etcd, memory with and without the
+// watch cache, lists and /placement.
+func (h *harness) measureStored(ctx context.Context, s *Stored, base memorySample, etcd0 int64) error {
+	var err error
+	if s.ValueBytes, err = h.valueSize(ctx, scaleNS, 0); err != nil {
+		return err
+	}
+	inUse, err := h.etcdInUse(ctx)
+	if err != nil {
+		return err
+	}
+	s.EtcdPerVM = float64(inUse-etcd0) / float64(s.VMs)
+	noCache, err := h.restartedMemory(ctx, "--watch-cache=false")
+	if err != nil {
+		return err
+	}
+	if s.ListPagedNoCache, err = h.pagedList(ctx, s.VMs); err != nil {
+		return err
+	}
+	withCache, err := h.restartedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	n := float64(s.VMs)
+	s.RSS, s.Heap = withCache.rss, withCache.heap
+	s.RSSPerVM, s.HeapPerVM = (withCache.rss-base.rss)/n, (withCache.heap-base.heap)/n
+	s.WatchCachePerVM = (withCache.heap - noCache.heap) / n
+	reps := max(3, min(10, 20000/s.VMs))
+	for _, l := range []struct {
+		accept string
+		into   *float64
+	}{{"application/json", &s.ListCacheJSON}, {"application/vnd.kubernetes.protobuf", &s.ListCacheProtobuf}} {
+		lr, err := h.list(ctx, h.direct, "banlieue.io", scaleNS, "cache", l.accept, reps)
+		if err != nil {
+			return err
+		}
+		*l.into = lr.P50ms
+		if l.accept == "application/json" {
+			s.ListBytes = lr.Bytes
+		}
+	}
+	if s.ListPaged, err = h.pagedList(ctx, s.VMs); err != nil {
+		return err
+	}
+	get := func(sub ...string) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			_, err := h.b.client.Resource(h.b.gvr).Namespace(scaleNS).Get(ctx, vmName(i*7919%s.VMs), metav1.GetOptions{}, sub...)
+			return err
+		}
+	}
+	g := run(ctx, h.pids, h.b.Name(), "get", 0, h.cfg.Samples, h.cfg.C, get())
+	p := run(ctx, h.pids, h.b.Name(), "placement", 0, h.cfg.Samples, h.cfg.C, get("placement"))
+	s.GetP50, s.GetP99, s.PlacementP50, s.PlacementP99 = g.P50ms, g.P99ms, p.P50ms, p.P99ms
+	s.Errors += g.Errors + p.Errors
+	return nil
+}
+
+// pagedList walks every stored VM in pages of pageSize (a consistent list,
+// as a client without resourceVersion pages) and returns the walk's p50
+// time; a walk that does not see want VMs is an error.
+func (h *harness) pagedList(ctx context.Context, want int) (ms float64, err error) {
+	var lat latencies
+	for rep := 0; rep < 3; rep++ {
+		t0 := time.Now()
+		cont, items := "", 0
+		for {
+			path := fmt.Sprintf("/apis/banlieue.io/v1alpha1/namespaces/%s/virtualmachines?limit=%d&continue=%s", scaleNS, pageSize, url.QueryEscape(cont))
+			body, _, err := rawGet(ctx, h.direct, path, "application/json")
+			if err != nil {
+				return 0, err
+			}
+			var page struct {
+				Metadata struct {
+					Continue string `json:"continue"`
+				} `json:"metadata"`
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil {
+				return 0, fmt.Errorf("decoding a page: %w", err)
+			}
+			items += len(page.Items)
+			if cont = page.Metadata.Continue; cont == "" {
+				break
+			}
+		}
+		lat.add(time.Since(t0))
+		if items != want {
+			return 0, fmt.Errorf("a paged list saw %d VMs of %d", items, want)
+		}
+	}
+	return lat.quantile(0.5), nil
+}
