@@ -74,6 +74,11 @@ type Backend interface {
 // endpoint, TLS, credentials): the Provider's ConnectFailed reason.
 var ErrConnect = errors.New("connect failed")
 
+// ErrUserDataNeeded is EnsureMachine's answer to a spec with
+// UserDataOmitted when the VM has to be built (it went missing): the
+// caller reads the user data and calls again.
+var ErrUserDataNeeded = errors.New("the VM must be built and its user data was not read")
+
 // MachineSpec is what a backend needs to build and run one VM, in terms
 // every backend shares.
 type MachineSpec struct {
@@ -114,6 +119,12 @@ type MachineSpec struct {
 	// UserDataFormat is UserDataCloudConfig (also when empty) or
 	// UserDataIgnition.
 	UserDataFormat string
+	// UserDataOmitted: the VM was built already, so the caller did not
+	// read its user data (UserData is nil, not empty). A backend that finds
+	// it must build the VM after all returns ErrUserDataNeeded instead of
+	// building it without; one that keeps first-boot data for an existing
+	// VM leaves it as it is.
+	UserDataOmitted bool
 	// PowerState is PoweredOn, PoweredOff or Suspended.
 	PowerState string
 	// TaskRef is a task an earlier, interrupted call started (what a

@@ -17,6 +17,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -179,25 +180,26 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
-	userData, format, reason, err := r.userData(ctx, m)
-	if apierrors.IsForbidden(err) {
-		reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
-	}
-	if reason != "" {
-		msg := "waiting for the Cluster API Machine's bootstrap data secret"
-		if err != nil {
-			msg = err.Error()
+	// The user data is read only while the VM may have to be built: once
+	// provisioned, the backend never reads it again, and a Secret read per
+	// reconcile is a request per VM to kube-apiserver for nothing.
+	spec.UserDataOmitted = provisioned(m)
+	if !spec.UserDataOmitted {
+		if res, held, err := r.withUserData(ctx, m, provider, &spec); held {
+			return res, err
 		}
-		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, m, metav1.ConditionFalse, reason, msg)
 	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if userData, reason, err = r.withCloudConfigs(ctx, m, provider, userData, format); reason != "" {
-		return ctrl.Result{RequeueAfter: r.Poll}, r.setReady(ctx, m, metav1.ConditionFalse, reason, err.Error())
-	}
-	spec.UserData, spec.UserDataFormat = userData, format
 	st, err := backend.EnsureMachine(ctx, spec, record)
+	if errors.Is(err, providers.ErrUserDataNeeded) {
+		// The VM went missing since it was provisioned: build it again,
+		// with its user data.
+		log.FromContext(ctx).Info("The provisioned VM is missing from the backend; building it again", "vm", spec.Name)
+		spec.UserDataOmitted = false
+		if res, held, err := r.withUserData(ctx, m, provider, &spec); held {
+			return res, err
+		}
+		st, err = backend.EnsureMachine(ctx, spec, record)
+	}
 	if st.Created {
 		// One Event for the creation and the power state it reached (each
 		// Event is a write to kube-apiserver per VM).
@@ -267,6 +269,38 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// provisioned tells whether m's VM was built: its status says so.
+func provisioned(m infrav1.Machine) bool {
+	i := m.CommonStatus().Initialization
+	return i != nil && ptr.Deref(i.Provisioned, false)
+}
+
+// withUserData reads m's user data (and its image's cloud configs) into
+// spec. held is true when the machine must wait instead (the data is
+// missing, not readable, or not ready): res and err are then what
+// Reconcile returns, its Ready condition saying why.
+func (r *MachineReconciler) withUserData(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider, spec *providers.MachineSpec) (res ctrl.Result, held bool, err error) {
+	userData, format, reason, err := r.userData(ctx, m)
+	if apierrors.IsForbidden(err) {
+		reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
+	}
+	if reason != "" {
+		msg := "waiting for the Cluster API Machine's bootstrap data secret"
+		if err != nil {
+			msg = err.Error()
+		}
+		return ctrl.Result{RequeueAfter: r.Poll}, true, r.setReady(ctx, m, metav1.ConditionFalse, reason, msg)
+	}
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if userData, reason, err = r.withCloudConfigs(ctx, m, provider, userData, format); reason != "" {
+		return ctrl.Result{RequeueAfter: r.Poll}, true, r.setReady(ctx, m, metav1.ConditionFalse, reason, err.Error())
+	}
+	spec.UserData, spec.UserDataFormat = userData, format
+	return ctrl.Result{}, false, nil
 }
 
 // bootWindow is how long after power-on a missing address is looked for

@@ -18,6 +18,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -395,12 +396,51 @@ func TestIgnition(t *testing.T) {
 	if fmt.Sprint(vols) != fmt.Sprint([]string{volumeName(spec, "ignition", "json"), volumeName(spec, "root", "qcow2")}) {
 		t.Errorf("volumes %v, want the boot overlay and the Ignition config only", vols)
 	}
+	// Once built, the caller no longer reads the user data: the domain
+	// keeps the config it was given.
+	before := domainXMLOf(t, spec.Name)
+	omitted := spec
+	omitted.UserData, omitted.UserDataOmitted = nil, true
+	if _, err := c.EnsureMachine(ctx, omitted, rec.record); err != nil {
+		t.Fatalf("converging without the user data: %v", err)
+	}
+	if after := domainXMLOf(t, spec.Name); after != before || !strings.Contains(after, "opt/com.coreos/config") {
+		t.Errorf("the domain changed when converged without its user data:\n%s\nwas\n%s", after, before)
+	}
+	// A domain that must be built is not built without it.
+	fresh := omitted
+	fresh.Name, fresh.InstanceUUID = "ns.ign-1", "0b7e1c43-8a0d-4d7e-9a53-4c3b2e1f0a97"
+	if _, err := c.EnsureMachine(ctx, fresh, rec.record); !errors.Is(err, providers.ErrUserDataNeeded) {
+		t.Errorf("building a domain without its user data: %v, want ErrUserDataNeeded", err)
+	}
+	if left := volumesOf(t, fresh.InstanceUUID); len(left) > 0 {
+		t.Errorf("the domain not built left volumes: %v", left)
+	}
 	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
 		t.Fatal(err)
 	}
 	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 {
 		t.Errorf("volumes left behind: %v", left)
 	}
+}
+
+// domainXMLOf is the defined domain's XML.
+func domainXMLOf(t *testing.T, name string) string {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Disconnect()
+	dom, err := l.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
 
 // TestDeferredInstall: an image used as an installer (installMode

@@ -55,6 +55,9 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, fmt.Errorf("looking up domain %s: %w", spec.Name, err)
 	}
 	fresh := isNotFound(err)
+	if fresh && spec.UserDataOmitted {
+		return providers.MachineStatus{}, providers.ErrUserDataNeeded
+	}
 	if err := ignitionStatic(spec); err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -185,10 +188,14 @@ type volumes struct {
 func (c *Client) ensureFirstBoot(spec providers.MachineSpec, pool string, fresh bool) (string, error) {
 	name, data := volumeName(spec, "seed", "iso"), []byte(nil)
 	if spec.Ignition() {
-		if spec.UserData == nil {
+		name = volumeName(spec, "ignition", "json")
+		switch {
+		case spec.UserDataOmitted:
+			// Built already: the config it was given, if it was given one.
+			return c.existingVolume(pool, name)
+		case spec.UserData == nil:
 			return "", nil // Ignition boots without a config
 		}
-		name = volumeName(spec, "ignition", "json")
 	}
 	if fresh {
 		data = spec.UserData
@@ -222,6 +229,22 @@ func ignitionStatic(spec providers.MachineSpec) error {
 		}
 	}
 	return nil
+}
+
+// existingVolume is the path of volume name in pool, "" when there is none.
+func (c *Client) existingVolume(pool, name string) (string, error) {
+	p, err := c.l.StoragePoolLookupByName(pool)
+	if err != nil {
+		return "", fmt.Errorf("storage pool %s: %w", pool, err)
+	}
+	vol, err := c.l.StorageVolLookupByName(p, name)
+	switch {
+	case isNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("volume %s/%s: %w", pool, name, err)
+	}
+	return c.l.StorageVolGetPath(vol)
 }
 
 // ensureVolume creates v in pool unless a volume of its name exists,

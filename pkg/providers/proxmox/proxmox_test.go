@@ -166,6 +166,25 @@ func TestMachineLifecycle(t *testing.T) {
 			t.Errorf("converging a converged VM sent %s", mutating)
 		}
 	}
+	// Once built, the caller no longer reads the user data: converging
+	// without it changes nothing, the seed included.
+	omitted := spec
+	omitted.UserData, omitted.UserDataOmitted = nil, true
+	if _, err := c.EnsureMachine(ctx, omitted, rec.record); err != nil {
+		t.Errorf("converging without the user data: %v", err)
+	}
+	if again := sim.Requests(); again["POST upload"] != after["POST upload"] || again["POST qemu config POST"] != after["POST qemu config POST"] {
+		t.Errorf("converging without the user data changed the VM or its seed")
+	}
+	// A VM that must be built is not built without it.
+	fresh := omitted
+	fresh.Name, fresh.InstanceUUID = "team.web-1", "0b9a3c4e-1111-4a5b-9c8d-7e6f5a4b3c2e"
+	if _, err := c.EnsureMachine(ctx, fresh, rec.record); !errors.Is(err, providers.ErrUserDataNeeded) {
+		t.Errorf("building a VM without its user data: %v, want ErrUserDataNeeded", err)
+	}
+	if left := namedVMs(sim, fresh.Name); len(left) != 0 {
+		t.Errorf("a VM was built without its user data: %v", left)
+	}
 	spec.CPUs = 4
 	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != "PoweredOn" {
 		t.Errorf("after a CPU change: %+v, %v", st, err)

@@ -78,6 +78,9 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, err
 	}
 	created := vm == nil
+	if created && spec.UserDataOmitted {
+		return providers.MachineStatus{}, providers.ErrUserDataNeeded
+	}
 	if created {
 		if vm, err = c.clone(ctx, f, dc, spec, record); err != nil {
 			return providers.MachineStatus{}, err

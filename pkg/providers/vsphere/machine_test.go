@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -176,6 +177,28 @@ func TestEnsureMachine(t *testing.T) {
 	}
 	if rec.tasks() != 0 {
 		t.Errorf("a second EnsureMachine ran %d tasks", rec.tasks())
+	}
+
+	// Once built, the caller no longer reads the user data: converging
+	// without it runs no task and keeps the guestinfo the VM was given.
+	omitted := spec
+	omitted.UserData, omitted.UserDataOmitted = nil, true
+	if _, err := c.EnsureMachine(ctx, omitted, rec.record); err != nil || rec.tasks() != 0 {
+		t.Errorf("converging without the user data: %v, %d tasks", err, rec.tasks())
+	}
+	if ud, _ := base64.StdEncoding.DecodeString(extraConfig(vmProps(t, c, "DC0", spec.Name), "guestinfo.userdata")); string(ud) != string(spec.UserData) {
+		t.Errorf("guestinfo.userdata after converging without it: %q", ud)
+	}
+	// A VM that must be built is not built without it.
+	fresh := omitted
+	fresh.Name, fresh.InstanceUUID = "ns-web-1", "6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f61"
+	if _, err := c.EnsureMachine(ctx, fresh, rec.record); !errors.Is(err, providers.ErrUserDataNeeded) {
+		t.Errorf("building a VM without its user data: %v, want ErrUserDataNeeded", err)
+	}
+	if f, _, err := c.finder(ctx, "DC0"); err != nil {
+		t.Fatal(err)
+	} else if vm, err := lookup(ctx, f, fresh.Name); err != nil || vm != nil {
+		t.Errorf("a VM was built without its user data: %v, %v", vm, err)
 	}
 
 	// A changed port group and a third NIC reach the VM.

@@ -171,6 +171,34 @@ func wantVCVMs(t *testing.T, prefix string, machines []string) {
 	}
 }
 
+// destroyVM powers off and destroys the VM name in dc behind the
+// provider's back.
+func destroyVM(t *testing.T, dc, name string) {
+	t.Helper()
+	ctx := context.Background()
+	gc := vcLogin(t)
+	f := find.NewFinder(gc.Client)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	vm, err := f.VirtualMachine(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task, err := vm.PowerOff(ctx); err == nil {
+		_ = task.Wait(ctx)
+	}
+	task, err := vm.Destroy(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("destroying %s: %v", name, err)
+	}
+}
+
 // vcInstances counts every VM in vcsim, in all datacenters, by instance
 // UUID, before any de-duplication: a machine cloned twice shows as 2,
 // whatever the two VMs are called.

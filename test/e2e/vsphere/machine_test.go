@@ -212,6 +212,30 @@ func TestMachineInTenantNamespace(t *testing.T) {
 		return nil
 	})
 
+	// Once provisioned, the user data is not read again; a VM destroyed
+	// behind the provider's back is built again on the next reconcile,
+	// and then with its user data.
+	destroyVM(t, "DC0", providers.BackendName(tenant, "web-0"))
+	web0 := &infrav1.VSphereMachine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "web-0"}, web0); err != nil {
+		t.Fatal(err)
+	}
+	poke := client.MergeFrom(web0.DeepCopy())
+	metav1.SetMetaDataAnnotation(&web0.ObjectMeta, "e2e.banlieue.io/poke", "rebuild")
+	if err := c.Patch(ctx, web0, poke); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		m := vcVM(t, "DC0", providers.BackendName(tenant, "web-0"))
+		if m == nil {
+			return fmt.Errorf("web-0 is not built again")
+		}
+		if got := decoded(t, guestInfo(m, "guestinfo.userdata")); got != "#cloud-config\nhostname: web-0\n" {
+			return fmt.Errorf("web-0 built again with guestinfo.userdata %q", got)
+		}
+		return nil
+	})
+
 	// Paused: nothing is created until the annotation goes.
 	waitMachine(t, "web-1", "Paused", "Paused")
 	if vcVM(t, "DC0", providers.BackendName(tenant, "web-1")) != nil {
