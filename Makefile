@@ -53,7 +53,7 @@ image: release-binary ## The release image as a tarball (bin/banlieue-image.tar)
 
 .PHONY: test-unit
 test-unit: libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd.
-	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/... ./hack/image/...
+	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/... ./hack/image/... ./test/bench/
 
 .PHONY: test-integration
 test-integration: ## The real API server in-process on a real embedded etcd.

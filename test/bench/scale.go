@@ -57,7 +57,7 @@ type Fleet struct {
 	RSSPerVM      map[string]float64 `json:"rssBytesPerVM"`
 	RSS           map[string]float64 `json:"rssBytes"`
 	CPUms         map[string]float64 `json:"cpuMsPerVM"`
-	RequestsPerVM map[string]float64 `json:"kubeAPIServerRequestsPerVM"`
+	RequestsPerVM map[string]float64 `json:"requestsPerVM"`
 	// EtcdPerVM is the growth of etcd's data in use per provisioned VM
 	// (every object the pipeline writes, their revisions and Events).
 	EtcdPerVM float64 `json:"etcdBytesInUsePerVM"`
@@ -175,13 +175,13 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	}
 	defer w.Stop()
 	pids := h.env.PIDs()
-	pids["bench (vcsim, clients)"] = os.Getpid()
+	pids[benchProcess] = os.Getpid()
 	rss0 := rssAll(pids)
 	etcd0, err := h.etcdInUse(ctx)
 	if err != nil {
 		return err
 	}
-	reqs0, err := requestCounts(ctx, h.admin)
+	reqs, err := h.startRequests(ctx)
 	if err != nil {
 		return err
 	}
@@ -222,15 +222,8 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		return err
 	}
 	f.EtcdPerVM = float64(etcd1-etcd0) / float64(f.VMs)
-	reqs1, err := requestCounts(ctx, h.admin)
-	if err != nil {
+	if f.RequestsPerVM, err = reqs.perVM(ctx, f.VMs); err != nil {
 		return err
-	}
-	f.RequestsPerVM = map[string]float64{}
-	for k, v := range reqs1 {
-		if d := (v - reqs0[k]) / float64(f.VMs); d >= 0.05 {
-			f.RequestsPerVM[k] = d
-		}
 	}
 	logf("  all %d Ready in %.1fs (%.1f/s) on %d Providers; provider RSS per VM %.0f B", f.VMs, ready.Seconds(), f.ReadyPerS, len(per), f.RSSPerVM["provider-vsphere"])
 	sr.fleet = f

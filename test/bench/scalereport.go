@@ -87,12 +87,7 @@ func (sr *scaleReport) projection() []Projection {
 		perVCenter := N / projectedVCenters
 		prov := f.RSSPerVM["provider-vsphere"]
 		provBase := f.RSS["provider-vsphere"] - prov*float64(f.VMs)
-		var cpu float64
-		for name, ms := range f.CPUms {
-			if name != "bench (vcsim, clients)" {
-				cpu += ms
-			}
-		}
+		cpu := (&Provisioning{CPUms: f.CPUms}).controlPlaneCPU()
 		fleetRow := fmt.Sprintf("fleet: %d VMs on %d vCenters", f.VMs, f.VCenters)
 		out = append(out,
 			Projection{"etcd growth from provisioning them (machines, Events, revisions before compaction)", fmt.Sprintf("%s (%.1f%% of the quota)", mib(f.EtcdPerVM*N), 100*f.EtcdPerVM*N/etcdQuota), fleetRow + ": etcd B/VM × 100 000"},
@@ -123,7 +118,7 @@ func (sr *scaleReport) markdown() string {
 		for _, name := range slices.Sorted(maps.Keys(f.RSS)) {
 			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.1f |\n", name, f.RSS[name]/(1<<20), f.RSSPerVM[name], f.CPUms[name])
 		}
-		fmt.Fprintf(&b, "\nkube-apiserver requests per VM: ")
+		fmt.Fprintf(&b, "\nRequests per VM (%.1f in all; \"(banlieue)\": proxied to banlieue, the user's create left out): ", totalRequests(f.RequestsPerVM))
 		for _, k := range slices.Sorted(maps.Keys(f.RequestsPerVM)) {
 			fmt.Fprintf(&b, "%s %.1f; ", k, f.RequestsPerVM[k])
 		}
