@@ -85,8 +85,8 @@ type Stored struct {
 	Heap      float64 `json:"heapBytes"`
 	RSSPerVM  float64 `json:"rssBytesPerVM"`
 	HeapPerVM float64 `json:"heapBytesPerVM"`
-	// WatchCachePerVM is the heap with the watch cache less the heap of the
-	// same server started with --watch-cache=false, per VM.
+	// WatchCachePerVM is what the watch cache's heap (with less without
+	// --watch-cache=false) grew per VM over the base's.
 	WatchCachePerVM float64 `json:"watchCacheHeapBytesPerVM"`
 	// Lists of every stored VM (p50, ms): from the watch cache in JSON and
 	// protobuf, paged (limit 500) with and without the watch cache.
@@ -283,6 +283,12 @@ func (h *harness) storedSizes(ctx context.Context, sr *scaleReport) error {
 	if err := h.namespace(ctx, scaleNS); err != nil {
 		return err
 	}
+	// The base is the same server holding none of these VMs, with and
+	// without its watch cache (which holds every other resource too).
+	baseNoCache, err := h.restartedMemory(ctx, "--watch-cache=false")
+	if err != nil {
+		return err
+	}
 	base, err := h.restartedMemory(ctx)
 	if err != nil {
 		return err
@@ -297,7 +303,7 @@ func (h *harness) storedSizes(ctx context.Context, sr *scaleReport) error {
 		res := run(ctx, h.pids, h.b.Name(), "create", 0, size-from, h.cfg.C, func(ctx context.Context, i int) error { return h.b.create(ctx, scaleNS, from+i) })
 		have = size
 		s := Stored{VMs: size, CreatePerS: res.OpsPerS, Errors: res.Errors}
-		if err := h.measureStored(ctx, &s, base, etcd0); err != nil {
+		if err := h.measureStored(ctx, &s, base, baseNoCache, etcd0); err != nil {
 			return fmt.Errorf("at %d VMs: %w", size, err)
 		}
 		logf("  %6d VMs: heap %.0f B/VM (watch cache %.0f), RSS %.0f B/VM, etcd %.0f B/VM; list from cache %.1f ms, paged %.1f ms (%.1f without cache); /placement p99 %.2f ms (GET %.2f)",
@@ -309,7 +315,7 @@ func (h *harness) storedSizes(ctx context.Context, sr *scaleReport) error {
 
 // measureStored fills s at its size: etcd, memory with and without the
 // watch cache, lists and /placement.
-func (h *harness) measureStored(ctx context.Context, s *Stored, base memorySample, etcd0 int64) error {
+func (h *harness) measureStored(ctx context.Context, s *Stored, base, baseNoCache memorySample, etcd0 int64) error {
 	var err error
 	if s.ValueBytes, err = h.valueSize(ctx, scaleNS, 0); err != nil {
 		return err
@@ -333,7 +339,7 @@ func (h *harness) measureStored(ctx context.Context, s *Stored, base memorySampl
 	n := float64(s.VMs)
 	s.RSS, s.Heap = withCache.rss, withCache.heap
 	s.RSSPerVM, s.HeapPerVM = (withCache.rss-base.rss)/n, (withCache.heap-base.heap)/n
-	s.WatchCachePerVM = (withCache.heap - noCache.heap) / n
+	s.WatchCachePerVM = ((withCache.heap - noCache.heap) - (base.heap - baseNoCache.heap)) / n
 	reps := max(3, min(10, 20000/s.VMs))
 	for _, l := range []struct {
 		accept string
