@@ -65,10 +65,14 @@ type Fleet struct {
 
 // ProviderRate is one Provider's share of the fleet.
 type ProviderRate struct {
-	Provider  string  `json:"provider"`
-	VMs       int     `json:"vms"`
-	Seconds   float64 `json:"secondsToLastReady"`
-	ReadyPerS float64 `json:"readyPerSecond"`
+	Provider string `json:"provider"`
+	VMs      int    `json:"vms"`
+	// MedianSeconds and Seconds: from the first create until half and
+	// all of its VMs were Ready.
+	MedianSeconds float64 `json:"secondsToHalfReady"`
+	Seconds       float64 `json:"secondsToLastReady"`
+	ReadyPerS     float64 `json:"readyPerSecond"`
+	readyAt       []float64
 }
 
 // Stored is banlieue's cost of holding VMs, at one size.
@@ -203,6 +207,7 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		}
 		p.VMs++
 		p.Seconds = at.Seconds()
+		p.readyAt = append(p.readyAt, at.Seconds())
 	})
 	if err != nil {
 		return err
@@ -214,6 +219,7 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	}
 	for _, p := range per {
 		p.ReadyPerS = float64(p.VMs) / p.Seconds
+		p.MedianSeconds = p.readyAt[len(p.readyAt)/2] // in the order they became Ready
 		f.PerProvider = append(f.PerProvider, *p)
 	}
 	sort.Slice(f.PerProvider, func(i, j int) bool { return f.PerProvider[i].Provider < f.PerProvider[j].Provider })
