@@ -334,38 +334,22 @@ func ReadVM(ctx context.Context, endpoint, username, password, dc, name string) 
 	return &m, nil
 }
 
-// CloneRate clones the datacenter's template n times, powering each clone
-// on, from workers goroutines, and returns clones per second: the ceiling a
-// provider on this simulator can reach. The clones are destroyed after.
-func (s *Simulator) CloneRate(ctx context.Context, username, password, datacenter, template string, n, workers int) (float64, error) {
+// BuildRate builds n VMs the way the vSphere provider builds one, from
+// workers goroutines, and returns VMs per second: the ceiling a provider on
+// this simulator can reach doing the same work. Each is a clone of the
+// template of its datacenter into the next cluster of all of them (round
+// robin), then one reconfigure (CPUs, memory, EFI firmware, guestinfo user
+// data and metadata), then a power-on. The VMs are destroyed after.
+func (s *Simulator) BuildRate(ctx context.Context, username, password, template string, n, workers int) (float64, error) {
 	gc, err := Login(ctx, s.Endpoint, username, password)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = gc.Logout(ctx) }()
-	f := find.NewFinder(gc.Client, false)
-	dc, err := f.Datacenter(ctx, datacenter)
+	targets, err := buildTargets(ctx, gc, template)
 	if err != nil {
 		return 0, err
 	}
-	f.SetDatacenter(dc)
-	tmpl, err := f.VirtualMachine(ctx, template)
-	if err != nil {
-		return 0, err
-	}
-	folder, err := f.DefaultFolder(ctx)
-	if err != nil {
-		return 0, err
-	}
-	clusters, err := f.ClusterComputeResourceList(ctx, "*")
-	if err != nil {
-		return 0, err
-	}
-	pool, err := clusters[0].ResourcePool(ctx)
-	if err != nil {
-		return 0, err
-	}
-	poolRef := pool.Reference()
 	jobs := make(chan int)
 	var (
 		wg       sync.WaitGroup
@@ -378,13 +362,7 @@ func (s *Simulator) CloneRate(ctx context.Context, username, password, datacente
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				task, err := tmpl.Clone(ctx, folder, fmt.Sprintf("clone-rate-%d", i), types.VirtualMachineCloneSpec{
-					Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}, PowerOn: true,
-				})
-				if err == nil {
-					err = task.Wait(ctx)
-				}
-				if err != nil {
+				if err := targets[i%len(targets)].build(ctx, fmt.Sprintf("build-rate-%d", i)); err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
@@ -399,19 +377,102 @@ func (s *Simulator) CloneRate(ctx context.Context, username, password, datacente
 	wg.Wait()
 	rate := float64(n) / time.Since(start).Seconds()
 	if firstErr != nil {
-		return 0, fmt.Errorf("cloning: %w", firstErr)
+		return 0, fmt.Errorf("building: %w", firstErr)
 	}
-	vms, err := f.VirtualMachineList(ctx, "clone-rate-*")
+	return rate, destroyBuilt(ctx, gc)
+}
+
+// buildTarget is one cluster a build goes to, with its datacenter's
+// template and VM folder.
+type buildTarget struct {
+	tmpl   *object.VirtualMachine
+	folder *object.Folder
+	pool   types.ManagedObjectReference
+}
+
+func buildTargets(ctx context.Context, gc *govmomi.Client, template string) ([]buildTarget, error) {
+	f := find.NewFinder(gc.Client, false)
+	dcs, err := f.DatacenterList(ctx, "*")
 	if err != nil {
-		return rate, err
+		return nil, err
 	}
-	for _, vm := range vms {
-		if task, err := vm.PowerOff(ctx); err == nil {
-			_ = task.Wait(ctx)
+	var out []buildTarget
+	for _, dc := range dcs {
+		f.SetDatacenter(dc)
+		tmpl, err := f.VirtualMachine(ctx, template)
+		if err != nil {
+			return nil, err
 		}
-		if task, err := vm.Destroy(ctx); err == nil {
-			_ = task.Wait(ctx)
+		folder, err := f.DefaultFolder(ctx)
+		if err != nil {
+			return nil, err
+		}
+		clusters, err := f.ClusterComputeResourceList(ctx, "*")
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range clusters {
+			pool, err := c.ResourcePool(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, buildTarget{tmpl: tmpl, folder: folder, pool: pool.Reference()})
 		}
 	}
-	return rate, nil
+	return out, nil
+}
+
+// build clones, reconfigures and powers on one VM, as the provider does.
+func (t buildTarget) build(ctx context.Context, name string) error {
+	task, err := t.tmpl.Clone(ctx, t.folder, name, types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &t.pool}})
+	if err != nil {
+		return err
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		return err
+	}
+	vm := object.NewVirtualMachine(t.tmpl.Client(), info.Result.(types.ManagedObjectReference))
+	userData := base64.StdEncoding.EncodeToString([]byte("#cloud-config\npackage_update: true\n"))
+	metadata := base64.StdEncoding.EncodeToString([]byte(`{"instance-id":"` + name + `","local-hostname":"` + name + `"}`))
+	task, err = vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{NumCPUs: 8, MemoryMB: 32768, Firmware: string(types.GuestOsDescriptorFirmwareTypeEfi),
+		ExtraConfig: []types.BaseOptionValue{
+			&types.OptionValue{Key: "guestinfo.userdata", Value: userData}, &types.OptionValue{Key: "guestinfo.userdata.encoding", Value: "base64"},
+			&types.OptionValue{Key: "guestinfo.metadata", Value: metadata}, &types.OptionValue{Key: "guestinfo.metadata.encoding", Value: "base64"},
+		}})
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("reconfiguring %s: %w", name, err)
+	}
+	if task, err = vm.PowerOn(ctx); err == nil {
+		err = task.Wait(ctx)
+	}
+	return err
+}
+
+// destroyBuilt powers off and destroys every VM BuildRate made.
+func destroyBuilt(ctx context.Context, gc *govmomi.Client) error {
+	f := find.NewFinder(gc.Client, false)
+	dcs, err := f.DatacenterList(ctx, "*")
+	if err != nil {
+		return err
+	}
+	for _, dc := range dcs {
+		f.SetDatacenter(dc)
+		vms, err := f.VirtualMachineList(ctx, "build-rate-*")
+		if err != nil {
+			continue // none in this datacenter
+		}
+		for _, vm := range vms {
+			if task, err := vm.PowerOff(ctx); err == nil {
+				_ = task.Wait(ctx)
+			}
+			if task, err := vm.Destroy(ctx); err == nil {
+				_ = task.Wait(ctx)
+			}
+		}
+	}
+	return nil
 }

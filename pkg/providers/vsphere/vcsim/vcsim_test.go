@@ -17,6 +17,7 @@ package vcsim
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,47 @@ func TestKargsAddress(t *testing.T) {
 	} {
 		if got := kargsAddress(kargs); got != want {
 			t.Errorf("kargsAddress(%q) = %q, want %q", kargs, got, want)
+		}
+	}
+}
+
+// TestBuildRate: the raw baseline builds its VMs over every cluster of
+// every datacenter (a build per cluster here), each reconfigured and
+// powered on, then leaves none behind.
+func TestBuildRate(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Datacenters: 2, Clusters: 3, Template: "tmpl", Username: "u@vsphere.local", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gc, err := Login(ctx, s.Endpoint, "u@vsphere.local", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets, err := buildTargets(ctx, gc, "tmpl")
+	if err != nil || len(targets) != 6 {
+		t.Fatalf("%d build targets (%v), want the 6 clusters", len(targets), err)
+	}
+	if err := targets[4].build(ctx, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadVM(ctx, s.Endpoint, "u@vsphere.local", "p", "DC1", "probe")
+	if err != nil || m == nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if m.Config.Hardware.NumCPU != 8 || m.Config.Hardware.MemoryMB != 32768 || m.Config.Firmware != "efi" || m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		t.Errorf("built %d CPUs, %d MiB, %s firmware, %s: want it reconfigured and powered on", m.Config.Hardware.NumCPU, m.Config.Hardware.MemoryMB, m.Config.Firmware, m.Runtime.PowerState)
+	}
+	rate, err := s.BuildRate(ctx, "u@vsphere.local", "p", "tmpl", 6, 2)
+	if err != nil || rate <= 0 {
+		t.Fatalf("rate %v: %v", rate, err)
+	}
+	for _, dc := range []string{"DC0", "DC1"} {
+		for i := range 6 {
+			if m, err := ReadVM(ctx, s.Endpoint, "u@vsphere.local", "p", dc, fmt.Sprintf("build-rate-%d", i)); err != nil || m != nil {
+				t.Errorf("build-rate-%d left in %s (%v)", i, dc, err)
+			}
 		}
 	}
 }
