@@ -57,6 +57,8 @@ type config struct {
 	// Profile, when set, is where CPU profiles of banlieue (path B) and
 	// kube-apiserver (path C) are written during the first round's verbs.
 	Profile string
+	// ProfilePhases are the phases -profile samples.
+	ProfilePhases map[string]bool
 	// Phases to run (all by default), to study one at a time.
 	Phases map[string]bool
 	Settle time.Duration
@@ -81,7 +83,8 @@ func main() {
 	flag.DurationVar(&cfg.Settle, "settle", 2*time.Second, "Wait before reading memory after a bulk write (garbage is collected first).")
 	flag.StringVar(&cfg.Out, "out", "bench/results", "Where latest.md and latest.json are written.")
 	flag.BoolVar(&cfg.Strict, "strict", false, "Fail on any failed operation or undelivered watch event.")
-	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles of banlieue (path B) and kube-apiserver (path C) during round 1 of each verb to this folder.")
+	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles to this folder: of banlieue (path B) and kube-apiserver (path C) during round 1 of each CRUD verb, of every process during provisioning.")
+	profiled := flag.String("profile-phases", "crud,provision", "With -profile: the phases profiled (crud, provision).")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
 	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
 	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")
@@ -104,6 +107,10 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	cfg.ProfilePhases = map[string]bool{}
+	for _, p := range strings.Split(*profiled, ",") {
+		cfg.ProfilePhases[p] = true
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -344,7 +351,7 @@ var verbs = []string{"create", "get", "update", "delete"}
 // measured, and how to reach it: banlieue for path B, kube-apiserver for C.
 func (h *harness) profiled(p path) (string, *restclient.Config) {
 	switch {
-	case h.cfg.Profile == "":
+	case h.cfg.Profile == "" || !h.cfg.ProfilePhases["crud"]:
 		return "", nil
 	case p == path(h.b):
 		return "banlieue", h.direct

@@ -90,7 +90,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	// With -profile, the controller and the provider serve /debug/pprof.
 	var ctrlArgs, provArgs []string
 	profiles := map[string]*restclient.Config{}
-	if h.cfg.Profile != "" {
+	if h.cfg.Profile != "" && h.cfg.ProfilePhases["provision"] {
 		for _, p := range []struct {
 			name string
 			args *[]string
