@@ -231,6 +231,17 @@ type MachineStatus struct {
 	Handle string
 }
 
+// GuestAddressReader is implemented by backends that read a running VM's
+// guest address for less than EnsureMachine spends converging it. While a
+// converged, powered-on VM waits for its guest to report an address, the
+// machine reconciler asks only this.
+type GuestAddressReader interface {
+	// GuestAddress is the address the guest reports ("" for none yet);
+	// steady is false when the VM is missing or not in spec.PowerState,
+	// and EnsureMachine must act instead.
+	GuestAddress(ctx context.Context, spec MachineSpec) (address string, steady bool, err error)
+}
+
 // Machines is the VM lifecycle of a backend.
 type Machines interface {
 	// EnsureMachine creates the VM if it does not exist (idempotently, by

@@ -180,6 +180,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
+	if res, done, err := r.awaitAddress(ctx, m, backend, spec); done {
+		return res, err
+	}
 	// The user data is read only while the VM may have to be built: once
 	// provisioned, the backend never reads it again, and a Secret read per
 	// reconcile is a request per VM to kube-apiserver for nothing.
@@ -269,6 +272,48 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// awaitAddress is the poll of a converged, powered-on VM whose guest has
+// not reported an address yet: where the backend can (a
+// GuestAddressReader), only the address is read, not the whole VM
+// converged again. done is false when the VM needs more than that (then
+// the caller converges it).
+func (r *MachineReconciler) awaitAddress(ctx context.Context, m infrav1.Machine, backend providers.Backend, spec providers.MachineSpec) (res ctrl.Result, done bool, err error) {
+	reader, ok := backend.(providers.GuestAddressReader)
+	if !ok || !waitingForAddress(m) {
+		return ctrl.Result{}, false, nil
+	}
+	addr, steady, err := reader.GuestAddress(ctx, spec)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, true, fmt.Errorf("reading the guest address of %s: %w", spec.Name, err)
+	case !steady:
+		return ctrl.Result{}, false, nil
+	case addr == "":
+		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, true, nil
+	}
+	base := copyOf(m)
+	m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: addr})
+	return ctrl.Result{}, true, r.patchStatus(ctx, base, m)
+}
+
+// waitingForAddress tells that m's status shows its VM built, its spec
+// applied, no task in flight, powered on as asked and Ready, with no
+// address yet.
+func waitingForAddress(m infrav1.Machine) bool {
+	st, spec := m.CommonStatus(), m.CommonSpec()
+	ready := meta.FindStatusCondition(st.Conditions, infrav1.ReadyCondition)
+	if !provisioned(m) || st.ObservedGeneration != m.GetGeneration() || st.TaskRef != "" || ready == nil || ready.Status != metav1.ConditionTrue ||
+		spec.PowerState != infrav1.PowerStatePoweredOn || st.PowerState != spec.PowerState {
+		return false
+	}
+	for _, a := range st.Addresses {
+		if a.Type == "InternalIP" {
+			return false
+		}
+	}
+	return true
 }
 
 // provisioned tells whether m's VM was built: its status says so.

@@ -97,6 +97,30 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	return st, err
 }
 
+// GuestAddress reads the guest's address and power state alone: three
+// calls, where EnsureMachine on a converged VM makes a dozen.
+func (c *Client) GuestAddress(ctx context.Context, spec providers.MachineSpec) (string, bool, error) {
+	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
+	if err != nil {
+		return "", false, err
+	}
+	vm, err := c.find(ctx, f, dc, spec)
+	if err != nil || vm == nil {
+		return "", false, err
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime.powerState", "guest.ipAddress"}, &m); err != nil {
+		return "", false, fmt.Errorf("reading %s: %w", spec.Name, err)
+	}
+	if powerState(m.Runtime.PowerState) != spec.PowerState {
+		return "", false, nil
+	}
+	if m.Guest == nil {
+		return "", true, nil
+	}
+	return m.Guest.IpAddress, true, nil
+}
+
 // observe reads what the backend reports of vm (named name).
 func observe(ctx context.Context, vm *object.VirtualMachine, name string) (providers.MachineStatus, error) {
 	var m mo.VirtualMachine

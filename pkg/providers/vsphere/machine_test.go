@@ -179,6 +179,23 @@ func TestEnsureMachine(t *testing.T) {
 		t.Errorf("a second EnsureMachine ran %d tasks", rec.tasks())
 	}
 
+	// The address alone, as the reconciler polls it: what observe reads;
+	// not steady once the VM is off when on is asked, or missing.
+	addr, steady, err := c.GuestAddress(ctx, spec)
+	if err != nil || !steady || addr != st.IPAddress {
+		t.Errorf("GuestAddress = %q, %v, %v; want %q, steady", addr, steady, err, st.IPAddress)
+	}
+	off := spec
+	off.PowerState = "PoweredOff"
+	if _, steady, err := c.GuestAddress(ctx, off); err != nil || steady {
+		t.Errorf("GuestAddress of a VM on, asked off: steady %v, %v", steady, err)
+	}
+	missing := spec
+	missing.InstanceUUID = "6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f6f"
+	if _, steady, err := c.GuestAddress(ctx, missing); err != nil || steady {
+		t.Errorf("GuestAddress of a missing VM: steady %v, %v", steady, err)
+	}
+
 	// Once built, the caller no longer reads the user data: converging
 	// without it runs no task and keeps the guestinfo the VM was given.
 	omitted := spec

@@ -1,0 +1,63 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package provider
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+)
+
+// TestWaitingForAddress: only a machine whose VM is built, converged to
+// its generation, with no task in flight, powered on as asked, Ready and
+// without an address is polled for its address alone.
+func TestWaitingForAddress(t *testing.T) {
+	waiting := func() *infrav1.VSphereMachine {
+		m := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		m.Spec.PowerState = infrav1.PowerStatePoweredOn
+		m.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+		m.Status.ObservedGeneration, m.Status.PowerState = 2, infrav1.PowerStatePoweredOn
+		m.Status.Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: "web-0"}}
+		m.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "PoweredOn"}}
+		return m
+	}
+	for name, c := range map[string]struct {
+		change func(*infrav1.VSphereMachine)
+		want   bool
+	}{
+		"waiting":         {func(*infrav1.VSphereMachine) {}, true},
+		"not provisioned": {func(m *infrav1.VSphereMachine) { m.Status.Initialization = nil }, false},
+		"new generation":  {func(m *infrav1.VSphereMachine) { m.Generation = 3 }, false},
+		"task in flight":  {func(m *infrav1.VSphereMachine) { m.Status.TaskRef = "task-7" }, false},
+		"not Ready":       {func(m *infrav1.VSphereMachine) { m.Status.Conditions[0].Status = metav1.ConditionFalse }, false},
+		"asked off":       {func(m *infrav1.VSphereMachine) { m.Spec.PowerState = infrav1.PowerStatePoweredOff }, false},
+		"still off":       {func(m *infrav1.VSphereMachine) { m.Status.PowerState = infrav1.PowerStatePoweredOff }, false},
+		"has an address": {func(m *infrav1.VSphereMachine) {
+			m.Status.Addresses = append(m.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: "10.0.0.9"})
+		}, false},
+		"no Ready condition": {func(m *infrav1.VSphereMachine) { m.Status.Conditions = nil }, false},
+	} {
+		m := waiting()
+		c.change(m)
+		if got := waitingForAddress(m); got != c.want {
+			t.Errorf("%s: waitingForAddress = %v, want %v", name, got, c.want)
+		}
+	}
+}
