@@ -84,6 +84,9 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	if err != nil {
 		return err
 	}
+	if err := onlyVMsOf(ctx, bc, provNS); err != nil {
+		return err
+	}
 	if err := h.vsphereProvider(ctx, bc, "bench-vsphere", sim); err != nil {
 		return err
 	}
@@ -164,6 +167,25 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		ReadyPerS: n / ready.Seconds(), VCSimBuildsPerS: raw, SecondsToSchedule: scheduled.Seconds(), SecondsToReady: ready.Seconds()}
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
 		scheduled.Seconds(), r.provisioning.ScheduledPerS, ready.Seconds(), r.provisioning.ReadyPerS)
+	return nil
+}
+
+// onlyVMsOf fails when VMs exist outside ns: the controller would
+// provision them too, and the figures per VM of ns would count their cost.
+func onlyVMsOf(ctx context.Context, bc clientset.Interface, ns string) error {
+	list, err := bc.BanlieueV1alpha1().VirtualMachines(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return err
+	}
+	others := map[string]int{}
+	for _, vm := range list.Items {
+		if vm.Namespace != ns {
+			others[vm.Namespace]++
+		}
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("VirtualMachines left by earlier phases would be provisioned too (per namespace): %v", others)
+	}
 	return nil
 }
 

@@ -144,6 +144,9 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	if err != nil {
 		return err
 	}
+	if err := onlyVMsOf(ctx, bc, fleetNS); err != nil {
+		return err
+	}
 	var names []string
 	for i := 0; i < h.cfg.VCenters; i++ {
 		sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 2, Template: simTemplate, Username: simUser, Password: simPassword, DHCP: true})
