@@ -183,10 +183,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if res, done, err := r.awaitAddress(ctx, m, backend, spec); done {
 		return res, err
 	}
-	// The user data is read only while the VM may have to be built: once
-	// provisioned, the backend never reads it again, and a Secret read per
-	// reconcile is a request per VM to kube-apiserver for nothing.
-	spec.UserDataOmitted = provisioned(m)
+	spec.UserDataOmitted = userDataSettled(m)
 	if !spec.UserDataOmitted {
 		if res, held, err := r.withUserData(ctx, m, provider, &spec); held {
 			return res, err
@@ -281,7 +278,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // the caller converges it).
 func (r *MachineReconciler) awaitAddress(ctx context.Context, m infrav1.Machine, backend providers.Backend, spec providers.MachineSpec) (res ctrl.Result, done bool, err error) {
 	reader, ok := backend.(providers.GuestAddressReader)
-	if !ok || !waitingForAddress(m) {
+	// A machine whose user data may change (Cluster API's bootstrap data
+	// arriving after the VM was built) converges instead: guestinfo
+	// follows it.
+	if !ok || !waitingForAddress(m) || !userDataSettled(m) {
 		return ctrl.Result{}, false, nil
 	}
 	addr, steady, err := reader.GuestAddress(ctx, spec)
@@ -314,6 +314,15 @@ func waitingForAddress(m infrav1.Machine) bool {
 		}
 	}
 	return true
+}
+
+// userDataSettled tells that m's user data need not be read: its VM was
+// built from the spec as it is now (a new generation may name other user
+// data), and Cluster API, whose bootstrap data can come after the VM was
+// built (a machine made before its Machine), has no part in it. A Secret
+// read per reconcile was a request per VM to kube-apiserver for nothing.
+func userDataSettled(m infrav1.Machine) bool {
+	return provisioned(m) && m.CommonStatus().ObservedGeneration == m.GetGeneration() && !infrastructure.CAPIOwned(m)
 }
 
 // provisioned tells whether m's VM was built: its status says so.

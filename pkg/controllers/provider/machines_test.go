@@ -61,3 +61,32 @@ func TestWaitingForAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestUserDataSettled: the user data is read again unless the VM was built
+// from the spec as it is and Cluster API has no part in the machine.
+func TestUserDataSettled(t *testing.T) {
+	built := func() *infrav1.VSphereMachine {
+		m := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+		m.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+		m.Status.ObservedGeneration = 1
+		return m
+	}
+	for name, c := range map[string]struct {
+		change func(*infrav1.VSphereMachine)
+		want   bool
+	}{
+		"built":         {func(*infrav1.VSphereMachine) {}, true},
+		"not built yet": {func(m *infrav1.VSphereMachine) { m.Status.Initialization = nil }, false},
+		"spec changed":  {func(m *infrav1.VSphereMachine) { m.Generation = 2 }, false},
+		"a CAPI Machine's": {func(m *infrav1.VSphereMachine) {
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Machine", Name: "m3"}}
+		}, false},
+		"a CAPI cluster's": {func(m *infrav1.VSphereMachine) { m.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "c3"} }, false},
+	} {
+		m := built()
+		c.change(m)
+		if got := userDataSettled(m); got != c.want {
+			t.Errorf("%s: userDataSettled = %v, want %v", name, got, c.want)
+		}
+	}
+}
