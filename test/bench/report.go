@@ -314,24 +314,29 @@ func (r *report) markdown() string {
 
 // write prints the Markdown report and stores it with the raw results.
 func (r *report) write(stdout io.Writer, dir string) error {
-	md := r.markdown()
-	fmt.Fprint(stdout, md)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	raw, err := json.MarshalIndent(map[string]any{
+	return writeReport(stdout, dir, "latest", r.markdown(), map[string]any{
 		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
 		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources,
 		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt,
 		"encodings": r.encodings, "storage": r.storage, "tenant": r.tenant,
-	}, "", "  ")
+	})
+}
+
+// writeReport prints md and stores it, with raw as JSON, as name.md and
+// name.json in dir.
+func writeReport(stdout io.Writer, dir, name, md string, raw map[string]any) error {
+	fmt.Fprint(stdout, md)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "latest.json"), append(raw, '\n'), 0o644)
+	return os.WriteFile(filepath.Join(dir, name+".json"), append(data, '\n'), 0o644)
 }
 
 // problems is an error naming every failed operation, lost watch event or

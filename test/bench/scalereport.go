@@ -16,12 +16,10 @@ limitations under the License.
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -150,22 +148,10 @@ func (sr *scaleReport) markdown() string {
 // write prints the Markdown report and stores it with the raw results as
 // scale.md and scale.json.
 func (sr *scaleReport) write(stdout io.Writer, dir string) error {
-	md := sr.markdown()
-	fmt.Fprint(stdout, md)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	raw, err := json.MarshalIndent(map[string]any{
+	return writeReport(stdout, dir, "scale", sr.markdown(), map[string]any{
 		"started": sr.started, "cores": runtime.NumCPU(), "go": runtime.Version(), "sizes": sr.cfg.Sizes,
 		"fleet": sr.fleet, "stored": sr.stored, "projection": sr.projection(),
-	}, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scale.md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "scale.json"), append(raw, '\n'), 0o644)
+	})
 }
 
 // problems names every failed request of the stored steps.
