@@ -278,10 +278,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // the caller converges it).
 func (r *MachineReconciler) awaitAddress(ctx context.Context, m infrav1.Machine, backend providers.Backend, spec providers.MachineSpec) (res ctrl.Result, done bool, err error) {
 	reader, ok := backend.(providers.GuestAddressReader)
-	// A machine whose user data may change (Cluster API's bootstrap data
-	// arriving after the VM was built) converges instead: guestinfo
-	// follows it.
-	if !ok || !waitingForAddress(m) || !userDataSettled(m) {
+	if !ok || !waitingForAddress(m) {
 		return ctrl.Result{}, false, nil
 	}
 	addr, steady, err := reader.GuestAddress(ctx, spec)
@@ -298,13 +295,15 @@ func (r *MachineReconciler) awaitAddress(ctx context.Context, m infrav1.Machine,
 	return ctrl.Result{}, true, r.patchStatus(ctx, base, m)
 }
 
-// waitingForAddress tells that m's status shows its VM built, its spec
-// applied, no task in flight, powered on as asked and Ready, with no
-// address yet.
+// waitingForAddress tells that m's status shows its VM built from its
+// spec as it is, with user data that cannot change (userDataSettled: a
+// machine whose Cluster API bootstrap data may still arrive converges, so
+// guestinfo follows it), no task in flight, powered on as asked and Ready,
+// with no address yet.
 func waitingForAddress(m infrav1.Machine) bool {
 	st, spec := m.CommonStatus(), m.CommonSpec()
 	ready := meta.FindStatusCondition(st.Conditions, infrav1.ReadyCondition)
-	if !provisioned(m) || st.ObservedGeneration != m.GetGeneration() || st.TaskRef != "" || ready == nil || ready.Status != metav1.ConditionTrue ||
+	if !userDataSettled(m) || st.TaskRef != "" || ready == nil || ready.Status != metav1.ConditionTrue ||
 		spec.PowerState != infrav1.PowerStatePoweredOn || st.PowerState != spec.PowerState {
 		return false
 	}

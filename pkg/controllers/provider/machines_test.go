@@ -26,8 +26,8 @@ import (
 )
 
 // TestWaitingForAddress: only a machine whose VM is built, converged to
-// its generation, with no task in flight, powered on as asked, Ready and
-// without an address is polled for its address alone.
+// its generation, outside Cluster API, with no task in flight, powered on
+// as asked, Ready and without an address is polled for its address alone.
 func TestWaitingForAddress(t *testing.T) {
 	waiting := func() *infrav1.VSphereMachine {
 		m := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
@@ -53,6 +53,9 @@ func TestWaitingForAddress(t *testing.T) {
 			m.Status.Addresses = append(m.Status.Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: "10.0.0.9"})
 		}, false},
 		"no Ready condition": {func(m *infrav1.VSphereMachine) { m.Status.Conditions = nil }, false},
+		"a CAPI Machine's": {func(m *infrav1.VSphereMachine) {
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Machine", Name: "m3"}}
+		}, false},
 	} {
 		m := waiting()
 		c.change(m)

@@ -84,10 +84,10 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, err
 	}
 	created := vm == nil
-	if created && spec.UserDataOmitted {
-		return providers.MachineStatus{}, providers.ErrUserDataNeeded
-	}
 	if created {
+		if spec.UserDataOmitted {
+			return providers.MachineStatus{}, providers.ErrUserDataNeeded
+		}
 		if vm, err = c.clone(ctx, spec, record); err != nil {
 			return providers.MachineStatus{}, err
 		}
@@ -387,10 +387,10 @@ func (c *Client) seed(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 	for _, e := range content {
 		present = present || e["volid"] == volid
 	}
-	if !present && spec.UserDataOmitted {
-		return "", providers.ErrUserDataNeeded // the seed went missing: it is made again from the user data
-	}
 	if !present {
+		if spec.UserDataOmitted {
+			return "", providers.ErrUserDataNeeded // the seed went missing: it is made again from the user data
+		}
 		iso, err := cloudinit.NoCloudSeed(spec, macs)
 		if err != nil {
 			return "", err

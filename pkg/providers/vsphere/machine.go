@@ -78,10 +78,10 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, err
 	}
 	created := vm == nil
-	if created && spec.UserDataOmitted {
-		return providers.MachineStatus{}, providers.ErrUserDataNeeded
-	}
 	if created {
+		if spec.UserDataOmitted {
+			return providers.MachineStatus{}, providers.ErrUserDataNeeded
+		}
 		if vm, err = c.clone(ctx, f, dc, spec, record); err != nil {
 			return providers.MachineStatus{}, err
 		}

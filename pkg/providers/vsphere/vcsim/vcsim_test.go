@@ -118,6 +118,7 @@ func TestBuildRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = gc.Logout(ctx) }()
 	targets, err := buildTargets(ctx, gc, "tmpl")
 	if err != nil || len(targets) != 6 {
 		t.Fatalf("%d build targets (%v), want the 6 clusters", len(targets), err)
