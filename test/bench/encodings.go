@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -111,18 +110,13 @@ func (h *harness) storage(ctx context.Context, r *report) error {
 
 // valueSize is the size of VM i of ns in etcd, as banlieue stored it.
 func (h *harness) valueSize(ctx context.Context, ns string, i int) (int, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.env.EtcdURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	resp, err := c.Get(ctx, "/banlieue.io/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := h.etcd.Get(ctx, "/banlieue.io/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, err
 	}
 	for _, kv := range resp.Kvs {
 		if strings.HasSuffix(string(kv.Key), "/"+ns+"/"+vmName(i)) {
-			v, err := c.Get(ctx, string(kv.Key))
+			v, err := h.etcd.Get(ctx, string(kv.Key))
 			if err != nil || len(v.Kvs) != 1 {
 				return 0, fmt.Errorf("reading %s: %v", kv.Key, err)
 			}

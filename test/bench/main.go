@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -128,12 +129,14 @@ var allPhases = []string{"populated", "crud", "tenant", "encodings", "storage", 
 
 // harness is the running environment and the four paths.
 type harness struct {
-	env   *devenv.Env
-	kube  kubernetes.Interface
-	pids  map[string]int
-	a, b  *apiPath
-	c     *apiPath
-	d     *etcdPath
+	env  *devenv.Env
+	kube kubernetes.Interface
+	pids map[string]int
+	a, b *apiPath
+	c    *apiPath
+	d    *etcdPath
+	// etcd reaches the environment's etcd (path D's client too).
+	etcd  *clientv3.Client
 	cfg   config
 	admin *restclient.Config
 	// direct reaches banlieue's own port with the admin's client certificate.
@@ -247,6 +250,10 @@ func newHarness(ctx context.Context, env *devenv.Env, cfg config) (*harness, err
 	h.pids[clientProcess] = os.Getpid()
 	h.direct = env.Direct()
 	var err error
+	// One etcd client for path D and every look into etcd the phases make.
+	if h.etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL()}, DialTimeout: 5 * time.Second}); err != nil {
+		return nil, err
+	}
 	if h.kube, err = kubernetes.NewForConfig(env.Admin); err != nil {
 		return nil, err
 	}
@@ -269,9 +276,7 @@ func newHarness(ctx context.Context, env *devenv.Env, cfg config) (*harness, err
 	if err != nil {
 		return nil, err
 	}
-	if h.d, err = newEtcdPath(env.EtcdURL(), size); err != nil {
-		return nil, err
-	}
+	h.d = newEtcdPath(h.etcd, size)
 	return h, nil
 }
 

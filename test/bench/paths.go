@@ -321,14 +321,10 @@ type etcdPath struct {
 	value  string
 }
 
-// newEtcdPath writes values of size bytes: what banlieue stores for one
-// benchmark VirtualMachine, measured in etcd at start-up.
-func newEtcdPath(endpoint string, size int) (*etcdPath, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, err
-	}
-	return &etcdPath{client: c, value: strings.Repeat("x", size)}, nil
+// newEtcdPath writes through c values of size bytes: what banlieue stores
+// for one benchmark VirtualMachine, measured in etcd at start-up.
+func newEtcdPath(c *clientv3.Client, size int) *etcdPath {
+	return &etcdPath{client: c, value: strings.Repeat("x", size)}
 }
 
 func (p *etcdPath) Name() string { return "D etcd" }

@@ -121,12 +121,7 @@ func (h *harness) populated(ctx context.Context, r *report) error {
 // deleteInEtcd deletes every etcd key under the prefixes that contain
 // segment (one per server storing it), and checks there were want of them.
 func (h *harness) deleteInEtcd(ctx context.Context, segment string, want int) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.env.EtcdURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	resp, err := c.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := h.etcd.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
 	}
@@ -140,7 +135,7 @@ func (h *harness) deleteInEtcd(ctx context.Context, segment string, want int) er
 		return fmt.Errorf("found %d etcd prefixes holding %s, want %d: %v", len(prefixes), segment, want, prefixes)
 	}
 	for p := range prefixes {
-		if _, err := c.Delete(ctx, p, clientv3.WithPrefix()); err != nil {
+		if _, err := h.etcd.Delete(ctx, p, clientv3.WithPrefix()); err != nil {
 			return fmt.Errorf("deleting %s: %w", p, err)
 		}
 	}

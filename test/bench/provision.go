@@ -121,20 +121,8 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 
-	// Progress comes from one watch on banlieue's own port, so observing
-	// costs the servers almost nothing (polling lists of every VM did).
-	w, err := bc.BanlieueV1alpha1().VirtualMachines(provNS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
 	pids := h.env.PIDs() // a fresh map: every process, controllers and provider included
 	pids[benchProcess] = os.Getpid()
-	cpu := startCPU(pids)
-	reqs, err := h.startRequests(ctx)
-	if err != nil {
-		return err
-	}
 	var waits []func()
 	for name, cfg := range profiles {
 		// The first 20 s: creation, scheduling and the first clones.
@@ -145,29 +133,56 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 			w()
 		}
 	}()
-	start := time.Now()
-	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.VMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, provNS, i) })
-	if res.Errors > 0 {
-		return fmt.Errorf("%d creates failed", res.Errors)
-	}
-	created := time.Since(start)
-	scheduled, ready, err := awaitProgress(ctx, w, start, h.cfg.VMs, nil)
+	measured, err := h.provision(ctx, bc, provNS, h.cfg.VMs, pids, nil)
 	if err != nil {
 		return err
 	}
-	perVM := cpu.perOp(h.cfg.VMs)
-	logf("  CPU ms per VM provisioned: %v", perVM)
-	perVMReqs, err := reqs.perVM(ctx, h.cfg.VMs)
-	if err != nil {
-		return err
-	}
-	logf("  requests per VM: %v", perVMReqs)
+	logf("  CPU ms per VM provisioned: %v", measured.cpuMs)
+	logf("  requests per VM: %v", measured.requests)
 	n := float64(h.cfg.VMs)
-	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: perVM, RequestsPerVM: perVMReqs, CreatePerS: n / created.Seconds(), ScheduledPerS: n / scheduled.Seconds(),
-		ReadyPerS: n / ready.Seconds(), VCSimBuildsPerS: raw, SecondsToSchedule: scheduled.Seconds(), SecondsToReady: ready.Seconds()}
+	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: measured.cpuMs, RequestsPerVM: measured.requests, CreatePerS: n / measured.created.Seconds(), ScheduledPerS: n / measured.scheduled.Seconds(),
+		ReadyPerS: n / measured.ready.Seconds(), VCSimBuildsPerS: raw, SecondsToSchedule: measured.scheduled.Seconds(), SecondsToReady: measured.ready.Seconds()}
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
-		scheduled.Seconds(), r.provisioning.ScheduledPerS, ready.Seconds(), r.provisioning.ReadyPerS)
+		measured.scheduled.Seconds(), r.provisioning.ScheduledPerS, measured.ready.Seconds(), r.provisioning.ReadyPerS)
 	return nil
+}
+
+// provisionRun is one measured provisioning: how long the creates took
+// and until every VM was Scheduled and Ready, every process's CPU per VM
+// and both servers' requests per VM.
+type provisionRun struct {
+	created, scheduled, ready time.Duration
+	cpuMs, requests           map[string]float64
+}
+
+// provision creates n VMs in ns through the aggregator (path A) and
+// follows them until all are Ready, measuring the processes of pids and
+// both servers' requests meanwhile; onReady is awaitProgress's. Progress
+// comes from one watch on banlieue's own port, so observing costs the
+// servers almost nothing (polling lists of every VM did).
+func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns string, n int, pids map[string]int, onReady func(*v1alpha1.VirtualMachine, time.Duration)) (provisionRun, error) {
+	w, err := bc.BanlieueV1alpha1().VirtualMachines(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return provisionRun{}, err
+	}
+	defer w.Stop()
+	cpu := startCPU(pids)
+	reqs, err := h.startRequests(ctx)
+	if err != nil {
+		return provisionRun{}, err
+	}
+	start := time.Now()
+	res := run(ctx, h.pids, h.a.Name(), "create", 0, n, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, ns, i) })
+	if res.Errors > 0 {
+		return provisionRun{}, fmt.Errorf("%d creates failed", res.Errors)
+	}
+	out := provisionRun{created: time.Since(start)}
+	if out.scheduled, out.ready, err = awaitProgress(ctx, w, start, n, onReady); err != nil {
+		return provisionRun{}, err
+	}
+	out.cpuMs = cpu.perOp(n)
+	out.requests, err = reqs.perVM(ctx, n)
+	return out, err
 }
 
 // onlyVMsOf fails when VMs exist outside ns: the controller would

@@ -157,7 +157,7 @@ func (r *report) ratios() []Ratio {
 			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
 			atLeast("Ready rate / raw vcsim rate (clone, reconfigure, power-on over six clusters)", ratio(p.ReadyPerS, p.VCSimBuildsPerS), 0.8),
 			atMost("requests per provisioned VM (kube-apiserver and banlieue)", totalRequests(p.RequestsPerVM), 5),
-			atMost("control-plane CPU ms per provisioned VM", p.controlPlaneCPU(), 30))
+			atMost("control-plane CPU ms per provisioned VM", controlPlaneCPU(p.CPUms), 30))
 	}
 	if l := r.libvirt; l != nil && l.Skipped == "" {
 		out = append(out, atLeast("libvirt VMs Ready per minute / raw define+start per minute", ratio(l.ReadyPerMin, l.RawPerMin), 0.8))
@@ -173,11 +173,11 @@ func (r *report) ratios() []Ratio {
 	return out
 }
 
-// controlPlaneCPU is the CPU per VM of every server, controller and
-// provider: all but the benchmark's own process (vcsim and the clients).
-func (p *Provisioning) controlPlaneCPU() float64 {
+// controlPlaneCPU sums the CPU per VM of every server, controller and
+// provider: all processes but the benchmark's own (vcsim and the clients).
+func controlPlaneCPU(perProcess map[string]float64) float64 {
 	var ms float64
-	for name, v := range p.CPUms {
+	for name, v := range perProcess {
 		if name != benchProcess {
 			ms += v
 		}

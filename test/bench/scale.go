@@ -19,12 +19,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -72,7 +72,6 @@ type ProviderRate struct {
 	MedianSeconds float64 `json:"secondsToHalfReady"`
 	Seconds       float64 `json:"secondsToLastReady"`
 	ReadyPerS     float64 `json:"readyPerSecond"`
-	readyAt       []float64
 }
 
 // Stored is banlieue's cost of holding VMs, at one size.
@@ -176,11 +175,6 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	if err := h.vmNamespace(ctx, fleetNS); err != nil {
 		return err
 	}
-	w, err := bc.BanlieueV1alpha1().VirtualMachines(fleetNS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
 	pids := h.env.PIDs()
 	pids[benchProcess] = os.Getpid()
 	rss0 := rssAll(pids)
@@ -188,53 +182,31 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	if err != nil {
 		return err
 	}
-	reqs, err := h.startRequests(ctx)
-	if err != nil {
-		return err
-	}
-	cpu := startCPU(pids)
-	start := time.Now()
-	res := run(ctx, h.pids, h.a.Name(), "create", 0, h.cfg.FleetVMs, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, fleetNS, i) })
-	if res.Errors > 0 {
-		return fmt.Errorf("%d creates failed", res.Errors)
-	}
-	per := map[string]*ProviderRate{}
-	_, ready, err := awaitProgress(ctx, w, start, h.cfg.FleetVMs, func(vm *v1alpha1.VirtualMachine, at time.Duration) {
-		if vm.Status.Scheduled == nil {
-			return
+	readyAt := map[string][]float64{} // per Provider, in the order its VMs became Ready
+	measured, err := h.provision(ctx, bc, fleetNS, h.cfg.FleetVMs, pids, func(vm *v1alpha1.VirtualMachine, at time.Duration) {
+		if s := vm.Status.Scheduled; s != nil {
+			readyAt[s.Provider] = append(readyAt[s.Provider], at.Seconds())
 		}
-		p := per[vm.Status.Scheduled.Provider]
-		if p == nil {
-			p = &ProviderRate{Provider: vm.Status.Scheduled.Provider}
-			per[p.Provider] = p
-		}
-		p.VMs++
-		p.Seconds = at.Seconds()
-		p.readyAt = append(p.readyAt, at.Seconds())
 	})
 	if err != nil {
 		return err
 	}
-	f := &Fleet{VCenters: h.cfg.VCenters, VMs: h.cfg.FleetVMs, SecondsToReady: ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / ready.Seconds(),
-		CPUms: cpu.perOp(h.cfg.FleetVMs), RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
+	f := &Fleet{VCenters: h.cfg.VCenters, VMs: h.cfg.FleetVMs, SecondsToReady: measured.ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / measured.ready.Seconds(),
+		CPUms: measured.cpuMs, RequestsPerVM: measured.requests, RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
 	for name, v := range f.RSS {
 		f.RSSPerVM[name] = (v - rss0[name]) / float64(f.VMs)
 	}
-	for _, p := range per {
-		p.ReadyPerS = float64(p.VMs) / p.Seconds
-		p.MedianSeconds = p.readyAt[len(p.readyAt)/2] // in the order they became Ready
-		f.PerProvider = append(f.PerProvider, *p)
+	for _, name := range slices.Sorted(maps.Keys(readyAt)) {
+		at := readyAt[name]
+		last := at[len(at)-1]
+		f.PerProvider = append(f.PerProvider, ProviderRate{Provider: name, VMs: len(at), MedianSeconds: at[len(at)/2], Seconds: last, ReadyPerS: float64(len(at)) / last})
 	}
-	sort.Slice(f.PerProvider, func(i, j int) bool { return f.PerProvider[i].Provider < f.PerProvider[j].Provider })
 	etcd1, err := h.etcdInUse(ctx)
 	if err != nil {
 		return err
 	}
 	f.EtcdPerVM = float64(etcd1-etcd0) / float64(f.VMs)
-	if f.RequestsPerVM, err = reqs.perVM(ctx, f.VMs); err != nil {
-		return err
-	}
-	logf("  all %d Ready in %.1fs (%.1f/s) on %d Providers; provider RSS per VM %.0f B", f.VMs, ready.Seconds(), f.ReadyPerS, len(per), f.RSSPerVM["provider-vsphere"])
+	logf("  all %d Ready in %.1fs (%.1f/s) on %d Providers; provider RSS per VM %.0f B", f.VMs, measured.ready.Seconds(), f.ReadyPerS, len(f.PerProvider), f.RSSPerVM["provider-vsphere"])
 	sr.fleet = f
 	return nil
 }
@@ -253,12 +225,7 @@ func rssAll(pids map[string]int) map[string]float64 {
 // etcdInUse is the size of etcd's data in use (its database less free
 // pages), what its space quota is checked against.
 func (h *harness) etcdInUse(ctx context.Context) (int64, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.env.EtcdURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	st, err := c.Status(ctx, h.env.EtcdURL())
+	st, err := h.etcd.Status(ctx, h.env.EtcdURL())
 	if err != nil {
 		return 0, fmt.Errorf("etcd status: %w", err)
 	}

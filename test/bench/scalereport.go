@@ -91,7 +91,7 @@ func (sr *scaleReport) projection() []Projection {
 		perVCenter := N / projectedVCenters
 		prov := f.RSSPerVM["provider-vsphere"]
 		provBase := f.RSS["provider-vsphere"] - prov*float64(f.VMs)
-		cpu := (&Provisioning{CPUms: f.CPUms}).controlPlaneCPU()
+		cpu := controlPlaneCPU(f.CPUms)
 		fleetRow := fmt.Sprintf("fleet: %d VMs on %d vCenters", f.VMs, f.VCenters)
 		out = append(out,
 			Projection{"etcd growth from provisioning them (machines, Events, revisions before compaction)", fmt.Sprintf("%s (%.1f%% of the quota)", mib(f.EtcdPerVM*N), 100*f.EtcdPerVM*N/etcdQuota), fleetRow + ": etcd B/VM × 100 000"},
