@@ -143,6 +143,9 @@ type harness struct {
 	direct *restclient.Config
 	// controllerStarted: the provisioning phases share one controller.
 	controllerStarted bool
+	// providerMetrics reaches the running vSphere provider's /metrics
+	// (plain HTTP on loopback), to count its calls to the vCenters.
+	providerMetrics *restclient.Config
 }
 
 func benchmark(ctx context.Context, cfg config) error {

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	restclient "k8s.io/client-go/rest"
@@ -65,6 +66,33 @@ func fetchProfile(ctx context.Context, cfg *restclient.Config, file string, seco
 	}
 	logf("  profile written to %s", file)
 	return nil
+}
+
+// profileSelf samples this process's CPU for d into dir as <name>.pprof;
+// the returned function waits for it.
+func profileSelf(dir, name string, d time.Duration) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			logf("  profile %s: %v", name, err)
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			logf("  profile %s: %v", name, err)
+			return
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			logf("  profile %s: %v", name, err)
+			return
+		}
+		time.Sleep(d)
+		pprof.StopCPUProfile()
+		logf("  profile written to %s", f.Name())
+	}()
+	return func() { <-done }
 }
 
 // pprofAddr is a free loopback address for a process's -pprof-bind-address.

@@ -53,6 +53,9 @@ type Provisioning struct {
 	// RequestsPerVM counts the requests per VM by "verb resource" that
 	// the controllers and the provider sent (requestMeter).
 	RequestsPerVM map[string]float64 `json:"requestsPerVM"`
+	// VCenterCallsPerVM counts the provider's calls to the vCenter per VM
+	// by SOAP method, as the provider's own metric counts them.
+	VCenterCallsPerVM map[string]float64 `json:"vcenterCallsPerVM"`
 }
 
 const (
@@ -111,7 +114,7 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 	h.controllerStarted = true
-	if _, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, provArgs...); err != nil {
+	if _, err := h.startVSphereProvider(provArgs...); err != nil {
 		return err
 	}
 	if err := awaitImage(ctx, bc, "bench-vsphere"); err != nil {
@@ -128,6 +131,10 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		// The first 20 s: creation, scheduling and the first clones.
 		waits = append(waits, startProfile(ctx, cfg, h.cfg.Profile, "provision-"+name, 20))
 	}
+	if len(profiles) > 0 {
+		// This process too: vcsim serving the provider, and the clients.
+		waits = append(waits, profileSelf(h.cfg.Profile, "provision-bench", 20*time.Second))
+	}
 	defer func() {
 		for _, w := range waits {
 			w()
@@ -140,7 +147,8 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 	logf("  CPU ms per VM provisioned: %v", measured.cpuMs)
 	logf("  requests per VM: %v", measured.requests)
 	n := float64(h.cfg.VMs)
-	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: measured.cpuMs, RequestsPerVM: measured.requests, CreatePerS: n / measured.created.Seconds(), ScheduledPerS: n / measured.scheduled.Seconds(),
+	logf("  vCenter calls per VM: %v", measured.vcenterCalls)
+	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: measured.cpuMs, RequestsPerVM: measured.requests, VCenterCallsPerVM: measured.vcenterCalls, CreatePerS: n / measured.created.Seconds(), ScheduledPerS: n / measured.scheduled.Seconds(),
 		ReadyPerS: n / measured.ready.Seconds(), VCSimBuildsPerS: raw, SecondsToSchedule: measured.scheduled.Seconds(), SecondsToReady: measured.ready.Seconds()}
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
 		measured.scheduled.Seconds(), r.provisioning.ScheduledPerS, measured.ready.Seconds(), r.provisioning.ReadyPerS)
@@ -153,6 +161,45 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 type provisionRun struct {
 	created, scheduled, ready time.Duration
 	cpuMs, requests           map[string]float64
+	// vcenterCalls are the provider's calls to its vCenters per VM.
+	vcenterCalls map[string]float64
+}
+
+// startVSphereProvider starts the vSphere provider with its metrics on a
+// loopback port, which h.providerMetrics reaches.
+func (h *harness) startVSphereProvider(args ...string) (devenv.Process, error) {
+	addr, err := pprofAddr()
+	if err != nil {
+		return devenv.Process{}, err
+	}
+	args = append(args, "--metrics-bind-address="+addr, "--metrics-insecure")
+	p, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, args...)
+	if err != nil {
+		return devenv.Process{}, err
+	}
+	h.providerMetrics = &restclient.Config{Host: "http://" + addr}
+	return p, nil
+}
+
+// vcenterCalls reads the provider's count of its vCenter calls by method.
+func (h *harness) vcenterCalls(ctx context.Context) (map[string]float64, error) {
+	body, _, err := rawGet(ctx, h.providerMetrics, "/metrics", "text/plain")
+	if err != nil {
+		return nil, fmt.Errorf("reading the provider's metrics: %w", err)
+	}
+	return parseBackendCounts(string(body)), nil
+}
+
+// perVMGrowth is each key's growth from before to after per VM, of those
+// at 0.05 per VM or more.
+func perVMGrowth(before, after map[string]float64, vms int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := (v - before[k]) / float64(vms); d >= 0.05 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 // provision creates n VMs in ns through the aggregator (path A) and
@@ -171,6 +218,10 @@ func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns stri
 	if err != nil {
 		return provisionRun{}, err
 	}
+	calls0, err := h.vcenterCalls(ctx)
+	if err != nil {
+		return provisionRun{}, err
+	}
 	start := time.Now()
 	res := run(ctx, h.pids, h.a.Name(), "create", 0, n, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, ns, i) })
 	if res.Errors > 0 {
@@ -181,7 +232,11 @@ func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns stri
 		return provisionRun{}, err
 	}
 	out.cpuMs = cpu.perOp(n)
-	out.requests, err = reqs.perVM(ctx, n)
+	if out.requests, err = reqs.perVM(ctx, n); err != nil {
+		return provisionRun{}, err
+	}
+	calls1, err := h.vcenterCalls(ctx)
+	out.vcenterCalls = perVMGrowth(calls0, calls1, n)
 	return out, err
 }
 
@@ -362,13 +417,9 @@ func requestsPerVM(kube0, kube1, mine0, mine1 map[string]float64, vms int) map[s
 	if mine1 != nil {
 		mine1[userCreate] -= float64(vms)
 	}
-	out := map[string]float64{}
-	for suffix, counts := range map[string][2]map[string]float64{"": {kube0, kube1}, " (banlieue)": {mine0, mine1}} {
-		for k, v := range counts[1] {
-			if d := (v - counts[0][k]) / float64(vms); d >= 0.05 {
-				out[k+suffix] = d
-			}
-		}
+	out := perVMGrowth(kube0, kube1, vms)
+	for k, v := range perVMGrowth(mine0, mine1, vms) {
+		out[k+" (banlieue)"] = v
 	}
 	return out
 }
@@ -397,25 +448,9 @@ func requestCounts(ctx context.Context, cfg *restclient.Config) (map[string]floa
 // watches and lists of no resource (discovery) are left out.
 func parseRequestCounts(body string) map[string]float64 {
 	out := map[string]float64{}
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
-		if !ok {
-			continue
-		}
-		l := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				l[k] = strings.Trim(v, `"`)
-			}
-		}
+	for _, c := range counterSamples(body, "apiserver_request_total") {
+		l := c.labels
 		if l["verb"] == "WATCH" || l["verb"] == "LIST" && l["resource"] == "" {
-			continue
-		}
-		n, err := strconv.ParseFloat(value, 64)
-		if err != nil {
 			continue
 		}
 		key := l["verb"] + " " + strings.Trim(l["group"]+"/"+l["resource"]+"/"+l["subresource"], "/")
@@ -424,7 +459,47 @@ func parseRequestCounts(body string) map[string]float64 {
 		if code := l["code"]; code != "" && !strings.HasPrefix(code, "2") {
 			key += " (" + code + ")"
 		}
-		out[key] += n
+		out[key] += c.value
+	}
+	return out
+}
+
+// parseBackendCounts reads banlieue_provider_backend_requests_total from a
+// provider's /metrics page by method.
+func parseBackendCounts(body string) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range counterSamples(body, "banlieue_provider_backend_requests_total") {
+		out[c.labels["method"]] += c.value
+	}
+	return out
+}
+
+// sample is one line of a counter on a /metrics page.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// counterSamples are the samples of the counter name on a /metrics page
+// (label values hold no commas or quotes in the counters read here).
+func counterSamples(body, name string) []sample {
+	var out []sample
+	for _, line := range strings.Split(body, "\n") {
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, name+"{"), "} ")
+		if !ok || !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		l := map[string]string{}
+		for _, kv := range strings.Split(labels, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				l[k] = strings.Trim(v, `"`)
+			}
+		}
+		out = append(out, sample{l, n})
 	}
 	return out
 }

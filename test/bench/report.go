@@ -298,6 +298,7 @@ func (r *report) markdown() string {
 		for _, name := range slices.Sorted(maps.Keys(p.RequestsPerVM)) {
 			fmt.Fprintf(&b, " %s %.1f;", name, p.RequestsPerVM[name])
 		}
+		writeVCenterCalls(&b, p.VCenterCallsPerVM)
 		fmt.Fprintln(&b)
 	}
 	if l := r.libvirt; l != nil {
@@ -366,4 +367,12 @@ func (r *report) problems() error {
 		return fmt.Errorf("%s", strings.Join(out, "; "))
 	}
 	return nil
+}
+
+// writeVCenterCalls lists the provider's vCenter calls per VM by method.
+func writeVCenterCalls(b *strings.Builder, calls map[string]float64) {
+	fmt.Fprintf(b, "\n\nvCenter calls per VM by the provider (%.1f in all):", totalRequests(calls))
+	for _, name := range slices.Sorted(maps.Keys(calls)) {
+		fmt.Fprintf(b, " %s %.1f;", name, calls[name])
+	}
 }

@@ -58,6 +58,8 @@ type Fleet struct {
 	RSS           map[string]float64 `json:"rssBytes"`
 	CPUms         map[string]float64 `json:"cpuMsPerVM"`
 	RequestsPerVM map[string]float64 `json:"requestsPerVM"`
+	// VCenterCallsPerVM: the provider's calls to the vCenters per VM.
+	VCenterCallsPerVM map[string]float64 `json:"vcenterCallsPerVM"`
 	// EtcdPerVM is the growth of etcd's data in use per provisioned VM
 	// (every object the pipeline writes, their revisions and Events).
 	EtcdPerVM float64 `json:"etcdBytesInUsePerVM"`
@@ -164,7 +166,7 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		return err
 	}
 	defer ctrl.Stop()
-	prov, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute)
+	prov, err := h.startVSphereProvider()
 	if err != nil {
 		return err
 	}
@@ -192,7 +194,7 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		return err
 	}
 	f := &Fleet{VCenters: h.cfg.VCenters, VMs: h.cfg.FleetVMs, SecondsToReady: measured.ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / measured.ready.Seconds(),
-		CPUms: measured.cpuMs, RequestsPerVM: measured.requests, RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
+		CPUms: measured.cpuMs, RequestsPerVM: measured.requests, VCenterCallsPerVM: measured.vcenterCalls, RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
 	for name, v := range f.RSS {
 		f.RSSPerVM[name] = (v - rss0[name]) / float64(f.VMs)
 	}

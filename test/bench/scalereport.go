@@ -126,6 +126,7 @@ func (sr *scaleReport) markdown() string {
 		for _, k := range slices.Sorted(maps.Keys(f.RequestsPerVM)) {
 			fmt.Fprintf(&b, "%s %.1f; ", k, f.RequestsPerVM[k])
 		}
+		writeVCenterCalls(&b, f.VCenterCallsPerVM)
 		fmt.Fprintf(&b, "\n\n")
 	}
 	fmt.Fprintf(&b, "## Stored VMs\n\nVMs created on banlieue's port with no controller running; banlieue restarted before each memory reading (once with `--watch-cache=false`, then as shipped), so every figure is what holding the VMs costs. Lists and /placement on banlieue's port; list times are p50, the paged list walks every VM (limit %d, consistent).\n\n", pageSize)

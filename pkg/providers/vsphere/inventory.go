@@ -58,11 +58,12 @@ func (c *Client) ImageExists(ctx context.Context, location failuredomain.Locatio
 
 // TemplateExists tells whether datacenter holds a VM template named template.
 func (c *Client) TemplateExists(ctx context.Context, datacenter, template string) (bool, error) {
-	f, _, err := c.finder(ctx, datacenter)
+	l, err := c.locate(ctx, datacenter)
 	if err != nil {
 		return false, err
 	}
-	vm, err := lookup(ctx, f, template)
+	// Looked up afresh, not cached: this is the check of what exists.
+	vm, err := lookup(ctx, l.f, template)
 	if err != nil {
 		return false, fmt.Errorf("looking up %s in %s: %w", template, datacenter, err)
 	}

@@ -39,16 +39,6 @@ import (
 
 var _ providers.Machines = &Client{}
 
-func (c *Client) finder(ctx context.Context, datacenter string) (*find.Finder, *object.Datacenter, error) {
-	f := find.NewFinder(c.gc.Client, false)
-	dc, err := f.Datacenter(ctx, datacenter)
-	if err != nil {
-		return nil, nil, fmt.Errorf("datacenter %s: %w", datacenter, err)
-	}
-	f.SetDatacenter(dc)
-	return f, dc, nil
-}
-
 // lookup finds the VM by name, or returns nil.
 func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMachine, error) {
 	vm, err := f.VirtualMachine(ctx, name)
@@ -66,14 +56,19 @@ func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMa
 // spec.TaskRef, a task an interrupted call left behind, is waited for
 // first, so a restarted provider never clones twice or adds a disk twice.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
-	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
+	st, err := c.ensureMachine(ctx, spec, record)
+	return st, c.refs.forgetIfGone(err)
+}
+
+func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	l, err := c.locate(ctx, spec.Location.Datacenter)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
 	if err := c.resume(ctx, spec.TaskRef); err != nil {
 		return providers.MachineStatus{}, err
 	}
-	vm, err := c.find(ctx, f, dc, spec)
+	vm, err := findMachine(ctx, l, spec)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -82,11 +77,11 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		if spec.UserDataOmitted {
 			return providers.MachineStatus{}, providers.ErrUserDataNeeded
 		}
-		if vm, err = c.clone(ctx, f, dc, spec, record); err != nil {
+		if vm, err = clone(ctx, l, spec, record); err != nil {
 			return providers.MachineStatus{}, err
 		}
 	}
-	if err := converge(ctx, f, dc, vm, spec, record); err != nil {
+	if err := converge(ctx, l, vm, spec, record); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
 	if err := power(ctx, vm, spec.PowerState); err != nil {
@@ -97,20 +92,21 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	return st, err
 }
 
-// GuestAddress reads the guest's address and power state alone: three
-// calls, where EnsureMachine on a converged VM makes a dozen.
+// GuestAddress reads the guest's address and power state alone: one call
+// once the machine's reference is cached, where EnsureMachine on a
+// converged VM makes a dozen.
 func (c *Client) GuestAddress(ctx context.Context, spec providers.MachineSpec) (string, bool, error) {
-	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
+	l, err := c.locate(ctx, spec.Location.Datacenter)
 	if err != nil {
 		return "", false, err
 	}
-	vm, err := c.find(ctx, f, dc, spec)
+	vm, err := findMachine(ctx, l, spec)
 	if err != nil || vm == nil {
 		return "", false, err
 	}
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime.powerState", "guest.ipAddress"}, &m); err != nil {
-		return "", false, fmt.Errorf("reading %s: %w", spec.Name, err)
+		return "", false, fmt.Errorf("reading %s: %w", spec.Name, c.refs.forgetIfGone(err))
 	}
 	if powerState(m.Runtime.PowerState) != spec.PowerState {
 		return "", false, nil
@@ -148,21 +144,13 @@ func observe(ctx context.Context, vm *object.VirtualMachine, name string) (provi
 	return st, nil
 }
 
-// find returns the VM with spec's instance UUID (by name when the spec has
+// findMachine returns the VM with spec's instance UUID (by name when the spec has
 // none), or nil.
-func (c *Client) find(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec) (*object.VirtualMachine, error) {
+func findMachine(ctx context.Context, l *located, spec providers.MachineSpec) (*object.VirtualMachine, error) {
 	if spec.InstanceUUID == "" {
-		return lookup(ctx, f, spec.Name)
+		return lookup(ctx, l.f, spec.Name)
 	}
-	ref, err := object.NewSearchIndex(c.gc.Client).FindByUuid(ctx, dc, spec.InstanceUUID, true, ptr.To(true))
-	if err != nil || ref == nil {
-		return nil, err
-	}
-	vm, ok := ref.(*object.VirtualMachine)
-	if !ok {
-		return nil, fmt.Errorf("instance UUID %s is a %T, not a VM", spec.InstanceUUID, ref)
-	}
-	return vm, nil
+	return l.machine(ctx, spec.InstanceUUID)
 }
 
 // resume waits for a task an interrupted call started. A task that vCenter
@@ -191,10 +179,16 @@ func (c *Client) resume(ctx context.Context, ref string) error {
 // here: the next task's replaces it, and the caller clears it with the
 // status it writes at the end, one API write per task instead of two.
 func wait(ctx context.Context, task *object.Task, record providers.TaskRecorder) error {
+	_, err := waitResult(ctx, task, record)
+	return err
+}
+
+// waitResult is wait, returning the task's outcome.
+func waitResult(ctx context.Context, task *object.Task, record providers.TaskRecorder) (*types.TaskInfo, error) {
 	if err := record(ctx, task.Reference().Value); err != nil {
-		return fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
+		return nil, fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
 	}
-	return task.Wait(ctx)
+	return task.WaitForResult(ctx)
 }
 
 // firmware is bios, efi or efi-secure.
@@ -234,7 +228,7 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 // current firmware), and guestinfo names NICs by MAC, so NICs being added
 // get their guestinfo in a second reconfigure. Nothing differs, nothing is
 // sent: a steady-state reconcile changes nothing.
-func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
+func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m); err != nil {
 		return err
@@ -299,19 +293,19 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 		// vCenter changes the hot-add flags of a powered-off VM only.
 		cs.CpuHotAddEnabled, cs.MemoryHotAddEnabled = hotAdd(m.Config, spec)
 	}
-	nics, err := nicChanges(ctx, f, vm.Client(), devices, spec.NICs)
+	nics, err := nicChanges(ctx, l, devices, spec.NICs)
 	if err != nil {
 		return err
 	}
 	disks, err := diskChanges(devices, spec.Disks, func(name, file string) (types.ManagedObjectReference, error) {
-		ds, err := f.Datastore(ctx, name)
+		ds, err := l.datastore(ctx, name)
 		if err != nil {
 			return types.ManagedObjectReference{}, fmt.Errorf("datastore %s: %w", name, err)
 		}
 		// A disk file's folder must exist on its datastore (the clone made
 		// it on the first disk's only).
 		if dir := path.Dir(file); strings.Contains(file, "] ") && dir != "." {
-			err := object.NewFileManager(vm.Client()).MakeDirectory(ctx, dir, dc, true)
+			err := object.NewFileManager(vm.Client()).MakeDirectory(ctx, dir, l.dc, true)
 			if err != nil && !isFault[*types.FileAlreadyExists](err) {
 				return types.ManagedObjectReference{}, fmt.Errorf("making %s: %w", dir, err)
 			}
@@ -364,7 +358,7 @@ func converge(ctx context.Context, f *find.Finder, dc *object.Datacenter, vm *ob
 // nicChanges points the VM's NICs at the spec's networks in order, adds the
 // missing ones and removes NICs the spec does not have. No NICs in the spec
 // keeps the template's as they are.
-func nicChanges(ctx context.Context, f *find.Finder, c *vim25.Client, devices object.VirtualDeviceList, want []providers.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
+func nicChanges(ctx context.Context, l *located, devices object.VirtualDeviceList, want []providers.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	if len(want) == 0 {
 		return nil, nil
 	}
@@ -379,12 +373,12 @@ func nicChanges(ctx context.Context, f *find.Finder, c *vim25.Client, devices ob
 			if len(existing) == 0 {
 				return nil, fmt.Errorf("NIC %d names no port group and the template has no network adapter whose network it could use", i)
 			}
-			if name = networkName(ctx, c, existing[0].(types.BaseVirtualEthernetCard)); name == "" {
+			if name = networkName(ctx, l.c.gc.Client, existing[0].(types.BaseVirtualEthernetCard)); name == "" {
 				return nil, fmt.Errorf("NIC %d names no port group and the template's first adapter's network is unknown", i)
 			}
 			nic.Network = name
 		}
-		network, err := f.Network(ctx, nic.Network)
+		network, err := l.network(ctx, nic.Network)
 		if err != nil {
 			return nil, fmt.Errorf("network %s: %w", nic.Network, err)
 		}
@@ -499,19 +493,16 @@ func diskFileName(existing object.VirtualDeviceList, i int) string {
 	return fmt.Sprintf("%s_%d.vmdk", strings.TrimSuffix(backing.FileName, ".vmdk"), i)
 }
 
-func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacenter, spec providers.MachineSpec, record providers.TaskRecorder) (*object.VirtualMachine, error) {
-	tmpl, err := f.VirtualMachine(ctx, spec.Image)
+func clone(ctx context.Context, l *located, spec providers.MachineSpec, record providers.TaskRecorder) (*object.VirtualMachine, error) {
+	tmpl, err := l.template(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %w", spec.Image, err)
 	}
-	pool, err := c.pool(ctx, f, spec)
+	pool, err := l.pool(ctx, spec.Options[machinespec.OptionResourcePool], spec.Location.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	folder, err := f.DefaultFolder(ctx)
-	if spec.Options[machinespec.OptionFolder] != "" {
-		folder, err = f.Folder(ctx, spec.Options[machinespec.OptionFolder])
-	}
+	folder, err := l.folder(ctx, spec.Options[machinespec.OptionFolder])
 	if err != nil {
 		return nil, fmt.Errorf("folder %q: %w", spec.Options[machinespec.OptionFolder], err)
 	}
@@ -521,7 +512,7 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 		Config:   &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB, InstanceUuid: spec.InstanceUUID},
 	}
 	if spec.BootTarget() != "" {
-		ds, err := f.Datastore(ctx, spec.BootTarget())
+		ds, err := l.datastore(ctx, spec.BootTarget())
 		if err != nil {
 			return nil, fmt.Errorf("datastore %s: %w", spec.BootTarget(), err)
 		}
@@ -535,11 +526,19 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 	if err != nil {
 		return nil, fmt.Errorf("cloning %s: %w", spec.Image, err)
 	}
-	cloneErr := wait(ctx, task, record)
+	info, cloneErr := waitResult(ctx, task, record)
+	if cloneErr == nil {
+		// The clone's result is the VM: no search for it.
+		if ref, ok := info.Result.(types.ManagedObjectReference); ok && spec.InstanceUUID != "" {
+			vm := object.NewVirtualMachine(l.c.gc.Client, ref)
+			l.remember(spec.InstanceUUID, vm)
+			return vm, nil
+		}
+	}
 	if cloneErr != nil && !fault.Is(cloneErr, &types.DuplicateName{}) {
 		return nil, fmt.Errorf("cloning %s into %s: %w", spec.Image, spec.Name, cloneErr)
 	}
-	vm, err := c.find(ctx, f, dc, spec)
+	vm, err := findMachine(ctx, l, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -551,22 +550,6 @@ func (c *Client) clone(ctx context.Context, f *find.Finder, dc *object.Datacente
 		return nil, fmt.Errorf("clone %s not found after cloning", spec.Name)
 	}
 	return vm, nil
-}
-
-// pool is spec's resource pool, or the cluster's root pool.
-func (c *Client) pool(ctx context.Context, f *find.Finder, spec providers.MachineSpec) (*object.ResourcePool, error) {
-	if spec.Options[machinespec.OptionResourcePool] != "" {
-		pool, err := f.ResourcePool(ctx, spec.Options[machinespec.OptionResourcePool])
-		if err != nil {
-			return nil, fmt.Errorf("resource pool %s: %w", spec.Options[machinespec.OptionResourcePool], err)
-		}
-		return pool, nil
-	}
-	cluster, err := f.ClusterComputeResource(ctx, spec.Location.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Location.Cluster, err)
-	}
-	return cluster.ResourcePool(ctx)
 }
 
 func powerState(s types.VirtualMachinePowerState) string {
@@ -616,13 +599,18 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 // DeleteMachine powers the VM off and destroys it; a VM already gone is
 // fine.
 func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
-	f, dc, err := c.finder(ctx, spec.Location.Datacenter)
+	err := c.deleteMachine(ctx, spec, record)
+	return c.refs.forgetIfGone(err)
+}
+
+func (c *Client) deleteMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) error {
+	l, err := c.locate(ctx, spec.Location.Datacenter)
 	var nf *find.NotFoundError
 	if errors.As(err, &nf) && spec.InstanceUUID != "" {
 		// No such datacenter (a VM that was never created, or one whose
 		// datacenter went): the instance UUID is searched across vCenter,
 		// so a delete never retries a lookup that cannot succeed.
-		f, dc, err = find.NewFinder(c.gc.Client, false), nil, nil
+		l, err = &located{c: c, f: find.NewFinder(c.gc.Client, false)}, nil
 	}
 	if err != nil {
 		return err
@@ -630,7 +618,7 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := c.resume(ctx, spec.TaskRef); err != nil {
 		return err
 	}
-	vm, err := c.find(ctx, f, dc, spec)
+	vm, err := findMachine(ctx, l, spec)
 	if err != nil || vm == nil {
 		return err
 	}
@@ -641,7 +629,13 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil {
 		return err
 	}
-	return wait(ctx, task, record)
+	if err := wait(ctx, task, record); err != nil {
+		return err
+	}
+	if spec.InstanceUUID != "" {
+		l.forgetMachine(spec.InstanceUUID)
+	}
+	return nil
 }
 
 // needsPowerOff tells whether cs changes CPUs or memory in a way vCenter

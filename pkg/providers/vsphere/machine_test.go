@@ -69,11 +69,11 @@ func template(t *testing.T, c *Client, dc string) string {
 func vmProps(t *testing.T, c *Client, dc, name string) *mo.VirtualMachine {
 	t.Helper()
 	ctx := context.Background()
-	f, _, err := c.finder(ctx, dc)
+	l, err := c.locate(ctx, dc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := lookup(ctx, f, name)
+	vm, err := lookup(ctx, l.f, name)
 	if err != nil || vm == nil {
 		t.Fatalf("VM %s: %v", name, err)
 	}
@@ -212,9 +212,9 @@ func TestEnsureMachine(t *testing.T) {
 	if _, err := c.EnsureMachine(ctx, fresh, rec.record); !errors.Is(err, providers.ErrUserDataNeeded) {
 		t.Errorf("building a VM without its user data: %v, want ErrUserDataNeeded", err)
 	}
-	if f, _, err := c.finder(ctx, "DC0"); err != nil {
+	if l, err := c.locate(ctx, "DC0"); err != nil {
 		t.Fatal(err)
-	} else if vm, err := lookup(ctx, f, fresh.Name); err != nil || vm != nil {
+	} else if vm, err := lookup(ctx, l.f, fresh.Name); err != nil || vm != nil {
 		t.Errorf("a VM was built without its user data: %v, %v", vm, err)
 	}
 
@@ -239,8 +239,8 @@ func TestEnsureMachine(t *testing.T) {
 	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
 		t.Fatal(err)
 	}
-	f, dc, _ := c.finder(ctx, "DC0")
-	if vm, err := c.find(ctx, f, dc, spec); err != nil || vm != nil {
+	l, _ := c.locate(ctx, "DC0")
+	if vm, err := findMachine(ctx, l, spec); err != nil || vm != nil {
 		t.Errorf("after delete: %v, %v", vm, err)
 	}
 	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {

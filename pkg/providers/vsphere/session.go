@@ -63,28 +63,40 @@ func Connect(ctx context.Context, conn providers.Connection) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, u.Host, err)
 	}
+	calls := &counting{next: vc.RoundTripper}
+	vc.RoundTripper = calls
 	c := &govmomi.Client{Client: vc, SessionManager: session.NewManager(vc)}
 	if err := c.Login(ctx, url.UserPassword(conn.Credentials.Username, conn.Credentials.Password)); err != nil {
 		return nil, fmt.Errorf("%w: logging in to %s as %s: %v", providers.ErrConnect, u.Host, conn.Credentials.Username, err)
 	}
-	return &Client{gc: c}, nil
+	return &Client{gc: c, calls: calls, refs: newRefCache()}, nil
 }
 
 // Client is a logged-in vCenter session.
 type Client struct {
-	gc *govmomi.Client
+	gc    *govmomi.Client
+	calls *counting
+	refs  *refCache
 }
 
 var _ providers.Backend = &Client{}
 
-// alive tells whether the session still works.
+// alive tells whether the session still works: a call answered lately
+// says so, else vCenter is asked.
 func (c *Client) alive(ctx context.Context) bool {
+	if c.calls.trusted() {
+		return true
+	}
 	s, err := c.gc.SessionManager.UserSession(ctx)
 	return err == nil && s != nil
 }
 
-// Logout ends the session.
-func (c *Client) Logout(ctx context.Context) error { return c.gc.Logout(ctx) }
+// Logout ends the session; no earlier call vouches for it any more.
+func (c *Client) Logout(ctx context.Context) error {
+	err := c.gc.Logout(ctx)
+	c.calls.lastOK.Store(0)
+	return err
+}
 
 // Sessions caches one session per endpoint, user and credentials version,
 // checks it is alive before reuse, and logs out the one it replaces.

@@ -23,8 +23,10 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
 
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -161,8 +163,56 @@ func TestSessionCache(t *testing.T) {
 	if err != nil || d == c || !d.alive(ctx) {
 		t.Errorf("dead session reused (%v)", err)
 	}
+	// A session vCenter ended is trusted until a call is refused, then
+	// replaced.
+	admin, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Logout(ctx)
+	us, err := d.gc.SessionManager.UserSession(ctx)
+	if err != nil || us == nil {
+		t.Fatalf("reading the session: %v", err)
+	}
+	if err := admin.gc.SessionManager.TerminateSession(ctx, []string{us.Key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.TemplateExists(ctx, "DC0", "anything"); err == nil {
+		t.Fatal("a call on an ended session succeeded")
+	}
+	e, err := s.Get(ctx, "ns/p", conn)
+	if err != nil || e == d || !e.alive(ctx) {
+		t.Errorf("a session vCenter ended was reused (%v)", err)
+	}
 	s.Forget(ctx, "ns/p")
-	if d.alive(ctx) {
+	if e.alive(ctx) {
 		t.Error("Forget did not log out")
+	}
+}
+
+func TestBackendRequestsCounted(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	retrieve := providers.BackendRequests.WithLabelValues("vsphere", "RetrievePropertiesEx")
+	before := testutil.ToFloat64(retrieve)
+	if _, err := c.TemplateExists(ctx, "DC0", "anything"); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(retrieve) - before; got < 1 {
+		t.Errorf("RetrievePropertiesEx counted %v times for a template lookup, want at least 1", got)
+	}
+	// The tests' sum of every method counts what is added, once.
+	sum := totalCalls(t)
+	providers.BackendRequests.WithLabelValues("vsphere", "Crafted").Add(3)
+	if got := totalCalls(t) - sum; got != 3 {
+		t.Errorf("totalCalls grew by %v after 3 crafted calls", got)
+	}
+	if m := method(&methods.RetrievePropertiesExBody{}); m != "RetrievePropertiesEx" {
+		t.Errorf("method named %q", m)
 	}
 }

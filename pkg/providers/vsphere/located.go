@@ -1,0 +1,225 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package vsphere
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"k8s.io/utils/ptr"
+)
+
+// located looks up a datacenter's objects by name, through the session's
+// refCache: a finder walks folders for every lookup, the cache once a
+// minute.
+type located struct {
+	c  *Client
+	f  *find.Finder
+	dc *object.Datacenter
+}
+
+// locate returns the lookups of datacenter.
+func (c *Client) locate(ctx context.Context, datacenter string) (*located, error) {
+	f := find.NewFinder(c.gc.Client, false)
+	o, err := c.refs.get(refKey("datacenter", "", datacenter), func() (cachedObject, error) {
+		dc, err := f.Datacenter(ctx, datacenter)
+		if err != nil {
+			return cachedObject{}, err
+		}
+		return objectOf(dc, dc.InventoryPath), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("datacenter %s: %w", datacenter, err)
+	}
+	dc := object.NewDatacenter(c.gc.Client, o.ref)
+	dc.InventoryPath = o.path
+	f.SetDatacenter(dc)
+	return &located{c: c, f: f, dc: dc}, nil
+}
+
+// dcPath is the datacenter's path, "" for lookups across vCenter.
+func (l *located) dcPath() string {
+	if l.dc == nil {
+		return ""
+	}
+	return l.dc.InventoryPath
+}
+
+// refKey names a cached object: its kind, datacenter and name.
+func refKey(kind, datacenter, name string) string {
+	return kind + "\x00" + datacenter + "\x00" + name
+}
+
+// get is the datacenter's object of kind named name, from find on a miss.
+func (l *located) get(kind, name string, find func() (object.Reference, string, error)) (cachedObject, error) {
+	return l.c.refs.get(refKey(kind, l.dcPath(), name), func() (cachedObject, error) {
+		obj, path, err := find()
+		if err != nil {
+			return cachedObject{}, err
+		}
+		return objectOf(obj, path), nil
+	})
+}
+
+// template is the VM template named name.
+func (l *located) template(ctx context.Context, name string) (*object.VirtualMachine, error) {
+	o, err := l.get("template", name, func() (object.Reference, string, error) {
+		vm, err := l.f.VirtualMachine(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		return vm, vm.InventoryPath, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	vm := object.NewVirtualMachine(l.c.gc.Client, o.ref)
+	vm.InventoryPath = o.path
+	return vm, nil
+}
+
+// folder is the VM folder named name, or the datacenter's VM folder.
+func (l *located) folder(ctx context.Context, name string) (*object.Folder, error) {
+	o, err := l.get("folder", name, func() (object.Reference, string, error) {
+		var folder *object.Folder
+		var err error
+		if name == "" {
+			folder, err = l.f.DefaultFolder(ctx)
+		} else {
+			folder, err = l.f.Folder(ctx, name)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return folder, folder.InventoryPath, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	folder := object.NewFolder(l.c.gc.Client, o.ref)
+	folder.InventoryPath = o.path
+	return folder, nil
+}
+
+// datastore is the datastore named name.
+func (l *located) datastore(ctx context.Context, name string) (*object.Datastore, error) {
+	o, err := l.get("datastore", name, func() (object.Reference, string, error) {
+		ds, err := l.f.Datastore(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		return ds, ds.InventoryPath, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ds := object.NewDatastore(l.c.gc.Client, o.ref)
+	ds.InventoryPath, ds.DatacenterPath = o.path, l.dcPath()
+	return ds, nil
+}
+
+// pool is the resource pool named name, or the root pool of cluster.
+func (l *located) pool(ctx context.Context, name, cluster string) (*object.ResourcePool, error) {
+	key := "pool " + name
+	if name == "" {
+		key = "cluster " + cluster
+	}
+	o, err := l.get("pool", key, func() (object.Reference, string, error) {
+		if name != "" {
+			pool, err := l.f.ResourcePool(ctx, name)
+			if err != nil {
+				return nil, "", fmt.Errorf("resource pool %s: %w", name, err)
+			}
+			return pool, pool.InventoryPath, nil
+		}
+		cl, err := l.f.ClusterComputeResource(ctx, cluster)
+		if err != nil {
+			return nil, "", fmt.Errorf("cluster %s: %w", cluster, err)
+		}
+		pool, err := cl.ResourcePool(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("cluster %s: %w", cluster, err)
+		}
+		return pool, pool.InventoryPath, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	pool := object.NewResourcePool(l.c.gc.Client, o.ref)
+	pool.InventoryPath = o.path
+	return pool, nil
+}
+
+// network is the network (port group) named name.
+func (l *located) network(ctx context.Context, name string) (object.NetworkReference, error) {
+	o, err := l.get("network", name, func() (object.Reference, string, error) {
+		n, err := l.f.Network(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		return n, n.GetInventoryPath(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, ok := object.NewReference(l.c.gc.Client, o.ref).(object.NetworkReference)
+	if !ok {
+		return nil, fmt.Errorf("network %s is a %s", name, o.ref.Type)
+	}
+	if p, ok := n.(interface{ SetInventoryPath(string) }); ok {
+		p.SetInventoryPath(o.path)
+	}
+	return n, nil
+}
+
+// machine is the VM with instance UUID uuid, or nil.
+func (l *located) machine(ctx context.Context, uuid string) (*object.VirtualMachine, error) {
+	o, err := l.get("machine", uuid, func() (object.Reference, string, error) {
+		ref, err := object.NewSearchIndex(l.c.gc.Client).FindByUuid(ctx, l.dc, uuid, true, ptr.To(true))
+		if err != nil {
+			return nil, "", err
+		}
+		if ref == nil {
+			return nil, "", errNoMachine
+		}
+		return ref, "", nil
+	})
+	switch {
+	case err == errNoMachine:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case o.ref.Type != "VirtualMachine":
+		return nil, fmt.Errorf("instance UUID %s is a %s, not a VM", uuid, o.ref.Type)
+	}
+	return object.NewVirtualMachine(l.c.gc.Client, o.ref), nil
+}
+
+// remember caches a machine found another way (a clone's result).
+func (l *located) remember(uuid string, vm *object.VirtualMachine) {
+	l.c.refs.put(refKey("machine", l.dcPath(), uuid), objectOf(vm, ""))
+}
+
+// forgetMachine drops a destroyed machine's reference.
+func (l *located) forgetMachine(uuid string) {
+	l.c.refs.drop(refKey("machine", l.dcPath(), uuid))
+}
+
+// errNoMachine: no VM has the instance UUID (never cached).
+var errNoMachine = fmt.Errorf("no such machine")
