@@ -23,13 +23,15 @@ packages=(
     ovmf swtpm swtpm-tools
 )
 
-# As root, libvirtd's QEMU driver fails to load unless its default user
-# exists before it reads qemu.conf (which then says root).
+# As root, libvirtd's QEMU driver fails to load unless its default user and
+# group (libvirt-qemu, both) exist before it reads qemu.conf (which then says
+# root): "Failed to parse group 'libvirt-qemu'" otherwise. Each is made when
+# missing, so a machine with the user but not the group is mended too.
 ensure_user() {
-    if [[ $(id -u) -eq 0 ]] && ! getent passwd libvirt-qemu >/dev/null; then
-        getent group kvm >/dev/null || groupadd -r kvm
-        useradd -r -M -g kvm -s /usr/sbin/nologin libvirt-qemu
-    fi
+    [[ $(id -u) -eq 0 ]] || return 0
+    getent group kvm >/dev/null || groupadd -r kvm
+    getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+    getent passwd libvirt-qemu >/dev/null || useradd -r -M -g libvirt-qemu -G kvm -s /usr/sbin/nologin libvirt-qemu
 }
 
 missing=()
