@@ -173,3 +173,49 @@ func run(ctx context.Context, pids map[string]int, path, verb string, round, n, 
 		CPUms: cpu.perOp(n), Errors: int(errs.Load()),
 	}
 }
+
+// runInterleaved runs n operations from c clients cycling through kinds
+// (operation i is of kind kinds[i%len(kinds)], on item i/len(kinds)), so
+// every kind meets the same moments of the servers (a collection, a
+// compaction) and their tails compare; run one kind after another and the
+// later kinds met a busier server. One Result per kind: latencies and
+// errors (no CPU: a process's CPU cannot be told apart by kind).
+func runInterleaved(ctx context.Context, path string, round, n, c int, kinds []string, ops map[string]func(ctx context.Context, i int) error) []Result {
+	lat := make([]latencies, len(kinds))
+	errs := make([]atomic.Int64, len(kinds))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				k := i % len(kinds)
+				t0 := time.Now()
+				if err := ops[kinds[k]](ctx, i/len(kinds)); err != nil {
+					errs[k].Add(1)
+					continue
+				}
+				lat[k].add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	out := make([]Result, len(kinds))
+	for k, kind := range kinds {
+		ops := n / len(kinds)
+		if k < n%len(kinds) {
+			ops++
+		}
+		out[k] = Result{Path: path, Verb: kind, Round: round, Ops: ops, Seconds: elapsed,
+			OpsPerS: float64(ops-int(errs[k].Load())) / elapsed,
+			P50ms:   lat[k].quantile(0.50), P99ms: lat[k].quantile(0.99), Errors: int(errs[k].Load())}
+	}
+	return out
+}

@@ -240,7 +240,10 @@ func (h *harness) list(ctx context.Context, cfg *restclient.Config, group, ns, m
 }
 
 // subresources compares /resolved and /placement with a plain GET of the
-// same VMs through the aggregator, interleaved G,R,P then P,R,G.
+// same VMs through the aggregator, in two rounds (G,R,P then P,R,G): each
+// kind alone for its rate and CPU, then the three interleaved request by
+// request for their tails (p99s of runs one after another compared the
+// later runs' busier moments, not the paths).
 func (h *harness) subresources(ctx context.Context, r *report) error {
 	get := func(sub ...string) func(ctx context.Context, i int) error {
 		return func(ctx context.Context, i int) error {
@@ -257,6 +260,13 @@ func (h *harness) subresources(ctx context.Context, r *report) error {
 			}
 			logf("  %-9s round %d: %8.0f ops/s  p50 %6.2f ms  p99 %7.2f ms", k, round+1, res.OpsPerS, res.P50ms, res.P99ms)
 			r.subresources = append(r.subresources, res)
+		}
+		for _, res := range runInterleaved(ctx, h.a.Name(), round+1, len(order)*h.cfg.Samples, h.cfg.C, order, kinds) {
+			if res.Errors > 0 {
+				return fmt.Errorf("%s interleaved: %d errors", res.Verb, res.Errors)
+			}
+			logf("  %-9s round %d, interleaved: p50 %6.2f ms  p99 %7.2f ms", res.Verb, round+1, res.P50ms, res.P99ms)
+			r.subresourceTails = append(r.subresourceTails, res)
 		}
 	}
 	return nil
