@@ -183,103 +183,60 @@ func MarkTemplate(ctx context.Context, c *vim25.Client, dc, name string) (string
 	return name, nil
 }
 
-// dhcp plays the network: powered-on VMs without a guest address get one
-// as soon as the simulator reports them so. A guest with cloud-init
-// metadata naming a static address gets that (what cloud-init would
-// configure), others the next free address of 10.10.0.0/16. It follows
-// the VMs' changes through one property collector instead of reading
-// every VM twice a second, which grew with the fleet and cost the
-// simulator more CPU than the provider it serves.
+// dhcp plays the network: every half second, powered-on VMs without a
+// guest address get one. A guest with cloud-init metadata naming a static
+// address gets that (what cloud-init would configure), others the next
+// free address of 10.10.0.0/16.
 func dhcp(ctx context.Context, gc *govmomi.Client) {
-	v, err := view.NewManager(gc.Client).CreateContainerView(ctx, gc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
-	if err != nil {
-		klog.ErrorS(err, "Simulated DHCP could not watch the VMs")
-		return
-	}
-	defer func() { _ = v.Destroy(context.Background()) }()
-	pc, err := property.DefaultCollector(gc.Client).Create(ctx)
-	if err != nil {
-		klog.ErrorS(err, "Simulated DHCP could not watch the VMs")
-		return
-	}
-	defer func() { _ = pc.Destroy(context.Background()) }()
-	filter := new(property.WaitFilter).Add(v.Reference(), "VirtualMachine", []string{"runtime.powerState", "guest.ipAddress", "config.template"}, v.TraversalSpec())
-	vms := map[types.ManagedObjectReference]*guest{}
 	next := 0
-	err = property.WaitForUpdatesEx(ctx, pc, filter, func(updates []types.ObjectUpdate) bool {
-		for _, u := range updates {
-			if u.Kind == types.ObjectUpdateKindLeave {
-				delete(vms, u.Obj)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		v, err := view.NewManager(gc.Client).CreateContainerView(ctx, gc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+		if err != nil {
+			continue
+		}
+		// Only the VMs that need an address have their extraConfig (user
+		// data, metadata: kilobytes each) read: reading every VM's twice a
+		// second cost more CPU than the provider did.
+		var vms []mo.VirtualMachine
+		err = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"runtime.powerState", "guest.ipAddress", "config.template"}, &vms)
+		_ = v.Destroy(ctx)
+		if err != nil {
+			continue
+		}
+		pc := property.DefaultCollector(gc.Client)
+		for _, vm := range vms {
+			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") ||
+				vm.Config == nil || vm.Config.Template {
 				continue
 			}
-			g := vms[u.Obj]
-			if g == nil {
-				g = &guest{}
-				vms[u.Obj] = g
+			var extra mo.VirtualMachine
+			if err := pc.RetrieveOne(ctx, vm.Self, []string{"config.extraConfig"}, &extra); err != nil || extra.Config == nil {
+				continue
 			}
-			g.apply(u.ChangeSet)
-			if g.needsAddress() {
-				// A failure is tried again at the VM's next change.
-				next, g.addressed = address(ctx, gc, u.Obj, next)
+			ip := staticAddress(extra.Config.ExtraConfig)
+			if ip == "" {
+				next++
+				ip = fmt.Sprintf("10.10.%d.%d", next/250, next%250+1)
+			}
+			ref := vm.Self
+			task, err := object.NewVirtualMachine(gc.Client, ref).Reconfigure(ctx, types.VirtualMachineConfigSpec{
+				ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip}},
+			})
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			if err != nil {
+				klog.V(2).InfoS("Simulated DHCP could not address a VM", "vm", ref.Value, "err", err)
 			}
 		}
-		return false
-	})
-	if err != nil && ctx.Err() == nil {
-		klog.ErrorS(err, "Simulated DHCP stopped")
 	}
-}
-
-// guest is what the simulated DHCP knows of one VM.
-type guest struct {
-	poweredOn, template, hasAddress bool
-	// addressed: an address was asked for, its update may not be seen yet.
-	addressed bool
-}
-
-func (g *guest) apply(changes []types.PropertyChange) {
-	for _, c := range changes {
-		switch c.Name {
-		case "runtime.powerState":
-			g.poweredOn = c.Val == types.VirtualMachinePowerStatePoweredOn
-			if !g.poweredOn {
-				g.addressed = false
-			}
-		case "guest.ipAddress":
-			ip, _ := c.Val.(string)
-			g.hasAddress = ip != ""
-		case "config.template":
-			g.template, _ = c.Val.(bool)
-		}
-	}
-}
-
-func (g *guest) needsAddress() bool {
-	return g.poweredOn && !g.template && !g.hasAddress && !g.addressed
-}
-
-// address gives the VM ref its static address or the next free one
-// (after next), returning the new next and whether it was given.
-func address(ctx context.Context, gc *govmomi.Client, ref types.ManagedObjectReference, next int) (int, bool) {
-	var extra mo.VirtualMachine
-	if err := property.DefaultCollector(gc.Client).RetrieveOne(ctx, ref, []string{"config.extraConfig"}, &extra); err != nil || extra.Config == nil {
-		return next, false
-	}
-	ip := staticAddress(extra.Config.ExtraConfig)
-	if ip == "" {
-		next++
-		ip = fmt.Sprintf("10.10.%d.%d", next/250, next%250+1)
-	}
-	task, err := object.NewVirtualMachine(gc.Client, ref).Reconfigure(ctx, types.VirtualMachineConfigSpec{
-		ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip}},
-	})
-	if err == nil {
-		err = task.Wait(ctx)
-	}
-	if err != nil {
-		klog.V(2).InfoS("Simulated DHCP could not address a VM", "vm", ref.Value, "err", err)
-	}
-	return next, err == nil
 }
 
 // staticAddress is the first static address of the guest's cloud-init
