@@ -51,10 +51,13 @@ func lookup(ctx context.Context, f *find.Finder, name string) (*object.VirtualMa
 
 // EnsureMachine finds the VM by its instance UUID, clones the template when
 // it does not exist, converges firmware, vTPM, NICs, disks and guestinfo,
-// and drives the power state. Every task that must not run twice (clone,
-// reconfigure, destroy) is handed to record before it is waited for;
-// spec.TaskRef, a task an interrupted call left behind, is waited for
-// first, so a restarted provider never clones twice or adds a disk twice.
+// and drives the power state. A task on a VM that does not exist yet (the
+// clone) or will not exist after (destroy) is handed to record before it
+// is waited for; spec.TaskRef, a task an interrupted call left behind, is
+// waited for first. Every other task runs on the VM, which vCenter lists
+// in its recentTask from the moment it starts: converge waits for those
+// before it reads the VM, so a restarted provider never clones twice or
+// adds a disk twice, and pays no status write per reconfigure.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
 	st, err := c.ensureMachine(ctx, spec, record)
 	return st, c.refs.forgetIfGone(err)
@@ -81,7 +84,7 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 			return providers.MachineStatus{}, err
 		}
 	}
-	if err := converge(ctx, l, vm, spec, record); err != nil {
+	if err := converge(ctx, l, vm, spec); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
 	if err := power(ctx, vm, spec.PowerState); err != nil {
@@ -170,7 +173,9 @@ func (c *Client) resume(ctx context.Context, ref string) error {
 	default:
 		// Failed tasks (a duplicate clone, say) are not an error here: the
 		// caller looks at the inventory next and acts on what it finds.
-		_ = task.Wait(ctx)
+		if _, err := awaitTask(ctx, task); ctx.Err() != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -188,7 +193,19 @@ func waitResult(ctx context.Context, task *object.Task, record providers.TaskRec
 	if err := record(ctx, task.Reference().Value); err != nil {
 		return nil, fmt.Errorf("recording task %s: %w", task.Reference().Value, err)
 	}
-	return task.WaitForResult(ctx)
+	return awaitTask(ctx, task)
+}
+
+// awaitTask waits for task to end and returns its outcome. govmomi's wait
+// returns no error when its context ends first (it cancels the wait and
+// reports that as done): this says so, so no caller takes a task still
+// running, and its missing result, for a success.
+func awaitTask(ctx context.Context, task *object.Task) (*types.TaskInfo, error) {
+	info, err := task.WaitForResult(ctx)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("waiting for task %s: %w", task.Reference().Value, ctx.Err())
+	}
+	return info, err
 }
 
 // firmware is bios, efi or efi-secure.
@@ -228,9 +245,9 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 // current firmware), and guestinfo names NICs by MAC, so NICs being added
 // get their guestinfo in a second reconfigure. Nothing differs, nothing is
 // sent: a steady-state reconcile changes nothing.
-func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder) error {
-	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m); err != nil {
+func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec) error {
+	m, err := settled(ctx, vm)
+	if err != nil {
 		return err
 	}
 	if m.Config == nil {
@@ -239,7 +256,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 	reconfigure := func(what string, cs types.VirtualMachineConfigSpec) error {
 		task, err := vm.Reconfigure(ctx, cs)
 		if err == nil {
-			err = wait(ctx, task, record)
+			_, err = awaitTask(ctx, task)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -353,6 +370,40 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		}
 	}
 	return nil
+}
+
+// settled reads vm's configuration and power state once no task runs on it:
+// a reconfigure or power task an interrupted call (a provider killed, a
+// reconcile cancelled) left running is waited for, not sent again against
+// a configuration it has not changed yet. The tasks come with the read
+// (recentTask); their states cost a call only when there are any.
+func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine, error) {
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
+		return m, err
+	}
+	var tasks []mo.Task
+	if err := property.DefaultCollector(vm.Client()).Retrieve(ctx, m.RecentTask, []string{"info.state"}, &tasks); err != nil {
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return m, nil // expired since: none runs any more
+		}
+		return m, fmt.Errorf("reading the tasks of the VM: %w", err)
+	}
+	waited := false
+	for _, t := range tasks {
+		if t.Info.State == types.TaskInfoStateQueued || t.Info.State == types.TaskInfoStateRunning {
+			// Its outcome, failed or not, is in the configuration read next.
+			if _, err := awaitTask(ctx, object.NewTask(vm.Client(), t.Self)); ctx.Err() != nil {
+				return m, err
+			}
+			waited = true
+		}
+	}
+	if !waited {
+		return m, nil
+	}
+	m = mo.VirtualMachine{}
+	return m, vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m)
 }
 
 // nicChanges points the VM's NICs at the spec's networks in order, adds the
@@ -593,7 +644,8 @@ func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
 	if err != nil {
 		return err
 	}
-	return task.Wait(ctx)
+	_, err = awaitTask(ctx, task)
+	return err
 }
 
 // DeleteMachine powers the VM off and destroys it; a VM already gone is

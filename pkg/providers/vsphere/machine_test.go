@@ -23,12 +23,16 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/failuredomain"
@@ -96,7 +100,7 @@ func extraConfig(m *mo.VirtualMachine, key string) string {
 
 // TestEnsureMachine: one call builds the whole VM (instance UUID, firmware,
 // vTPM, NICs on the chosen port groups, grown and added disks, cloud-init
-// guestinfo, power); a second call changes nothing; every task is recorded
+// guestinfo, power); a second call changes nothing; the clone is recorded
 // before it is waited for; delete destroys it.
 func TestEnsureMachine(t *testing.T) {
 	ctx := context.Background()
@@ -121,6 +125,8 @@ func TestEnsureMachine(t *testing.T) {
 		PowerState: "PoweredOn",
 	}
 	var rec recorder
+	reconfigures := providers.BackendRequests.WithLabelValues("vsphere", "ReconfigVM_Task")
+	before := testutil.ToFloat64(reconfigures)
 	st, err := c.EnsureMachine(ctx, spec, rec.record)
 	if err != nil {
 		t.Fatal(err)
@@ -137,11 +143,16 @@ func TestEnsureMachine(t *testing.T) {
 	if len(st.Networks) != 2 || st.Networks[0] != "VM Network" || st.Networks[1] != "DC0_DVPG0" {
 		t.Errorf("networks %v, want VM Network and DC0_DVPG0", st.Networks)
 	}
-	// Each task that must not run twice was recorded before the wait:
-	// the clone, the firmware switch secure boot needs first, the rest of
-	// the configuration, then guestinfo for the added NIC's MAC.
-	if rec.tasks() != 4 || len(rec.refs) != 4 {
-		t.Errorf("recorded %v, want 4 task references", rec.refs)
+	// Three reconfigures: the firmware switch secure boot needs first,
+	// the rest of the configuration, then guestinfo for the added NIC's
+	// MAC. Only the clone, whose VM does not exist while it runs, is
+	// recorded in status: vCenter lists the reconfigures in the VM's
+	// recentTask (TestInterruptedReconfigure).
+	if got := testutil.ToFloat64(reconfigures) - before; got != 3 {
+		t.Errorf("%v reconfigures, want 3", got)
+	}
+	if rec.tasks() != 1 || len(rec.refs) != 1 {
+		t.Errorf("recorded %v, want the clone's task reference", rec.refs)
 	}
 
 	m := vmProps(t, c, "DC0", spec.Name)
@@ -172,11 +183,12 @@ func TestEnsureMachine(t *testing.T) {
 
 	// Steady state: nothing to do, no task.
 	rec = recorder{}
+	before = testutil.ToFloat64(reconfigures)
 	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
 		t.Fatal(err)
 	}
-	if rec.tasks() != 0 {
-		t.Errorf("a second EnsureMachine ran %d tasks", rec.tasks())
+	if rec.tasks() != 0 || testutil.ToFloat64(reconfigures) != before {
+		t.Errorf("a second EnsureMachine recorded %d tasks and reconfigured %v times", rec.tasks(), testutil.ToFloat64(reconfigures)-before)
 	}
 
 	// The address alone, as the reconciler polls it: what observe reads;
@@ -432,4 +444,95 @@ func TestNeedsPowerOff(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestInterruptedReconfigure: a reconfigure left running by an interrupted
+// call (its context cancelled while vcsim holds the task, as a provider
+// killed mid-task leaves it) is waited for by the next call, found in the
+// VM's recentTask, not sent again: the disk it adds is added once.
+func TestInterruptedReconfigure(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	spec := providers.MachineSpec{
+		Name: "ns-slow-0", InstanceUUID: "0b4f7e1c-2d3a-4e5f-8a9b-1c2d3e4f5a6b",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512,
+		Disks: []providers.Disk{{SizeGiB: 20}}, PowerState: "PoweredOff",
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	spec.Disks = append(spec.Disks, providers.Disk{SizeGiB: 5})
+
+	// vcsim runs reconfigures 2 s late, the VM readable meanwhile.
+	simulator.TaskDelay.MethodDelay = map[string]int{"ReconfigVm": 2000, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	interrupted, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.EnsureMachine(interrupted, spec, (&recorder{}).record)
+		done <- err
+	}()
+	if err := kwait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			t.Fatalf("the call ended (%v) before its reconfigure was seen running", err)
+		default:
+		}
+		return runningTasks(t, c, spec.Name) > 0, nil
+	}); err != nil {
+		t.Fatalf("the reconfigure never started: %v", err)
+	}
+	cancel()
+	// govmomi's wait reports a cancelled wait as done (awaitTask).
+	if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "waiting for task") {
+		t.Fatalf("the interrupted call returned %v, want it cancelled waiting for its task", err)
+	}
+
+	reconfigures := providers.BackendRequests.WithLabelValues("vsphere", "ReconfigVM_Task")
+	before := testutil.ToFloat64(reconfigures)
+	st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(st.DiskSizesGiB) != "[20 5]" {
+		t.Errorf("disks %v GiB after the resumed reconfigure, want [20 5]", st.DiskSizesGiB)
+	}
+	if got := testutil.ToFloat64(reconfigures) - before; got != 0 {
+		t.Errorf("the next call reconfigured %v times, want 0 (the running task does it)", got)
+	}
+}
+
+// runningTasks counts the tasks queued or running on the VM named name.
+func runningTasks(t *testing.T, c *Client, name string) int {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.locate(ctx, "DC0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := lookup(ctx, l.f, name)
+	if err != nil || vm == nil {
+		t.Fatalf("VM %s: %v", name, err)
+	}
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
+		return 0
+	}
+	var tasks []mo.Task
+	if err := property.DefaultCollector(vm.Client()).Retrieve(ctx, m.RecentTask, []string{"info.state"}, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		if task.Info.State == types.TaskInfoStateQueued || task.Info.State == types.TaskInfoStateRunning {
+			n++
+		}
+	}
+	return n
 }
