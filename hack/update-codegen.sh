@@ -63,6 +63,7 @@ go tool controller-gen crd:crdVersions=v1 \
     output:crd:artifacts:config=artifacts/crds
 # Cluster API's IPAM contract (IPAddressClaim, IPAddress), as Cluster API
 # ships it: banlieue's VMs claim addresses through it and its IPPool serves it.
+(cd "${SCRIPT_ROOT}/test/capi" && go mod download sigs.k8s.io/cluster-api)
 capi="$(cd "${SCRIPT_ROOT}/test/capi" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 for crd in ipaddressclaims ipaddresses; do
     install -m 0644 "${capi}/core/config/crd/bases/ipam.cluster.x-k8s.io_${crd}.yaml" "${SCRIPT_ROOT}/artifacts/crds/"

@@ -344,9 +344,10 @@ type CommonMachineStatus struct {
 	// +optional
 	VMName string `json:"vmName,omitempty"`
 
-	// taskRef is the backend task in flight for this VM (a vCenter clone,
-	// power or reconfigure task; a libvirt step), so a restarted provider
-	// resumes instead of repeating it.
+	// taskRef is the backend task in flight for this VM that the backend
+	// cannot find again by itself (a vCenter clone or destroy; a libvirt
+	// step; a Proxmox UPID), so a restarted provider resumes instead of
+	// repeating it.
 	// +optional
 	TaskRef string `json:"taskRef,omitempty"`
 
