@@ -110,7 +110,7 @@ func (h *harness) libvirtProvisioning(ctx context.Context, r *report, vms int) e
 	if err := waitImageReady(ctx, bc, "bench-libvirt-guest", devenv.Namespace+"/bench-libvirt"); err != nil {
 		return err
 	}
-	w, err := bc.BanlieueV1alpha1().VirtualMachines(libvirtNS).Watch(ctx, metav1.ListOptions{})
+	w, err := watchVMs(ctx, bc, libvirtNS)
 	if err != nil {
 		return err
 	}

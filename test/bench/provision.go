@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
@@ -208,7 +210,7 @@ func perVMGrowth(before, after map[string]float64, vms int) map[string]float64 {
 // comes from one watch on banlieue's own port, so observing costs the
 // servers almost nothing (polling lists of every VM did).
 func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns string, n int, pids map[string]int, onReady func(*v1alpha1.VirtualMachine, time.Duration)) (provisionRun, error) {
-	w, err := bc.BanlieueV1alpha1().VirtualMachines(ns).Watch(ctx, metav1.ListOptions{})
+	w, err := watchVMs(ctx, bc, ns)
 	if err != nil {
 		return provisionRun{}, err
 	}
@@ -257,6 +259,20 @@ func onlyVMsOf(ctx context.Context, bc clientset.Interface, ns string) error {
 		return fmt.Errorf("VirtualMachines left by earlier phases would be provisioned too (per namespace): %v", others)
 	}
 	return nil
+}
+
+// watchVMs watches the VMs of ns from now on, resuming from the last event
+// seen when the server ends a watch: a run on a slow machine outlives one
+// (the fleet's 2 000 VMs once lost theirs mid-run).
+func watchVMs(ctx context.Context, bc clientset.Interface, ns string) (watch.Interface, error) {
+	vms := bc.BanlieueV1alpha1().VirtualMachines(ns)
+	list, err := vms.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return vms.Watch(ctx, o) },
+	})
 }
 
 // awaitProgress follows w until n VMs are Ready, returning when all were

@@ -382,12 +382,9 @@ func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine,
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
 		return m, err
 	}
-	var tasks []mo.Task
-	if err := property.DefaultCollector(vm.Client()).Retrieve(ctx, m.RecentTask, []string{"info.state"}, &tasks); err != nil {
-		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return m, nil // expired since: none runs any more
-		}
-		return m, fmt.Errorf("reading the tasks of the VM: %w", err)
+	tasks, err := taskStates(ctx, vm.Client(), m.RecentTask)
+	if err != nil {
+		return m, err
 	}
 	waited := false
 	for _, t := range tasks {
@@ -404,6 +401,32 @@ func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine,
 	}
 	m = mo.VirtualMachine{}
 	return m, vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m)
+}
+
+// taskStates reads the states of refs. One that expired meanwhile fails
+// the whole read in vCenter: then each is read alone, the expired left out
+// (none of them runs any more).
+func taskStates(ctx context.Context, c *vim25.Client, refs []types.ManagedObjectReference) ([]mo.Task, error) {
+	pc := property.DefaultCollector(c)
+	var tasks []mo.Task
+	err := pc.Retrieve(ctx, refs, []string{"info.state"}, &tasks)
+	switch {
+	case err == nil:
+		return tasks, nil
+	case !fault.Is(err, &types.ManagedObjectNotFound{}):
+		return nil, fmt.Errorf("reading the tasks of the VM: %w", err)
+	}
+	tasks = nil
+	for _, ref := range refs {
+		var t mo.Task
+		switch err := pc.RetrieveOne(ctx, ref, []string{"info.state"}, &t); {
+		case err == nil:
+			tasks = append(tasks, t)
+		case !fault.Is(err, &types.ManagedObjectNotFound{}):
+			return nil, fmt.Errorf("reading task %s of the VM: %w", ref.Value, err)
+		}
+	}
+	return tasks, nil
 }
 
 // nicChanges points the VM's NICs at the spec's networks in order, adds the

@@ -536,3 +536,34 @@ func runningTasks(t *testing.T, c *Client, name string) int {
 	}
 	return n
 }
+
+// TestTaskStatesSkipsExpired: one task vCenter no longer knows among a VM's
+// recent tasks fails vCenter's read of them all; the others are still read.
+func TestTaskStatesSkipsExpired(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	vm, err := find.NewFinder(c.gc.Client, false).VirtualMachine(ctx, "/DC0/vm/DC0_C0_RP0_VM0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone := types.ManagedObjectReference{Type: "Task", Value: "task-gone"}
+	tasks, err := taskStates(ctx, c.gc.Client, []types.ManagedObjectReference{gone, task.Reference()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 1 || tasks[0].Self != task.Reference() || tasks[0].Info.State != types.TaskInfoStateSuccess {
+		t.Errorf("tasks %+v, want the power-off task alone, succeeded", tasks)
+	}
+}
