@@ -72,17 +72,9 @@ func template(t *testing.T, c *Client, dc string) string {
 
 func vmProps(t *testing.T, c *Client, dc, name string) *mo.VirtualMachine {
 	t.Helper()
-	ctx := context.Background()
-	l, err := c.locate(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm, err := lookup(ctx, l.f, name)
-	if err != nil || vm == nil {
-		t.Fatalf("VM %s: %v", name, err)
-	}
+	vm := vmNamed(t, c, dc, name)
 	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
+	if err := vm.Properties(context.Background(), vm.Reference(), []string{"config", "runtime", "guest"}, &m); err != nil {
 		t.Fatal(err)
 	}
 	return &m
@@ -104,12 +96,7 @@ func extraConfig(m *mo.VirtualMachine, key string) string {
 // before it is waited for; delete destroys it.
 func TestEnsureMachine(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	tmpl := template(t, c, "DC0")
 
 	spec := providers.MachineSpec{
@@ -264,12 +251,7 @@ func TestEnsureMachine(t *testing.T) {
 // reference vCenter does not know is ignored.
 func TestResumeTask(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	f := find.NewFinder(c.gc.Client, false)
 	vm, err := f.VirtualMachine(ctx, "/DC0/vm/DC0_C0_RP0_VM0")
 	if err != nil {
@@ -349,12 +331,7 @@ func ptrBool(b *bool) bool { return b != nil && *b }
 // the MAC vCenter gave it), and none of cloud-init's keys.
 func TestIgnitionGuestInfo(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	tmpl := template(t, c, "DC0")
 	config := `{"ignition":{"version":"3.4.0"}}`
 	spec := providers.MachineSpec{
@@ -388,12 +365,7 @@ func TestIgnitionGuestInfo(t *testing.T) {
 // network of its first); the hot-add flags are set before power-on.
 func TestTemplateNetworkAndHotAdd(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	tmpl := template(t, c, "DC0")
 	tm := vmProps(t, c, "DC0", tmpl)
 	tnics := object.VirtualDeviceList(tm.Config.Hardware.Device).SelectByType((*types.VirtualEthernetCard)(nil))
@@ -452,12 +424,7 @@ func TestNeedsPowerOff(t *testing.T) {
 // VM's recentTask, not sent again: the disk it adds is added once.
 func TestInterruptedReconfigure(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	spec := providers.MachineSpec{
 		Name: "ns-slow-0", InstanceUUID: "0b4f7e1c-2d3a-4e5f-8a9b-1c2d3e4f5a6b",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512,
@@ -508,11 +475,11 @@ func TestInterruptedReconfigure(t *testing.T) {
 	}
 }
 
-// runningTasks counts the tasks queued or running on the VM named name.
-func runningTasks(t *testing.T, c *Client, name string) int {
+// vmNamed is the VM named name in dc.
+func vmNamed(t *testing.T, c *Client, dc, name string) *object.VirtualMachine {
 	t.Helper()
 	ctx := context.Background()
-	l, err := c.locate(ctx, "DC0")
+	l, err := c.locate(ctx, dc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,6 +487,14 @@ func runningTasks(t *testing.T, c *Client, name string) int {
 	if err != nil || vm == nil {
 		t.Fatalf("VM %s: %v", name, err)
 	}
+	return vm
+}
+
+// runningTasks counts the tasks queued or running on the VM named name.
+func runningTasks(t *testing.T, c *Client, name string) int {
+	t.Helper()
+	ctx := context.Background()
+	vm := vmNamed(t, c, "DC0", name)
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
 		return 0
@@ -541,12 +516,7 @@ func runningTasks(t *testing.T, c *Client, name string) int {
 // recent tasks fails vCenter's read of them all; the others are still read.
 func TestTaskStatesSkipsExpired(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	vm, err := find.NewFinder(c.gc.Client, false).VirtualMachine(ctx, "/DC0/vm/DC0_C0_RP0_VM0")
 	if err != nil {
 		t.Fatal(err)

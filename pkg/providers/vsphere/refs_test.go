@@ -79,12 +79,7 @@ func TestRefCache(t *testing.T) {
 // used once the stale reference failed.
 func TestLookupsCached(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	tmpl := template(t, c, "DC0")
 	spec := func(i byte) providers.MachineSpec {
 		return providers.MachineSpec{

@@ -40,6 +40,18 @@ func vcsim(t *testing.T) (*simulator.Server, providers.Connection) {
 	return vcsimModel(t, model)
 }
 
+// connected starts vcsim and logs in to it; the session ends with the test.
+func connected(t *testing.T) *Client {
+	t.Helper()
+	_, conn := vcsim(t)
+	c, err := Connect(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Logout(context.Background()) })
+	return c
+}
+
 // vcsimModel serves model with TLS and enforced credentials.
 func vcsimModel(t *testing.T, model *simulator.Model) (*simulator.Server, providers.Connection) {
 	t.Helper()
@@ -94,12 +106,7 @@ func TestConnect(t *testing.T) {
 
 func TestInventoryAndTemplates(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 
 	pairs, err := c.Inventory(ctx)
 	if err != nil {
@@ -192,12 +199,7 @@ func TestSessionCache(t *testing.T) {
 
 func TestBackendRequestsCounted(t *testing.T) {
 	ctx := context.Background()
-	_, conn := vcsim(t)
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout(ctx)
+	c := connected(t)
 	retrieve := providers.BackendRequests.WithLabelValues("vsphere", "RetrievePropertiesEx")
 	before := testutil.ToFloat64(retrieve)
 	if _, err := c.TemplateExists(ctx, "DC0", "anything"); err != nil {
