@@ -388,7 +388,7 @@ func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine,
 	}
 	waited := false
 	for _, t := range tasks {
-		if t.Info.State == types.TaskInfoStateQueued || t.Info.State == types.TaskInfoStateRunning {
+		if inFlight(t) {
 			// Its outcome, failed or not, is in the configuration read next.
 			if _, err := awaitTask(ctx, object.NewTask(vm.Client(), t.Self)); ctx.Err() != nil {
 				return m, err
@@ -401,6 +401,11 @@ func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine,
 	}
 	m = mo.VirtualMachine{}
 	return m, vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m)
+}
+
+// inFlight tells that t has not ended: queued or running.
+func inFlight(t mo.Task) bool {
+	return t.Info.State == types.TaskInfoStateQueued || t.Info.State == types.TaskInfoStateRunning
 }
 
 // taskStates reads the states of refs. One that expired meanwhile fails

@@ -28,7 +28,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -499,13 +498,13 @@ func runningTasks(t *testing.T, c *Client, name string) int {
 	if err := vm.Properties(ctx, vm.Reference(), []string{"recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
 		return 0
 	}
-	var tasks []mo.Task
-	if err := property.DefaultCollector(vm.Client()).Retrieve(ctx, m.RecentTask, []string{"info.state"}, &tasks); err != nil {
+	tasks, err := taskStates(ctx, vm.Client(), m.RecentTask)
+	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, task := range tasks {
-		if task.Info.State == types.TaskInfoStateQueued || task.Info.State == types.TaskInfoStateRunning {
+		if inFlight(task) {
 			n++
 		}
 	}
