@@ -102,7 +102,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	providers, providerStatus, err := provider.NewREST(Scheme, optsGetter)
+	providers, err := provider.NewREST(Scheme, optsGetter)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers)
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +126,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		"vmclasses":                 classes,
 		"vmimages":                  images,
 		"vmimages/status":           imageStatus,
-		"providers":                 providers,
-		"providers/status":          providerStatus,
+		"providers":                 providers.Provider,
+		"providers/status":          providers.Status,
+		"providers/finalizers":      providers.Finalizers,
 		"providerclasses":           providerClasses,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -48,10 +49,11 @@ const (
 	ClassLabel = "banlieue.io/provider-class"
 	// ProviderLabel names the Provider of a per-Provider workload.
 	ProviderLabel = "banlieue.io/provider"
-	// ProviderNamespaceLabel is the namespace of that Provider (on the
-	// cluster-scoped ClusterRoleBinding).
-	ProviderNamespaceLabel = "banlieue.io/provider-namespace"
-	managedBy              = "app.kubernetes.io/managed-by"
+	// ManagedByLabel marks what the operator made; an admission policy
+	// lets the operator write and delete only objects carrying it
+	// (artifacts/deploy/operator/policy.yaml).
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = ManagedByLabel
 )
 
 // Ports of the provider container.
@@ -64,18 +66,18 @@ const (
 // label values derived from them (63 characters with their suffixes).
 const maxName = 52
 
-// Workload is the objects serving one Provider (PerProvider) or all of a
-// class's Providers of its namespace (Shared).
+// Workload is the namespaced objects serving one Provider (PerProvider) or
+// all of a class's Providers of its namespace (Shared). What a provider does
+// cluster-wide is its backend's shipped ClusterRole (BackendClusterRole),
+// granted through the backend's shipped ClusterRoleBinding, whose subjects
+// the operator keeps (Subjects): the operator creates no cluster-scoped
+// RBAC and may bind nothing else.
 type Workload struct {
 	Namespace, Name string
-	// ClusterRole is the class's (one for all its workloads): what every
-	// provider of the backend does cluster-wide.
-	ClusterRole        *rbacv1ac.ClusterRoleApplyConfiguration
-	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
-	Role               *rbacv1ac.RoleApplyConfiguration
-	RoleBinding        *rbacv1ac.RoleBindingApplyConfiguration
-	ClusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
-	Deployment         *appsv1ac.DeploymentApplyConfiguration
+	ServiceAccount  *corev1ac.ServiceAccountApplyConfiguration
+	Role            *rbacv1ac.RoleApplyConfiguration
+	RoleBinding     *rbacv1ac.RoleBindingApplyConfiguration
+	Deployment      *appsv1ac.DeploymentApplyConfiguration
 }
 
 // Name is the workload's name: banlieue-provider-CLASS for a shared one,
@@ -87,15 +89,6 @@ func Name(class, provider string) string {
 		full += "-" + provider
 	}
 	return shorten(full, maxName)
-}
-
-// ClusterRoleBindingName is unique across namespaces: the binding is
-// cluster-scoped.
-func ClusterRoleBindingName(class, namespace, provider string) string {
-	if provider == "" {
-		provider = "shared"
-	}
-	return shorten("banlieue-provider-"+class+"-"+namespace+"-"+provider, 253)
 }
 
 // LeaseName is the Lease a provider's replicas take turns with, as "banlieue
@@ -116,32 +109,49 @@ func shorten(s string, limit int) string {
 	return s[:limit-len(suffix)] + suffix
 }
 
-// ClassClusterRole names the ClusterRole of a class's workloads.
-func ClassClusterRole(class string) string { return "banlieue-provider-" + class + "-workload" }
+// BackendClusterRole is the shipped ClusterRole of backend's provider
+// workloads (artifacts/deploy/operator/rbac-BACKEND.yaml): its machines in
+// every namespace, VMImages, Events, Cluster API Machines and Clusters,
+// metrics authentication. No Secret: those are granted by name in each
+// workload's Role, and user data where a namespace consents.
+func BackendClusterRole(backend string) string { return "banlieue-provider-" + backend + "-workload" }
 
-// clusterRole is what a backend's provider does beyond its namespace:
-// drive its machines (the backend's <backend>machines, in every namespace),
-// report VMImages, record Events, read Cluster API Machines and Clusters
-// for bootstrap data and pausing, and authenticate metrics scrapers. No
-// Secret: those it reads are granted by name in its Role, and user data
-// where a namespace consents (banlieue-provider-userdata).
-func clusterRole(class *v1alpha1.ProviderClass, owner *metav1ac.OwnerReferenceApplyConfiguration) *rbacv1ac.ClusterRoleApplyConfiguration {
-	machines := class.Spec.Backend + "machines"
-	rule := func(group string, resources []string, verbs ...string) *rbacv1ac.PolicyRuleApplyConfiguration {
-		return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resources...).WithVerbs(verbs...)
+// BackendClusterRoleBinding is the shipped binding of BackendClusterRole
+// whose subjects are the ServiceAccounts of backend's workloads.
+func BackendClusterRoleBinding(backend string) string {
+	return "banlieue-provider-" + backend + "-workloads"
+}
+
+// Served is one Provider the operator runs a workload for.
+type Served struct {
+	Class    *v1alpha1.ProviderClass
+	Provider string
+}
+
+// Subjects are the ServiceAccounts of the workloads serving these
+// Providers, sorted and without duplicates (a shared workload serves many):
+// the subjects of their backend's ClusterRoleBinding.
+func Subjects(served []Served) []rbacv1.Subject {
+	seen := map[rbacv1.Subject]bool{}
+	var out []rbacv1.Subject
+	for _, s := range served {
+		only := s.Provider
+		if s.Class.Spec.DeploymentStrategy == v1alpha1.ProviderDeploymentShared {
+			only = ""
+		}
+		sub := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: Name(s.Class.Name, only), Namespace: s.Class.Spec.Namespace}
+		if !seen[sub] {
+			seen[sub] = true
+			out = append(out, sub)
+		}
 	}
-	return rbacv1ac.ClusterRole(ClassClusterRole(class.Name)).
-		WithLabels(map[string]string{managedBy: FieldManager, ClassLabel: class.Name}).WithOwnerReferences(owner).
-		WithRules(
-			rule(v1alpha1.GroupName, []string{"vmimages"}, "get", "list", "watch"),
-			rule(v1alpha1.GroupName, []string{"vmimages/status"}, "update", "patch"),
-			rule("infrastructure.banlieue.io", []string{machines}, "get", "list", "watch", "update", "patch"),
-			rule("infrastructure.banlieue.io", []string{machines + "/status"}, "update", "patch"),
-			rule("events.k8s.io", []string{"events"}, "create", "patch"),
-			rule("cluster.x-k8s.io", []string{"machines", "clusters"}, "get"),
-			rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
-			rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
-		)
+	slices.SortFunc(out, func(a, b rbacv1.Subject) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
 }
 
 // ClassOwner is the owner reference of what a class owns.
@@ -180,21 +190,11 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	if only != "" {
 		labels[ProviderLabel] = only
 	}
-	w := Workload{Namespace: namespace, Name: name, ClusterRole: clusterRole(class, ClassOwner(class))}
+	w := Workload{Namespace: namespace, Name: name}
 	w.ServiceAccount = corev1ac.ServiceAccount(name, namespace).WithLabels(labels).WithOwnerReferences(owner)
 	w.Role = rbacv1ac.Role(name, namespace).WithLabels(labels).WithOwnerReferences(owner).WithRules(rules(class.Name, only, served)...)
 	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
-	crbLabels := map[string]string{managedBy: FieldManager, ClassLabel: class.Name, ProviderNamespaceLabel: namespace}
-	if only != "" {
-		crbLabels[ProviderLabel] = only
-	}
-	// Cluster-scoped, so no namespaced owner: the operator deletes it with
-	// its Provider (a finalizer), and the class's deletion collects it.
-	w.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(ClusterRoleBindingName(class.Name, namespace, only)).WithLabels(crbLabels).
-		WithOwnerReferences(ClassOwner(class)).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ClassClusterRole(class.Name))).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
 	w.Deployment = deployment(class, namespace, name, only, labels, owner)
 	return w
@@ -204,9 +204,13 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 // name, or all when shared), their status, the credentials and CA bundles
 // they name (get by name only), its Lease and Events.
 func rules(class, only string, served []v1alpha1.Provider) []*rbacv1ac.PolicyRuleApplyConfiguration {
+	// No write of providers itself: its status and its finalizer go
+	// through their subresources, so the workload cannot rename the
+	// Secrets its Role grants (the operator renders them from the spec).
 	providerRule := rbacv1ac.PolicyRule().WithAPIGroups(v1alpha1.GroupName).WithResources("providers").
-		WithVerbs("get", "list", "watch", "update", "patch")
-	statusRule := rbacv1ac.PolicyRule().WithAPIGroups(v1alpha1.GroupName).WithResources("providers/status").WithVerbs("update", "patch")
+		WithVerbs("get", "list", "watch")
+	statusRule := rbacv1ac.PolicyRule().WithAPIGroups(v1alpha1.GroupName).WithResources("providers/status", "providers/finalizers").
+		WithVerbs("update", "patch")
 	if only != "" {
 		// list and watch with a metadata.name field selector are
 		// authorized as requests for that name.

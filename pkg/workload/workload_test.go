@@ -16,6 +16,7 @@ limitations under the License.
 package workload
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
 	"slices"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestForProvider(t *testing.T) {
 	}
 	got := grants(w.Role.Rules)
 	for _, want := range []string{
-		"providers get prod", "providers list prod", "providers watch prod", "providers patch prod", "providers/status patch prod",
+		"providers get prod", "providers list prod", "providers watch prod", "providers/status patch prod", "providers/finalizers patch prod",
 		"secrets get prod-creds", "configmaps get corp-ca",
 		"leases create ", "leases update banlieue-provider-vsphere-prod", "events create ",
 	} {
@@ -74,6 +75,11 @@ func TestForProvider(t *testing.T) {
 	for _, g := range got {
 		if strings.HasPrefix(g, "secrets ") && g != "secrets get prod-creds" || strings.HasPrefix(g, "secrets list") {
 			t.Errorf("the Role grants %q", g)
+		}
+		// A write of the Provider itself would let the workload rename
+		// the Secrets this Role grants.
+		if strings.HasPrefix(g, "providers update") || strings.HasPrefix(g, "providers patch") {
+			t.Errorf("the Role grants %q: the workload could change the spec it is granted from", g)
 		}
 	}
 	args := w.Deployment.Spec.Template.Spec.Containers[0].Args
@@ -91,18 +97,6 @@ func TestForProvider(t *testing.T) {
 	}
 	if len(w.Deployment.OwnerReferences) != 1 || *w.Deployment.OwnerReferences[0].UID != "u1" {
 		t.Errorf("owner references %v", w.Deployment.OwnerReferences)
-	}
-	if *w.ClusterRoleBinding.RoleRef.Name != "banlieue-provider-vsphere-workload" || *w.ClusterRoleBinding.OwnerReferences[0].Kind != "ProviderClass" {
-		t.Errorf("cluster role binding %s, owners %v", *w.ClusterRoleBinding.RoleRef.Name, w.ClusterRoleBinding.OwnerReferences)
-	}
-	cr := grants(w.ClusterRole.Rules)
-	for _, want := range []string{"vspheremachines patch ", "vspheremachines/status patch ", "vmimages/status patch ", "tokenreviews create "} {
-		if !slices.Contains(cr, want) {
-			t.Errorf("the ClusterRole lacks %q: %q", want, cr)
-		}
-	}
-	if slices.ContainsFunc(cr, func(g string) bool { return strings.HasPrefix(g, "secrets") || strings.HasPrefix(g, "libvirtmachines") }) {
-		t.Errorf("the ClusterRole grants more than the backend's machines: %q", cr)
 	}
 	lim := w.Deployment.Spec.Template.Spec.Containers[0].Resources.Limits
 	if q := (*lim)["memory"]; q.String() != "512Mi" {
@@ -141,7 +135,28 @@ func TestNames(t *testing.T) {
 	if Name("vsphere", long) == Name("vsphere", long[:62]) {
 		t.Error("two long names shortened to one")
 	}
-	if n := ClusterRoleBindingName("libvirt", "team-a", "db"); n != "banlieue-provider-libvirt-team-a-db" {
-		t.Errorf("ClusterRoleBindingName = %q", n)
+	if n := BackendClusterRoleBinding("libvirt"); n != "banlieue-provider-libvirt-workloads" {
+		t.Errorf("BackendClusterRoleBinding = %q", n)
+	}
+}
+
+// TestSubjects: one subject per per-Provider workload, one per shared
+// workload however many Providers it serves, sorted, in each class's
+// namespace.
+func TestSubjects(t *testing.T) {
+	per := class()
+	shared := class()
+	shared.Name, shared.Spec.DeploymentStrategy, shared.Spec.Namespace = "vsphere-shared", v1alpha1.ProviderDeploymentShared, "infra"
+	got := Subjects([]Served{{per, "b"}, {shared, "x"}, {per, "a"}, {shared, "y"}, {per, "a"}})
+	want := []rbacv1.Subject{
+		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-a", Namespace: "banlieue-system"},
+		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-b", Namespace: "banlieue-system"},
+		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-shared", Namespace: "infra"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Subjects = %v, want %v", got, want)
+	}
+	if got := Subjects(nil); len(got) != 0 {
+		t.Errorf("Subjects of nothing = %v", got)
 	}
 }

@@ -324,6 +324,11 @@ func (h *harness) vsphereProvider(ctx context.Context, bc clientset.Interface, n
 		StringData: map[string]string{"username": simUser, "password": simPassword}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// The static install reads credentials by name: named in the
+	// provider's credentials Role, as an administrator does.
+	if err := h.env.GrantCredentials(ctx, "vsphere", "secrets", secret); err != nil {
+		return err
+	}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
 		Spec: v1alpha1.ProviderSpec{

@@ -53,6 +53,11 @@ func TestMachineOnProxmox(t *testing.T) {
 		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}); err != nil {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "proxmox", "secrets", "capi-proxmox-token"); err != nil {
+		t.Fatal(err)
+	}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox", Namespace: devenv.Namespace},
 		Spec: v1alpha1.ProviderSpec{

@@ -76,6 +76,11 @@ func TestMachineOnVCSim(t *testing.T) {
 		StringData: map[string]string{"username": simUser, "password": simPassword}}); err != nil {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "vsphere", "secrets", "capi-vcsim-creds"); err != nil {
+		t.Fatal(err)
+	}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-vsphere", Namespace: devenv.Namespace},
 		Spec: v1alpha1.ProviderSpec{
@@ -251,6 +256,11 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 	defer sim.Close()
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "spread-creds", Namespace: devenv.Namespace},
 		StringData: map[string]string{"username": simUser, "password": simPassword}}); err != nil {
+		t.Fatal(err)
+	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "vsphere", "secrets", "spread-creds"); err != nil {
 		t.Fatal(err)
 	}
 	p := &v1alpha1.Provider{

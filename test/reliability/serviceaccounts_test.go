@@ -35,11 +35,13 @@ func (c canI) String() string {
 	return c.verb + " " + c.resource + " -n " + c.namespace
 }
 
-// args are kubectl's: "x/status" is --subresource=status (kubectl reads
-// RESOURCE/NAME otherwise).
+// args are kubectl's: "x/status" and "x/finalizers" are --subresource
+// (kubectl reads RESOURCE/NAME otherwise).
 func (c canI) args() []string {
-	if r, ok := strings.CutSuffix(c.resource, "/status"); ok {
-		return []string{c.verb, r, "--subresource=status"}
+	for _, sub := range []string{"status", "finalizers"} {
+		if r, ok := strings.CutSuffix(c.resource, "/"+sub); ok {
+			return []string{c.verb, r, "--subresource=" + sub}
+		}
 	}
 	return []string{c.verb, c.resource}
 }
@@ -66,8 +68,13 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"list", "secrets", ""},
 		{"watch", "secrets", ""},
 		{"list", "configmaps", devenv.Namespace},
+		// Each backend's credentials by name: only its own provider (and
+		// the operator, which grants them) may read them.
 		{"get", "secrets/vsphere-creds", devenv.Namespace},
 		{"get", "configmaps/vcenter-ca", devenv.Namespace},
+		{"get", "secrets/lab-proxmox-token", devenv.Namespace},
+		{"get", "secrets/libvirt-creds", devenv.Namespace},
+		{"get", "secrets/some-vm-cloudinit", devenv.Namespace},
 		{"get", "secrets/banlieue-apiserver-tls", devenv.APIServerNamespace},
 		{"get", "secrets/banlieue-etcd-client-tls", devenv.APIServerNamespace},
 		{"get", "secrets/banlieue-etcd-server-tls", devenv.APIServerNamespace},
@@ -82,11 +89,28 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"create", "tokenreviews.authentication.k8s.io", ""},
 		{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 		{"patch", "virtualmachines.banlieue.io/status", tenant},
+		// A Provider's spec names the Secrets its provider is granted: no
+		// identity serving it may write it (status and finalizers only).
 		{"patch", "providers.banlieue.io", devenv.Namespace},
+		{"update", "providers.banlieue.io", devenv.Namespace},
 		{"patch", "providers.banlieue.io/status", devenv.Namespace},
+		{"patch", "providers.banlieue.io/finalizers", devenv.Namespace},
 		{"patch", "providers.banlieue.io", tenant},
 		{"patch", "providers.banlieue.io/status", tenant},
+		{"patch", "providers.banlieue.io/finalizers", tenant},
 		{"patch", "vmimages.banlieue.io/status", ""},
+		// The cluster's RBAC: nobody here rewrites it; the operator binds
+		// its backends' shipped roles only and sets their bindings'
+		// subjects, creating and deleting none.
+		{"delete", "clusterrolebindings/cluster-admin", ""},
+		{"update", "clusterrolebindings/cluster-admin", ""},
+		{"create", "clusterrolebindings", ""},
+		{"update", "clusterroles/admin", ""},
+		{"delete", "clusterroles/edit", ""},
+		{"create", "clusterroles", ""},
+		{"bind", "clusterroles/cluster-admin", ""},
+		{"bind", "clusterroles/banlieue-provider-vsphere-workload", ""},
+		{"update", "clusterrolebindings/banlieue-provider-vsphere-workloads", ""},
 		{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
 		{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
 		{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
@@ -129,47 +153,45 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
 			{"patch", "ippools.infrastructure.banlieue.io/status", ""},
 		},
-		// Each provider writes its own kind's machines only. Both may get
-		// any Secret of the Providers' namespace by name (so the libvirt
-		// provider could read vsphere-creds): per-Provider resourceNames
-		// come with the operator's per-Provider Roles.
-		// The Proxmox VE provider: as the libvirt one, with its own kind.
+		// Each provider writes its own kind's machines only, and gets only
+		// its own backend's credentials, by the names in its credentials
+		// Role (artifacts/deploy/providers/*/rbac.yaml).
 		proxmoxUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
-			{"get", "secrets/vsphere-creds", devenv.Namespace},
-			{"get", "configmaps/vcenter-ca", devenv.Namespace},
-			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"get", "secrets/lab-proxmox-token", devenv.Namespace},
 			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "providers.banlieue.io/finalizers", devenv.Namespace},
 			{"patch", "vmimages.banlieue.io/status", ""},
 			{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
 		},
 		libvirtUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
-			{"get", "secrets/vsphere-creds", devenv.Namespace},
-			{"get", "configmaps/vcenter-ca", devenv.Namespace},
-			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"get", "secrets/libvirt-creds", devenv.Namespace},
 			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "providers.banlieue.io/finalizers", devenv.Namespace},
 			{"patch", "vmimages.banlieue.io/status", ""},
 			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
 		},
-		// The operator grants its workloads what it holds (no escalate,
-		// no bind): their Providers and credentials by name in
-		// banlieue-system, every backend's machine status, VMImage status.
+		// The operator grants its workloads, in the namespaces it serves,
+		// what it holds there (no escalate): their Providers and the
+		// Secrets Providers name (get by name). Cluster-wide it holds
+		// nothing of what its workloads do: it binds the shipped role.
 		devenv.OperatorUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 			{"get", "secrets/vsphere-creds", devenv.Namespace},
 			{"get", "configmaps/vcenter-ca", devenv.Namespace},
-			{"patch", "providers.banlieue.io", devenv.Namespace},
+			{"get", "secrets/lab-proxmox-token", devenv.Namespace},
+			{"get", "secrets/libvirt-creds", devenv.Namespace},
+			{"get", "secrets/some-vm-cloudinit", devenv.Namespace},
 			{"patch", "providers.banlieue.io/status", devenv.Namespace},
-			{"patch", "providers.banlieue.io", tenant},
+			{"patch", "providers.banlieue.io/finalizers", devenv.Namespace},
 			{"patch", "providers.banlieue.io/status", tenant},
-			{"patch", "vmimages.banlieue.io/status", ""},
-			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
-			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
-			{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
+			{"patch", "providers.banlieue.io/finalizers", tenant},
+			{"bind", "clusterroles/banlieue-provider-vsphere-workload", ""},
+			{"update", "clusterrolebindings/banlieue-provider-vsphere-workloads", ""},
 		},
 		devenv.ProviderUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
@@ -177,8 +199,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			// Credentials and CA bundles of the Providers it serves, by name.
 			{"get", "secrets/vsphere-creds", devenv.Namespace},
 			{"get", "configmaps/vcenter-ca", devenv.Namespace},
-			{"patch", "providers.banlieue.io", devenv.Namespace}, // its finalizer
 			{"patch", "providers.banlieue.io/status", devenv.Namespace},
+			{"patch", "providers.banlieue.io/finalizers", devenv.Namespace},
 			{"patch", "vmimages.banlieue.io/status", ""},
 			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
 		},

@@ -208,7 +208,8 @@ func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
 		"deploy/base/namespace.yaml", "deploy/base/serviceaccount.yaml",
 		"deploy/base/rbac-apiserver.yaml", "deploy/base/rbac-users.yaml", "deploy/base/rbac-controller.yaml", "deploy/base/rbac-userdata.yaml",
 		"deploy/base/rbac-metrics.yaml", "deploy/providers/vsphere/rbac.yaml", "deploy/providers/libvirt/rbac.yaml", "deploy/providers/proxmox/rbac.yaml",
-		"deploy/operator/rbac.yaml"); err != nil {
+		"deploy/operator/rbac.yaml", "deploy/operator/rbac-vsphere.yaml", "deploy/operator/rbac-libvirt.yaml",
+		"deploy/operator/rbac-proxmox.yaml", "deploy/operator/policy.yaml"); err != nil {
 		return err
 	}
 	crds, err := devenv.YAMLFiles(artifacts.CRDs, "crds")

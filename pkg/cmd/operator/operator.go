@@ -86,7 +86,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
-			if err := (&operatorctrl.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			if err := (&operatorctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("operator controller: %w", err)
 			}
 			klog.InfoS("Starting the operator", "namespaces", namespaces, "fieldManager", workload.FieldManager)
@@ -114,10 +114,9 @@ func cacheOptions(namespaces []string) cache.Options {
 	}
 	namespaced := cache.ByObject{Namespaces: inNamespaces, Label: ours}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:         namespaced,
-		&corev1.ServiceAccount{}:     namespaced,
-		&rbacv1.Role{}:               namespaced,
-		&rbacv1.RoleBinding{}:        namespaced,
-		&rbacv1.ClusterRoleBinding{}: {Label: ours},
+		&appsv1.Deployment{}:     namespaced,
+		&corev1.ServiceAccount{}: namespaced,
+		&rbacv1.Role{}:           namespaced,
+		&rbacv1.RoleBinding{}:    namespaced,
 	}}
 }

@@ -40,14 +40,16 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/controllers/finalizers"
 	bac "github.com/firestoned/banlieue/pkg/generated/applyconfiguration/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/workload"
 )
 
-// Finalizer keeps a Provider until the operator has removed its workload's
-// cluster-scoped binding (its namespaced objects go with it by owner
-// reference), once every other finalizer (the provider's own cleanup,
-// which needs the workload running) is gone.
+// Finalizer keeps a Provider until the operator has taken its workload's
+// ServiceAccount out of its backend's ClusterRoleBinding and removed the
+// workload (its namespaced objects go with it by owner reference too),
+// once every other finalizer (the provider's own cleanup, which needs the
+// workload running) is gone.
 const Finalizer = "banlieue.io/operator"
 
 // Reasons of status.workload.
@@ -63,6 +65,9 @@ const (
 // Reconciler runs the workloads of Providers.
 type Reconciler struct {
 	Client client.Client
+	// APIReader reads the backends' ClusterRoleBindings, which the
+	// operator may get and update by name but not list or watch.
+	APIReader client.Reader
 }
 
 // SetupWithManager watches Providers, ProviderClasses, and what the operator
@@ -77,7 +82,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ServiceAccount{}, owned).
 		Watches(&rbacv1.Role{}, owned).
 		Watches(&rbacv1.RoleBinding{}, owned).
-		Watches(&rbacv1.ClusterRoleBinding{}, owned).
 		Complete(conflict.Requeue(r))
 }
 
@@ -95,9 +99,6 @@ func (r *Reconciler) providersOfObject(ctx context.Context, obj client.Object) [
 		return nil
 	}
 	ns := obj.GetNamespace()
-	if ns == "" {
-		ns = l[workload.ProviderNamespaceLabel]
-	}
 	if name := l[workload.ProviderLabel]; name != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	}
@@ -149,12 +150,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		w.Reason, w.Message = ReasonProviderClassPaused, fmt.Sprintf("ProviderClass %q is paused: its workloads are left as they are", class.Name)
 		return ctrl.Result{}, r.record(ctx, p, w)
 	}
-	if !controllerutil.ContainsFinalizer(p, Finalizer) {
-		patch := client.MergeFrom(p.DeepCopy())
-		controllerutil.AddFinalizer(p, Finalizer)
-		if err := r.Client.Patch(ctx, p, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizers.Add(ctx, r.Client, p, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	w, err := r.desired(ctx, class, p, nil)
 	if err != nil {
@@ -165,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.removeOtherShape(ctx, class, p); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, w); err != nil {
+	if err := r.apply(ctx, w, class.Spec.Backend, nil); err != nil {
 		if rerr := r.record(ctx, p, &v1alpha1.ProviderWorkload{Namespace: w.Namespace, DeploymentName: w.Name, Reason: ReasonApplyFailed,
 			Message: fmt.Sprintf("applying the workload: %v", err)}); rerr != nil {
 			return ctrl.Result{}, rerr
@@ -192,8 +189,9 @@ func (r *Reconciler) desired(ctx context.Context, class *v1alpha1.ProviderClass,
 }
 
 // apply server-side-applies the workload's objects, forcing its fields
-// back where a hand edit changed them.
-func (r *Reconciler) apply(ctx context.Context, w workload.Workload) error {
+// back where a hand edit changed them, then grants it its backend's
+// cluster-wide role (without leaving, when it goes).
+func (r *Reconciler) apply(ctx context.Context, w workload.Workload, backend string, leaving *v1alpha1.Provider) error {
 	opts := []client.ApplyOption{client.FieldOwner(workload.FieldManager), client.ForceOwnership}
 	// In this order: a binding's role must exist for RBAC to check that the
 	// operator holds what it grants, and the pods' ServiceAccount too.
@@ -201,14 +199,73 @@ func (r *Reconciler) apply(ctx context.Context, w workload.Workload) error {
 		what string
 		ac   runtime.ApplyConfiguration
 	}{
-		{"ClusterRole", w.ClusterRole}, {"ServiceAccount", w.ServiceAccount}, {"Role", w.Role}, {"RoleBinding", w.RoleBinding},
-		{"ClusterRoleBinding", w.ClusterRoleBinding}, {"Deployment", w.Deployment},
+		{"ServiceAccount", w.ServiceAccount}, {"Role", w.Role}, {"RoleBinding", w.RoleBinding}, {"Deployment", w.Deployment},
 	} {
 		if err := r.Client.Apply(ctx, o.ac, opts...); err != nil {
 			return fmt.Errorf("%s: %w", o.what, err)
 		}
 	}
+	return r.bindBackend(ctx, backend, leaving)
+}
+
+// bindBackend sets the subjects of backend's shipped ClusterRoleBinding to
+// the ServiceAccounts of every workload of the backend's classes (but
+// leaving's). Recomputed whole each time, so a Provider gone, a class
+// deleted or a strategy changed drops its subject without bookkeeping.
+// The operator may update that binding by name and bind that role only
+// (artifacts/deploy/operator/rbac-BACKEND.yaml): it creates and deletes
+// no cluster-scoped RBAC.
+func (r *Reconciler) bindBackend(ctx context.Context, backend string, leaving *v1alpha1.Provider) error {
+	served, err := r.servedBy(ctx, backend, leaving)
+	if err != nil {
+		return err
+	}
+	name := workload.BackendClusterRoleBinding(backend)
+	crb := &rbacv1.ClusterRoleBinding{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, crb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("ClusterRoleBinding %s is not installed (artifacts/deploy/operator/rbac-%s.yaml): the %s workloads cannot be granted their cluster-wide role", name, backend, backend)
+		}
+		return fmt.Errorf("reading ClusterRoleBinding %s: %w", name, err)
+	}
+	want := workload.Subjects(served)
+	if crb.RoleRef.Name == workload.BackendClusterRole(backend) && slices.Equal(crb.Subjects, want) {
+		return nil
+	}
+	if crb.RoleRef.Name != workload.BackendClusterRole(backend) {
+		return fmt.Errorf("ClusterRoleBinding %s binds %s, not %s: not touching it", name, crb.RoleRef.Name, workload.BackendClusterRole(backend))
+	}
+	crb.Subjects = want
+	if err := r.Client.Update(ctx, crb, client.FieldOwner(workload.FieldManager)); err != nil {
+		return fmt.Errorf("updating ClusterRoleBinding %s: %w", name, err)
+	}
 	return nil
+}
+
+// servedBy are the Providers the operator runs backend's workloads for:
+// those of the backend's classes in each class's namespace, but leaving.
+func (r *Reconciler) servedBy(ctx context.Context, backend string, leaving *v1alpha1.Provider) ([]workload.Served, error) {
+	var classes v1alpha1.ProviderClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return nil, err
+	}
+	var served []workload.Served
+	for i := range classes.Items {
+		class := &classes.Items[i]
+		if class.Spec.Backend != backend {
+			continue
+		}
+		var list v1alpha1.ProviderList
+		if err := r.Client.List(ctx, &list, client.InNamespace(class.Spec.Namespace)); err != nil {
+			return nil, err
+		}
+		for _, p := range list.Items {
+			if p.Spec.ProviderClassRef.Name == class.Name && (leaving == nil || p.UID != leaving.UID) {
+				served = append(served, workload.Served{Class: class, Provider: p.Name})
+			}
+		}
+	}
+	return served, nil
 }
 
 // recorded is the workload as it runs: its Deployment's ready replicas.
@@ -249,8 +306,9 @@ func (r *Reconciler) record(ctx context.Context, p *v1alpha1.Provider, w *v1alph
 }
 
 // finalize removes p's workload once only this finalizer holds p: its
-// cluster-scoped binding, and its namespaced objects (their owner reference
-// would too, later); a shared workload stops granting p's credentials.
+// subject in the backend's binding, and its namespaced objects (their owner
+// reference would too, later); a shared workload stops granting p's
+// credentials.
 func (r *Reconciler) finalize(ctx context.Context, p *v1alpha1.Provider, class *v1alpha1.ProviderClass) error {
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
 		return nil
@@ -266,17 +324,20 @@ func (r *Reconciler) finalize(ctx context.Context, p *v1alpha1.Provider, class *
 		if err != nil {
 			return err
 		}
-		if err := r.apply(ctx, w); err != nil {
+		if err := r.apply(ctx, w, class.Spec.Backend, p); err != nil {
 			return err
 		}
 	case !classShared:
+		if class != nil {
+			if err := r.bindBackend(ctx, class.Spec.Backend, p); err != nil {
+				return err
+			}
+		}
 		if err := r.deleteOwn(ctx, p); err != nil {
 			return err
 		}
 	}
-	patch := client.MergeFrom(p.DeepCopy())
-	controllerutil.RemoveFinalizer(p, Finalizer)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
+	return finalizers.Remove(ctx, r.Client, p, Finalizer)
 }
 
 // removeOtherShape deletes the shared workload of p's class when it runs
@@ -310,7 +371,6 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, class, namespace, only 
 	meta := func(ns, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: n} }
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	for _, obj := range []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", workload.ClusterRoleBindingName(class, namespace, only))},
 		&appsv1.Deployment{ObjectMeta: meta(namespace, name)},
 		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, name)},
 		&rbacv1.Role{ObjectMeta: meta(namespace, name)},

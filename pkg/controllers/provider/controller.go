@@ -48,6 +48,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/controllers/finalizers"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -166,9 +167,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *v1alpha1.Provider) 
 		}
 		return ctrl.Result{}, nil // a machine's deletion requeues it
 	}
-	patch := client.MergeFrom(p.DeepCopy())
-	controllerutil.RemoveFinalizer(p, ProtectionFinalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
+	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, p, ProtectionFinalizer)
 }
 
 // machinesUsing lists, as namespace/name, the machines p serves.
@@ -268,12 +267,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, p)
 	}
-	if !controllerutil.ContainsFinalizer(p, ProtectionFinalizer) {
-		patch := client.MergeFrom(p.DeepCopy())
-		controllerutil.AddFinalizer(p, ProtectionFinalizer)
-		if err := r.Client.Patch(ctx, p, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizers.Add(ctx, r.Client, p, ProtectionFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := p.Status.DeepCopy()
 	fds, err := r.walk(ctx, p)
@@ -349,10 +344,7 @@ func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*pro
 	secret := &corev1.Secret{}
 	if name := c.CredentialsRef.Name; name != "" {
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("Secret %s/%s does not exist", p.Namespace, name)}
-			}
-			return nil, err
+			return nil, unreadable(err, "Secret", p.Namespace, name)
 		}
 	}
 	creds, err := r.Credentials(secret)
@@ -373,20 +365,14 @@ func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*pro
 		case ca.SecretRef != nil:
 			s := &corev1.Secret{}
 			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ca.SecretRef.Name}, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("CA bundle Secret %s/%s does not exist", p.Namespace, ca.SecretRef.Name)}
-				}
-				return nil, err
+				return nil, unreadable(err, "CA bundle Secret", p.Namespace, ca.SecretRef.Name)
 			}
 			conn.CABundle = s.Data[ca.SecretRef.Key]
 			conn.CredentialsVersion += "/" + s.ResourceVersion
 		case ca.ConfigMapRef != nil:
 			cm := &corev1.ConfigMap{}
 			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ca.ConfigMapRef.Name}, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("CA bundle ConfigMap %s/%s does not exist", p.Namespace, ca.ConfigMapRef.Name)}
-				}
-				return nil, err
+				return nil, unreadable(err, "CA bundle ConfigMap", p.Namespace, ca.ConfigMapRef.Name)
 			}
 			conn.CABundle = []byte(cm.Data[ca.ConfigMapRef.Key])
 			conn.CredentialsVersion += "/" + cm.ResourceVersion
@@ -396,6 +382,21 @@ func (r *Reconciler) connection(ctx context.Context, p *v1alpha1.Provider) (*pro
 		}
 	}
 	return conn, nil
+}
+
+// unreadable is the Provider's reason when a Secret or ConfigMap it names
+// cannot be read: missing, or not granted to this provider's identity by
+// name (the static install's credentials Role lists the names it may read;
+// the operator grants them from the spec).
+func unreadable(err error, what, namespace, name string) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return &notReady{v1alpha1.ProviderReasonSecretMissing, fmt.Sprintf("%s %s/%s does not exist", what, namespace, name)}
+	case apierrors.IsForbidden(err):
+		return &notReady{v1alpha1.ProviderReasonSecretForbidden, fmt.Sprintf("this provider's identity may not read %s %s/%s: "+
+			"name it in the provider's credentials Role (docs/security.md)", what, namespace, name)}
+	}
+	return err
 }
 
 func hosts(in []v1alpha1.ProviderHost) []providers.Host {

@@ -117,13 +117,16 @@ func TestSeedGuideOnLibvirt(t *testing.T) {
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
-	userData := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-vm-0-cloudinit", Namespace: ns},
+	// The VM lives in a tenant namespace that consents to its user data
+	// being read: the install's own namespace never does.
+	tenant := consentingNamespace(t, "lab-tenant", "libvirt")
+	userData := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-vm-0-cloudinit", Namespace: tenant},
 		StringData: map[string]string{"user-data": "#!/bin/sh\necho seed-guide-marker-7731\n"}}
 	if err := c.Create(ctx, userData); err != nil {
 		t.Fatal(err)
 	}
 	vm := &v1alpha1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab-vm-0", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "lab-vm-0", Namespace: tenant},
 		Spec: v1alpha1.VirtualMachineSpec{
 			ClassRef: v1alpha1.LocalObjectReference{Name: "lab-small"}, ImageRef: v1alpha1.LocalObjectReference{Name: "guest"},
 			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "lab"}}},
@@ -137,14 +140,14 @@ func TestSeedGuideOnLibvirt(t *testing.T) {
 	if err := c.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
+	out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", tenant, "wait", "--for=condition=Ready",
 		"virtualmachine/lab-vm-0", "--timeout=3m").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl wait: %v\n%s", err, out)
 	}
-	name := providers.BackendName(ns, "lab-vm-0")
+	name := providers.BackendName(tenant, "lab-vm-0")
 	lm := &infrav1.LibvirtMachine{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab-vm-0"}, lm); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "lab-vm-0"}, lm); err != nil {
 		t.Fatal(err)
 	}
 	if lm.Spec.FailureDomain != fd.Name || lm.Spec.Image != image || lm.Spec.ProviderID != "libvirt://"+string(lm.UID) {

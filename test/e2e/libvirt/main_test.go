@@ -31,6 +31,7 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -175,6 +176,11 @@ func vsphereBeside(t *testing.T, name, password string, labels map[string]string
 		StringData: map[string]string{"username": "admin@vsphere.local", "password": password}}); err != nil {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "vsphere", "secrets", name+"-creds"); err != nil {
+		t.Fatal(err)
+	}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: v1alpha1.ProviderSpec{
@@ -189,4 +195,24 @@ func vsphereBeside(t *testing.T, name, password string, labels map[string]string
 	}
 	waitProviderReady(t, name)
 	return sim
+}
+
+// consentingNamespace creates namespace name, bound to
+// banlieue-provider-userdata for each class's provider identity: a tenant
+// consenting to its VMs' user data being read (rbac-userdata.yaml).
+func consentingNamespace(t *testing.T, name string, classes ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"}}
+	for _, class := range classes {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "banlieue-provider-" + class, Namespace: ns})
+	}
+	if err := c.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

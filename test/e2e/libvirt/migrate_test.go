@@ -48,7 +48,8 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProviderReady(t, lp.Name)
-	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-user-data", Namespace: ns},
+	tenant := consentingNamespace(t, "mig-tenant", "libvirt", "vsphere")
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-user-data", Namespace: tenant},
 		Data: map[string]string{"user-data": "#!/bin/sh\necho marker-migrated-77\n"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1}}},
 		Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
 	}}
-	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "mig-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "mig-vm", Namespace: tenant}, Spec: v1alpha1.VirtualMachineSpec{
 		ClassRef: v1alpha1.LocalObjectReference{Name: "mig-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "mig-image"},
 		UserData:  &v1alpha1.UserData{ConfigMapRef: &v1alpha1.KeySelector{Name: "mig-user-data"}},
 		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"mig": "yes", "backend": "vsphere"}}}}}
@@ -93,7 +94,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		}
 	}
 	waitVM("Ready on vSphere", 3*time.Minute, ready("mig-vsphere"))
-	vcName := providers.BackendName(ns, "mig-vm")
+	vcName := providers.BackendName(tenant, "mig-vm")
 	if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", vcName); err != nil || m == nil {
 		t.Fatalf("no vcsim VM: %v", err)
 	}
@@ -117,7 +118,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 	if ref == nil || ref.Kind != "LibvirtMachine" || vm.Status.Migration != nil {
 		t.Fatalf("after the migration: infrastructureRef %+v, migration %+v", ref, vm.Status.Migration)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mig-vm"}, &infrav1.VSphereMachine{}); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "mig-vm"}, &infrav1.VSphereMachine{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the VSphereMachine is still there: %v", err)
 	}
 	eventually(t, time.Minute, func() error {
@@ -127,7 +128,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		return nil
 	})
 	// The user data ran again, in the new guest.
-	waitSerial(t, ns+"."+ref.Name, "BANLIEUE-USERDATA marker-migrated-77")
+	waitSerial(t, tenant+"."+ref.Name, "BANLIEUE-USERDATA marker-migrated-77")
 
 	// Manual: the drift is reported with the one-liner; the annotation moves it.
 	patch = client.MergeFrom(vm.DeepCopy())
@@ -162,7 +163,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := lv(t).DomainLookupByName(ns + "." + ref.Name); err == nil {
+	if _, err := lv(t).DomainLookupByName(tenant + "." + ref.Name); err == nil {
 		t.Errorf("the libvirt domain %s survived the migration back", ref.Name)
 	}
 	ref = vm.Status.InfrastructureRef
@@ -185,7 +186,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("VM still there: %v", err)
 		}
-		if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", providers.BackendName(ns, ref.Name)); err != nil || m != nil {
+		if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", providers.BackendName(tenant, ref.Name)); err != nil || m != nil {
 			return fmt.Errorf("vcsim still has %s (%v)", ref.Name, err)
 		}
 		return nil

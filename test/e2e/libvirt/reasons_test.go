@@ -52,6 +52,13 @@ func TestReasons(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if tc.secret != "" {
+			// Named in the credentials Role by the administrator, so that
+			// a missing Secret reads as missing, not forbidden.
+			if err := env.GrantCredentials(ctx, "libvirt", "secrets", tc.secret); err != nil {
+				t.Fatal(err)
+			}
+		}
 		p := libvirtProvider("reason-"+tc.name, nil)
 		p.Spec.Connection = v1alpha1.ProviderConnection{Endpoint: tc.endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: tc.secret}}
 		if err := c.Create(ctx, p); err != nil {

@@ -67,6 +67,11 @@ func TestOneManifestThreeBackends(t *testing.T) {
 	if err := c.Create(ctx, creds); err != nil {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "vsphere", "secrets", creds.Name); err != nil {
+		t.Fatal(err)
+	}
 	vp := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "two-vsphere", Namespace: ns, Labels: map[string]string{"two": "yes", "backend": "vsphere"}},
 		Spec: v1alpha1.ProviderSpec{
@@ -89,6 +94,11 @@ func TestOneManifestThreeBackends(t *testing.T) {
 	defer proxmoxProc.Stop()
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-proxmox-token", Namespace: ns},
 		StringData: map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.Secret}}); err != nil {
+		t.Fatal(err)
+	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "proxmox", "secrets", "two-proxmox-token"); err != nil {
 		t.Fatal(err)
 	}
 	pp := &v1alpha1.Provider{

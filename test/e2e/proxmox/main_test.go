@@ -126,6 +126,11 @@ func proxmoxProvider(t *testing.T, name, creds string, labels map[string]string)
 	if err := c.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(context.Background(), "proxmox", "secrets", creds); err != nil {
+		t.Fatal(err)
+	}
 	return &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: v1alpha1.ProviderSpec{

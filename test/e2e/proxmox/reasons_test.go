@@ -55,6 +55,11 @@ func TestProviderReasons(t *testing.T) {
 		}
 		p := proxmoxProvider(t, "reason-"+tc.name, "proxmox-token", nil)
 		p.Spec.Connection.CredentialsRef.Name = tc.secret
+		// Named in the credentials Role by the administrator, so that a
+		// missing Secret reads as missing, not forbidden.
+		if err := env.GrantCredentials(ctx, "proxmox", "secrets", tc.secret); err != nil {
+			t.Fatal(err)
+		}
 		if tc.endpoint != "" {
 			p.Spec.Connection.Endpoint = tc.endpoint
 		}

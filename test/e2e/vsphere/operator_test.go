@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -129,6 +130,11 @@ func TestOperatorWorkloads(t *testing.T) {
 			{[]string{"get", "secrets/vsphere-creds", "-n", ns}, "no"},
 			{[]string{"get", "providers.banlieue.io/op-a", "-n", opNS}, "yes"},
 			{[]string{"patch", "providers.banlieue.io/op-a", "--subresource=status", "-n", opNS}, "yes"},
+			// Its finalizer, through the subresource that takes nothing
+			// else; never the spec naming the Secrets it is granted.
+			{[]string{"patch", "providers.banlieue.io/op-a", "--subresource=finalizers", "-n", opNS}, "yes"},
+			{[]string{"patch", "providers.banlieue.io/op-a", "-n", opNS}, "no"},
+			{[]string{"update", "providers.banlieue.io/op-a", "-n", opNS}, "no"},
 			{[]string{"get", "providers.banlieue.io/op-b", "-n", opNS}, "no"},
 			{[]string{"patch", "providers.banlieue.io/op-b", "--subresource=status", "-n", opNS}, "no"},
 			{[]string{"list", "providers.banlieue.io", "-n", opNS}, "no"},
@@ -141,13 +147,74 @@ func TestOperatorWorkloads(t *testing.T) {
 				t.Errorf("%s: can-i %s = %s, want %s", a, strings.Join(q.args, " "), got, q.want)
 			}
 		}
-		// The operator grants what it holds, holding neither escalate nor bind.
-		for _, q := range [][]string{{"escalate", "clusterroles"}, {"bind", "clusterroles"}, {"escalate", "roles", "-n", opNS}, {"bind", "roles", "-n", opNS},
-			{"list", "secrets", "-n", opNS}, {"list", "secrets", "--all-namespaces"}} {
-			args := append([]string{"auth", "can-i", "--as=" + devenv.OperatorUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + ns}, q...)
-			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != "no" {
-				t.Errorf("the operator: can-i %s = %s, want no", strings.Join(q, " "), got)
+		// The operator grants in namespaces what it holds (no escalate);
+		// cluster-wide it binds its backends' shipped roles only, and
+		// touches no RBAC it did not make.
+		for _, q := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"escalate", "clusterroles"}, "no"}, {[]string{"bind", "clusterroles"}, "no"},
+			{[]string{"escalate", "roles", "-n", opNS}, "no"}, {[]string{"bind", "roles", "-n", opNS}, "no"},
+			{[]string{"list", "secrets", "-n", opNS}, "no"}, {[]string{"list", "secrets", "--all-namespaces"}, "no"},
+			{[]string{"bind", "clusterroles/cluster-admin"}, "no"},
+			{[]string{"bind", "clusterroles/" + workload.BackendClusterRole("vsphere")}, "yes"},
+			{[]string{"create", "clusterrolebindings"}, "no"},
+			{[]string{"delete", "clusterrolebindings/cluster-admin"}, "no"},
+			{[]string{"update", "clusterrolebindings/cluster-admin"}, "no"},
+			{[]string{"update", "clusterroles/admin"}, "no"},
+			{[]string{"delete", "clusterroles/edit"}, "no"},
+			{[]string{"create", "clusterroles"}, "no"},
+			{[]string{"update", "clusterrolebindings/" + workload.BackendClusterRoleBinding("vsphere")}, "yes"},
+			{[]string{"patch", "providers.banlieue.io", "-n", opNS}, "no"},
+			{[]string{"patch", "providers.banlieue.io", "--subresource=finalizers", "-n", opNS}, "yes"},
+		} {
+			args := append([]string{"auth", "can-i", "--as=" + devenv.OperatorUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + ns}, q.args...)
+			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != q.want {
+				t.Errorf("the operator: can-i %s = %s, want %s", strings.Join(q.args, " "), got, q.want)
 			}
+		}
+	})
+
+	t.Run("no identity widens its grants", func(t *testing.T) {
+		// The workload's identity asks to rename the Secret its Role
+		// grants: RBAC refuses the Provider write outright...
+		sa := "system:serviceaccount:" + opNS + ":" + a
+		_, errOut, err := kubectlAs(t, sa, "-n", opNS, "patch", "provider", "op-a", "--dry-run=server", "--type=merge",
+			"-p", `{"spec":{"connection":{"credentialsRef":{"name":"vsphere-creds"}}}}`)
+		if err == nil || !strings.Contains(errOut, "forbidden") {
+			t.Errorf("the workload patched its Provider's credentialsRef (err %v): %s", err, errOut)
+		}
+		// ...and /finalizers keeps everything but the finalizers.
+		asSA := *env.Admin
+		asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS, "system:authenticated"}}
+		saClient, err := client.New(&asSA, client.Options{Scheme: c.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := getProvider(t, "op-a")
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.Connection.CredentialsRef.Name = "vsphere-creds"
+		p.Labels = map[string]string{"smuggled": "yes"}
+		p.Finalizers = append(p.Finalizers, "example.com/test")
+		if err := saClient.SubResource("finalizers").Patch(ctx, p, patch); err != nil {
+			t.Fatalf("patching /finalizers as the workload: %v", err)
+		}
+		got := getProvider(t, "op-a")
+		if got.Spec.Connection.CredentialsRef.Name != "op-a-creds" || got.Labels["smuggled"] != "" || !slices.Contains(got.Finalizers, "example.com/test") {
+			t.Errorf("after /finalizers: credentialsRef %q, labels %v, finalizers %v (want op-a-creds, no smuggled label, example.com/test)",
+				got.Spec.Connection.CredentialsRef.Name, got.Labels, got.Finalizers)
+		}
+		patch = client.MergeFrom(got.DeepCopy())
+		got.Finalizers = slices.DeleteFunc(got.Finalizers, func(f string) bool { return f == "example.com/test" })
+		if err := saClient.SubResource("finalizers").Patch(ctx, got, patch); err != nil {
+			t.Fatal(err)
+		}
+		// The operator, though its Role lets it delete RoleBindings in
+		// the namespace, may delete only those it made.
+		_, errOut, err = kubectlAs(t, devenv.OperatorUser, "-n", ns, "delete", "rolebinding", "banlieue-provider-vsphere", "--dry-run=server")
+		if err == nil || !strings.Contains(errOut, "only the objects it made") {
+			t.Errorf("the operator deleted the static install's RoleBinding (err %v): %s", err, errOut)
 		}
 	})
 
@@ -241,8 +308,11 @@ func TestOperatorWorkloads(t *testing.T) {
 					}
 				}
 				crb := &rbacv1.ClusterRoleBinding{}
-				if err := c.Get(ctx, client.ObjectKey{Name: workload.ClusterRoleBindingName("vsphere", opNS, name)}, crb); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("ClusterRoleBinding still there (%v)", err)
+				if err := c.Get(ctx, client.ObjectKey{Name: workload.BackendClusterRoleBinding("vsphere")}, crb); err != nil {
+					return err
+				}
+				if slices.ContainsFunc(crb.Subjects, func(s rbacv1.Subject) bool { return s.Name == w && s.Namespace == opNS }) {
+					return fmt.Errorf("%s is still a subject of %s", w, crb.Name)
 				}
 				return nil
 			})
@@ -360,4 +430,18 @@ func kubectlAnswer(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out)
+}
+
+// kubectlAs runs kubectl as a ServiceAccount user (with its groups) and
+// returns its stdout, stderr and error.
+func kubectlAs(t *testing.T, user string, args ...string) (string, string, error) {
+	t.Helper()
+	saNamespace := strings.Split(user, ":")[2]
+	all := append([]string{"--kubeconfig=" + env.AdminKubeconfig, "--as=" + user, "--as-group=system:serviceaccounts",
+		"--as-group=system:serviceaccounts:" + saNamespace, "--as-group=system:authenticated"}, args...)
+	var stdout, stderr strings.Builder
+	cmd := exec.Command(kubectlBin, all...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
 }

@@ -205,6 +205,14 @@ func secret(t *testing.T, namespace, name string, data map[string]string) {
 	if err := c.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
+	// The static install reads credentials by name: the administrator
+	// names a Providers' namespace Secret in the provider's credentials
+	// Role as they create it.
+	if namespace == ns {
+		if err := env.GrantCredentials(context.Background(), "vsphere", "secrets", name); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // waitReady waits for the Provider's Ready condition to have reason.
@@ -254,12 +262,22 @@ func TestProviderReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret(t, "elsewhere", "only-elsewhere", map[string]string{"username": user, "password": password})
+	// Named in the credentials Role but absent from the namespace: missing,
+	// not forbidden. not-named exists and is not named: forbidden.
+	if err := env.GrantCredentials(ctx, "vsphere", "secrets", "no-such-secret", "only-elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-named", Namespace: ns},
+		StringData: map[string]string{"username": user, "password": password}}); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name, secret, reason, message string
 		mutate                        func(*v1alpha1.ProviderSpec)
 	}{
 		{"missing", "no-such-secret", "SecretMissing", "does not exist", nil},
+		{"not-granted", "not-named", "SecretForbidden", "may not read Secret " + ns + "/not-named", nil},
 		{"other-namespace", "only-elsewhere", "SecretMissing", ns + "/only-elsewhere does not exist", nil},
 		{"invalid", "no-password", "SecretInvalid", "username and password", nil},
 		{"bad-creds", "wrong-password", "ConnectFailed", "logging in", nil},

@@ -1235,9 +1235,13 @@ type FailureDomainNameOverride struct {
 
 // Reasons of a Provider's Ready condition.
 const (
-	ProviderReady                 = "Ready"
-	ProviderReasonSecretMissing   = "SecretMissing"
-	ProviderReasonSecretInvalid   = "SecretInvalid"
+	ProviderReady               = "Ready"
+	ProviderReasonSecretMissing = "SecretMissing"
+	ProviderReasonSecretInvalid = "SecretInvalid"
+	// ProviderReasonSecretForbidden: the provider's identity may not read
+	// a Secret or ConfigMap the Provider names (it reads them by name
+	// only, as its Role grants).
+	ProviderReasonSecretForbidden = "SecretForbidden"
 	ProviderReasonConnectFailed   = "ConnectFailed"
 	ProviderReasonInventoryFailed = "InventoryFailed"
 )

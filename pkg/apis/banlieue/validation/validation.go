@@ -473,6 +473,12 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	return allErrs
 }
 
+// ValidateProviderFinalizersUpdate validates a write to /finalizers, whose
+// strategy already kept everything else of the stored Provider.
+func ValidateProviderFinalizersUpdate(pr, old *banlieue.Provider) field.ErrorList {
+	return apimachineryvalidation.ValidateObjectMetaUpdate(&pr.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+}
+
 // ValidateProviderStatusUpdate validates an update of a Provider's status.
 func ValidateProviderStatusUpdate(pr, old *banlieue.Provider) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&pr.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))

@@ -119,6 +119,44 @@ func (StatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.
 	return nil
 }
 
+// FinalizersStrategy governs writes to /finalizers: a Provider's finalizers
+// and nothing else. The identities that serve a Provider (its provider
+// workload, the operator) hold update and patch on providers/finalizers and
+// providers/status but not on providers, so none of them can change the
+// spec fields that decide what they may read (spec.connection's
+// credentialsRef and caBundle are what the operator grants by name), as
+// NodeRestriction keeps a kubelet to its own Node's status.
+type FinalizersStrategy struct{ Strategy }
+
+// GetResetFields: everything but metadata.finalizers.
+func (FinalizersStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"),
+		fieldpath.MakePathOrDie("status"),
+		fieldpath.MakePathOrDie("metadata", "labels"),
+		fieldpath.MakePathOrDie("metadata", "annotations"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+	)}
+}
+
+// PrepareForUpdate keeps the stored Provider and takes only its finalizers
+// from the request.
+func (FinalizersStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	p, oldP := obj.(*banlieue.Provider), old.(*banlieue.Provider)
+	finalizers := p.Finalizers
+	p.Spec, p.Status = oldP.Spec, oldP.Status
+	metav1.ResetObjectMetaForStatus(p, oldP)
+	p.Finalizers = finalizers
+}
+
+func (FinalizersStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateProviderFinalizersUpdate(obj.(*banlieue.Provider), old.(*banlieue.Provider))
+}
+
+func (FinalizersStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
 // GetAttrs returns labels and fields of a Provider for filtering.
 func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	p, ok := obj.(*banlieue.Provider)
@@ -145,8 +183,16 @@ var _ rest.CategoriesProvider = &REST{}
 // Categories puts Providers in "kubectl get banlieue".
 func (*REST) Categories() []string { return []string{"banlieue"} }
 
-// NewREST builds the etcd-backed storage of Providers and its status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *statusrest.REST, error) {
+// Storage is the providers endpoint and its subresources.
+type Storage struct {
+	Provider   *REST
+	Status     *statusrest.REST
+	Finalizers *statusrest.REST
+}
+
+// NewREST builds the etcd-backed storage of Providers, its status
+// subresource and its finalizers subresource.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.Provider{} },
@@ -161,9 +207,10 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*RES
 		TableConvertor:            tableConvertor,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
-		return nil, nil, err
+		return Storage{}, err
 	}
-	return &REST{store}, statusrest.NewREST(store, StatusStrategy{strategy}), nil
+	return Storage{Provider: &REST{store}, Status: statusrest.NewREST(store, StatusStrategy{strategy}),
+		Finalizers: statusrest.NewREST(store, FinalizersStrategy{strategy})}, nil
 }
 
 var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
