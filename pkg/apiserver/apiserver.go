@@ -64,6 +64,9 @@ func init() {
 // Config is the configuration of a banlieue API server.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	// SharedProviderNamespace holds the Providers every namespace's VMs
+	// may use (/placement considers them).
+	SharedProviderNamespace string
 }
 
 // Server is a banlieue API server.
@@ -72,7 +75,8 @@ type Server struct {
 }
 
 type completedConfig struct {
-	GenericConfig genericapiserver.CompletedConfig
+	GenericConfig           genericapiserver.CompletedConfig
+	SharedProviderNamespace string
 }
 
 // CompletedConfig is a Config with defaults filled in.
@@ -82,7 +86,7 @@ type CompletedConfig struct {
 
 // Complete fills in defaults.
 func (cfg *Config) Complete() CompletedConfig {
-	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete()}}
+	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), SharedProviderNamespace: cfg.SharedProviderNamespace}}
 }
 
 // New returns a server serving banlieue.io/v1alpha1 from etcd.
@@ -110,7 +114,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider)
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace)
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,14 @@ func TestOperator(t *testing.T) {
 	if strings.Count(string(out), "image: registry.example/banlieue:v9") != 3 {
 		t.Errorf("the image is not on the 3 banlieue Deployments")
 	}
+	// The API server and the controller share the install namespace's
+	// Providers; the operator does not place VMs.
+	for name, want := range map[string]bool{"banlieue-apiserver": true, "banlieue-controller": true, "banlieue-operator": false} {
+		args := deploymentArgs(t, objs, name)
+		if got := slices.Contains(args, "--shared-provider-namespace=banlieue-ops"); got != want || slices.Contains(args, "--shared-provider-namespace=banlieue-system") {
+			t.Errorf("%s args %v: --shared-provider-namespace=banlieue-ops %v, want %v", name, args, got, want)
+		}
+	}
 	// The APIService verifies the serving certificate, for the Service's name.
 	var svc *unstructured.Unstructured
 	for _, o := range objs {
@@ -145,6 +153,81 @@ func TestOperator(t *testing.T) {
 	delete(certs.Data[EtcdClientSecret], "tls.key")
 	if _, err := LoadCertificates(certs.Data); err == nil || !strings.Contains(err.Error(), EtcdClientSecret) {
 		t.Errorf("an incomplete set loaded: %v", err)
+	}
+}
+
+// deploymentArgs are the first container's arguments of the Deployment name.
+func deploymentArgs(t *testing.T, objs []*unstructured.Unstructured, name string) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == name {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]interface{}), "args")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return args
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
+// The default install names the default shared namespace too, so what
+// runs says where the shared Providers are.
+func TestOperatorDefaultNamespace(t *testing.T) {
+	objs, err := Operator(Options{CertManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"banlieue-apiserver", "banlieue-controller"} {
+		if args := deploymentArgs(t, objs, name); !slices.Contains(args, "--shared-provider-namespace="+DefaultNamespace) {
+			t.Errorf("%s args %v", name, args)
+		}
+	}
+}
+
+func TestCheckNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		ns, wantErr string
+	}{
+		{"banlieue-system", ""},
+		{"banlieue-ops", ""},
+		{"default", ""},
+		{"kube-system", "may not be installed in kube-system: it holds the cluster's own components"},
+		{"kube-public", "may not be installed in kube-public: everyone may read it"},
+		{"kube-node-lease", "may not be installed in kube-node-lease"},
+		{APIServerNamespace, "may not be installed in banlieue-apiserver: it holds the API server's keys"},
+		{"", "is not a namespace name"},
+		{"Banlieue", `"Banlieue" is not a namespace name`},
+		{"ops.example", "is not a namespace name"},
+	} {
+		err := CheckNamespace(tc.ns)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("CheckNamespace(%q) = %v, want %q", tc.ns, err, tc.wantErr)
+		}
+	}
+	// Rendering refuses them as well, for callers other than the command.
+	if _, err := Operator(Options{Namespace: "kube-system", CertManager: true}); err == nil {
+		t.Error("Operator rendered an install into kube-system")
+	}
+	if _, err := ProviderClass(Options{Namespace: APIServerNamespace}, "vsphere"); err == nil {
+		t.Error("a ProviderClass running providers beside the API server's keys")
+	}
+}
+
+func TestWithFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args, want []string
+	}{
+		{[]string{"controller", "--leader-elect"}, []string{"controller", "--leader-elect", "--f=x"}},
+		{[]string{"controller", "--f=old", "--leader-elect"}, []string{"controller", "--leader-elect", "--f=x"}},
+		{[]string{"controller", "--f", "old", "--leader-elect"}, []string{"controller", "--leader-elect", "--f=x"}},
+		{[]string{"controller", "--fx=keep"}, []string{"controller", "--fx=keep", "--f=x"}},
+	} {
+		if got := withFlag(tc.args, "f", "x"); !slices.Equal(got, tc.want) {
+			t.Errorf("withFlag(%v) = %v, want %v", tc.args, got, tc.want)
+		}
 	}
 }
 

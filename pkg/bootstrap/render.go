@@ -32,8 +32,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/firestoned/banlieue/artifacts"
 	"github.com/firestoned/banlieue/pkg/apply"
+	"github.com/firestoned/banlieue/pkg/controllers"
 )
 
 // FieldManager is bootstrap's server-side apply field manager.
@@ -64,8 +67,43 @@ type Options struct {
 	Certificates *Certificates
 }
 
+// reservedNamespaces may not be the install namespace, and why: the
+// operator is granted Deployments, ServiceAccounts, Roles and Secrets by
+// name there, the providers read credentials there, and its Providers
+// serve every namespace.
+var reservedNamespaces = map[string]string{
+	"kube-system":      "it holds the cluster's own components and their credentials, which the operator would be granted to read and replace",
+	"kube-public":      "everyone may read it, unauthenticated users included: no place for Provider credentials",
+	"kube-node-lease":  "it holds the nodes' heartbeat Leases and nothing else",
+	APIServerNamespace: "it holds the API server's keys (its serving, etcd and CA Secrets), which no other banlieue identity may read",
+}
+
+// CheckNamespace refuses, saying why, an install namespace that is not a
+// namespace name or that must not hold banlieue's controller, operator,
+// providers, their credentials and the shared Providers.
+func CheckNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+	}
+	if why, ok := reservedNamespaces[ns]; ok {
+		return fmt.Errorf("banlieue may not be installed in %s: %s", ns, why)
+	}
+	return nil
+}
+
+// namespace is the install namespace: the shipped one unless replaced.
+func (o Options) namespace() string {
+	if o.Namespace == "" {
+		return DefaultNamespace
+	}
+	return o.Namespace
+}
+
 // Operator is what "banlieue bootstrap operator" applies, in order.
 func Operator(o Options) ([]*unstructured.Unstructured, error) {
+	if err := CheckNamespace(o.namespace()); err != nil {
+		return nil, err
+	}
 	var objs []*unstructured.Unstructured
 	crds, err := crds()
 	if err != nil {
@@ -92,17 +130,73 @@ func Operator(o Options) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, o.Certificates.Secrets()...)
 	}
 	for _, obj := range objs {
-		if obj.GetKind() == "APIService" {
-			if err := setCABundle(obj, o); err != nil {
-				return nil, err
-			}
+		var err error
+		switch obj.GetKind() {
+		case "APIService":
+			err = setCABundle(obj, o)
+		case "Deployment":
+			err = setSharedProviderNamespace(obj, o.namespace())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), apply.Name(obj), err)
 		}
 	}
 	return ordered(objs), nil
 }
 
+// placingCommands are the banlieue commands that choose or explain a VM's
+// Provider, and so must know the shared-Provider namespace.
+var placingCommands = map[string]bool{"apiserver": true, "controller": true}
+
+// setSharedProviderNamespace has the API server and the controller share
+// the Providers of the install namespace with every namespace (the
+// shipped manifests rely on the default, banlieue-system, and the API
+// server's own namespace holds no hint of where the install is).
+func setSharedProviderNamespace(obj *unstructured.Unstructured, ns string) error {
+	containers, found, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil || !found {
+		return err
+	}
+	for i, c := range containers {
+		container, ok := c.(map[string]interface{})
+		if !ok {
+			return fmt.Errorf("containers[%d] is not an object", i)
+		}
+		args, _, err := unstructured.NestedStringSlice(container, "args")
+		if err != nil {
+			return fmt.Errorf("containers[%d].args: %w", i, err)
+		}
+		if len(args) == 0 || !placingCommands[args[0]] {
+			continue
+		}
+		if err := unstructured.SetNestedStringSlice(container, withFlag(args, controllers.SharedProviderNamespaceFlag, ns), "args"); err != nil {
+			return err
+		}
+	}
+	return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
+}
+
+// withFlag sets --flag=value in args, replacing a value already there
+// (--flag=old, or --flag old).
+func withFlag(args []string, flag, value string) []string {
+	name := "--" + flag
+	out := make([]string, 0, len(args)+1)
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == name:
+			i++ // and its value
+		case !strings.HasPrefix(args[i], name+"="):
+			out = append(out, args[i])
+		}
+	}
+	return append(out, name+"="+value)
+}
+
 // ProviderClass is the shipped ProviderClass of backend.
 func ProviderClass(o Options, backend string) (*unstructured.Unstructured, error) {
+	if err := CheckNamespace(o.namespace()); err != nil {
+		return nil, err
+	}
 	docs, err := render(o, "deploy/providerclasses/"+backend+".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("no ProviderClass is shipped for %q: %w", backend, err)

@@ -61,6 +61,9 @@ type Options struct {
 	// LeaderElection makes replicas take turns; only the leader acts.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// SharedProviderNamespace holds the Providers every namespace's VMs and
+	// VSphereClusters may use (--shared-provider-namespace).
+	SharedProviderNamespace string
 	// Serving: metrics, probes, pprof.
 	Serving
 }
@@ -121,10 +124,10 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 		case VirtualMachine:
 			var kinds *infrastructure.Registry
 			if kinds, err = backends.Infrastructure(); err == nil {
-				err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler"), Infrastructure: kinds}).SetupWithManager(mgr)
+				err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler"), Infrastructure: kinds, SharedProviderNamespace: o.SharedProviderNamespace}).SetupWithManager(mgr)
 			}
 		case VSphereCluster:
-			err = (&vspherecluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+			err = (&vspherecluster.Reconciler{Client: mgr.GetClient(), SharedProviderNamespace: o.SharedProviderNamespace}).SetupWithManager(mgr)
 		case IPPool:
 			err = (&ippool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)
 		case CAPISpread:

@@ -152,16 +152,26 @@ type FailureDomainFit struct {
 	Spread int `json:"-"`
 }
 
-// SharedProviderNamespace holds Providers every namespace's VMs may use,
-// besides the Providers in the VM's own namespace.
-const SharedProviderNamespace = "banlieue-system"
+// DefaultSharedProviderNamespace is the namespace whose Providers every
+// namespace's VMs may use, besides those of the VM's own namespace, unless
+// the components are told another (--shared-provider-namespace): it is the
+// shipped install namespace, and an install elsewhere shares its own.
+const DefaultSharedProviderNamespace = "banlieue-system"
 
-// CandidateNamespaces are the namespaces whose Providers may run a VM.
-func CandidateNamespaces(vmNamespace string) []string {
-	if vmNamespace == SharedProviderNamespace {
+// CandidateNamespaces are the namespaces whose Providers may run a VM of
+// vmNamespace: its own and shared, the install's shared-Provider namespace
+// (none when empty).
+func CandidateNamespaces(vmNamespace, shared string) []string {
+	if shared == "" || vmNamespace == shared {
 		return []string{vmNamespace}
 	}
-	return []string{vmNamespace, SharedProviderNamespace}
+	return []string{vmNamespace, shared}
+}
+
+// MayServe tells whether a Provider of providerNamespace may run a VM or
+// machine of namespace: the rule CandidateNamespaces lists for.
+func MayServe(providerNamespace, namespace, shared string) bool {
+	return providerNamespace == namespace || shared != "" && providerNamespace == shared
 }
 
 // Key identifies a failure domain across Providers (for Load); provider is

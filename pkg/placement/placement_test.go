@@ -367,3 +367,31 @@ func TestDrift(t *testing.T) {
 		t.Errorf("Without: %+v (original %d domains)", rest[0].Status.FailureDomains, len(p.Status.FailureDomains))
 	}
 }
+
+// The shared-Provider namespace is a parameter: an install elsewhere shares
+// its own namespace's Providers, and banlieue-system's are then nobody's
+// but banlieue-system's own VMs'.
+func TestCandidateNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		vm, shared string
+		want       []string
+	}{
+		{"team-a", "banlieue-system", []string{"team-a", "banlieue-system"}},
+		{"team-a", "ops", []string{"team-a", "ops"}},
+		{"ops", "ops", []string{"ops"}},
+		{"banlieue-system", "ops", []string{"banlieue-system", "ops"}},
+		{"team-a", "", []string{"team-a"}},
+	} {
+		got := CandidateNamespaces(tc.vm, tc.shared)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("CandidateNamespaces(%q, %q) = %v, want %v", tc.vm, tc.shared, got, tc.want)
+		}
+		// MayServe agrees with the list, for a Provider in or out of it.
+		for _, providerNS := range []string{"team-a", "ops", "banlieue-system", "team-b"} {
+			listed := strings.Contains(" "+strings.Join(got, " ")+" ", " "+providerNS+" ")
+			if MayServe(providerNS, tc.vm, tc.shared) != listed {
+				t.Errorf("MayServe(%q, %q, %q) = %v, want %v", providerNS, tc.vm, tc.shared, !listed, listed)
+			}
+		}
+	}
+}

@@ -64,6 +64,16 @@ func TestBootstrap(t *testing.T) {
 	if _, _, err := kc(t, kcfg, "get", "namespace", devenv.Namespace); err == nil {
 		t.Fatal("--dry-run created the namespace")
 	}
+	// Refused before anything is applied: no APIService, no CRD.
+	for _, ns := range []string{"kube-system", bootstrap.APIServerNamespace} {
+		out, err := banlieue("bootstrap", "operator", "-n", ns)
+		if err == nil || !strings.Contains(out, "-n/--namespace: banlieue may not be installed in "+ns) {
+			t.Errorf("bootstrap operator -n %s: %v\n%s", ns, err, out)
+		}
+	}
+	if _, _, err := kc(t, kcfg, "get", "apiservice", "v1alpha1.banlieue.io"); err == nil {
+		t.Fatal("a refused namespace installed the APIService")
+	}
 
 	out, err = banlieue("bootstrap", "operator", "--version=v0.1.0-e2e")
 	if err != nil {
@@ -81,6 +91,10 @@ func TestBootstrap(t *testing.T) {
 			img := mustKC(t, kcfg, "-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 			if img != "ghcr.io/firestoned/banlieue:v0.1.0-e2e" {
 				t.Errorf("%s runs %q", d, img)
+			}
+			args := mustKC(t, kcfg, "-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+			if shares := strings.Contains(args, `"--shared-provider-namespace=banlieue-system"`); shares == (name == "banlieue-operator") {
+				t.Errorf("%s args %s: sharing the install namespace's Providers is %v", d, args, shares)
 			}
 			managers := mustKC(t, kcfg, "-n", ns, "get", "deployment", name, "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}")
 			if !strings.Contains(managers, bootstrap.FieldManager) {

@@ -158,6 +158,41 @@ func TestPlacementExplain(t *testing.T) {
 	}
 }
 
+// TestPlacementSharedNamespace: the server's --shared-provider-namespace
+// decides which namespace's Providers /placement offers every VM: those of
+// the configured one, beside the VM's own, and no longer banlieue-system's.
+func TestPlacementSharedNamespace(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--shared-provider-namespace=ops")
+	c := s.Client
+	ctx := context.Background()
+	inSystem, _, _ := seed(t, ctx, c) // a Provider of banlieue-system
+	shared := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: inSystem.Name, Namespace: "ops", Labels: inSystem.Labels}, Spec: inSystem.Spec}
+	if _, err := c.BanlieueV1alpha1().Providers("ops").Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var vm v1alpha1.VirtualMachine
+	readExample(t, "virtualmachine.yaml", &vm)
+	vm.Namespace = "team-a"
+	if _, err := c.BanlieueV1alpha1().VirtualMachines("team-a").Create(ctx, &vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "ops/" + inSystem.Name
+	var got []string
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.BanlieueV1alpha1().VirtualMachines("team-a").GetPlacement(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = nil
+		for _, f := range p.Result.Providers {
+			got = append(got, f.Provider)
+		}
+		return len(got) == 1 && got[0] == want, nil
+	}); err != nil {
+		t.Errorf("candidate Providers of a team-a VM %v, want only %s: %v", got, want, err)
+	}
+}
+
 // TestPlacementLoadWarmBeforeReady: /placement's scheduling load is
 // listed before the server calls itself ready (a readyz check of its own),
 // not by the first /placement request.

@@ -57,6 +57,7 @@ import (
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	informers "github.com/firestoned/banlieue/pkg/generated/informers/externalversions"
 	generatedopenapi "github.com/firestoned/banlieue/pkg/generated/openapi"
+	"github.com/firestoned/banlieue/pkg/placement"
 )
 
 // DefaultEtcdPathPrefix is where banlieue keeps its objects in etcd.
@@ -89,6 +90,10 @@ type Options struct {
 	// Controllers run inside this process, talking to kube-apiserver through
 	// --kubeconfig like any client, with leader election.
 	Controllers []string
+	// SharedProviderNamespace holds the Providers every namespace's VMs
+	// may use: /placement explains, and the in-process controllers place,
+	// over them.
+	SharedProviderNamespace string
 	// ComponentGlobalsRegistry holds the server's effective version and
 	// feature gates (--feature-gates, --emulated-version), wired as
 	// sample-apiserver wires them; the gates are k8s.io/apiserver's, such
@@ -102,6 +107,7 @@ func NewOptions() *Options {
 		RecommendedOptions: genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix,
 			apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
 		EmbeddedEtcdDataDir:      ".banlieue/etcd",
+		SharedProviderNamespace:  placement.DefaultSharedProviderNamespace,
 		ComponentGlobalsRegistry: basecompatibility.NewComponentGlobalsRegistry(),
 	}
 	utilruntime.Must(o.ComponentGlobalsRegistry.Register(basecompatibility.DefaultKubeComponent,
@@ -140,6 +146,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 		"Loopback client port of the embedded etcd (0 picks a free port).")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
 		fmt.Sprintf("Core controllers to run in this process (of %v), through --kubeconfig, with leader election in banlieue-system.", controllers.All))
+	controllers.AddSharedProviderNamespaceFlag(fs, &o.SharedProviderNamespace)
 }
 
 // Complete adjusts options that depend on each other and applies
@@ -197,6 +204,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if len(o.Controllers) > 0 && o.RecommendedOptions.CoreAPI == nil {
 		errs = append(errs, fmt.Errorf("--controllers needs --kubeconfig (a Kubernetes control plane), not --standalone"))
+	}
+	if err := controllers.ValidateSharedProviderNamespace(o.SharedProviderNamespace); err != nil {
+		errs = append(errs, err)
 	}
 	if o.StandaloneAnonymous && !o.Standalone {
 		errs = append(errs, fmt.Errorf("--standalone-anonymous needs --standalone"))
@@ -327,7 +337,7 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 		}
 		cfg.AdmissionControl = plugin
 	}
-	return &apiserver.Config{GenericConfig: cfg}, nil
+	return &apiserver.Config{GenericConfig: cfg, SharedProviderNamespace: o.SharedProviderNamespace}, nil
 }
 
 // Run serves until ctx is done, then stops the embedded etcd.
@@ -404,7 +414,8 @@ func (o *Options) addControllers(server *genericapiserver.GenericAPIServer) erro
 	ctrl.SetLogger(klog.NewKlogr())
 	mgr, err := controllers.NewManager(cfg, controllers.Options{
 		Controllers: o.Controllers, LeaderElection: true, LeaderElectionNamespace: "banlieue-system",
-		Serving: controllers.Serving{MetricsAddr: "0", HealthAddr: "0"},
+		SharedProviderNamespace: o.SharedProviderNamespace,
+		Serving:                 controllers.Serving{MetricsAddr: "0", HealthAddr: "0"},
 	})
 	if err != nil {
 		return err

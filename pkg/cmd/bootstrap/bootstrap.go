@@ -48,7 +48,8 @@ type common struct {
 func (c *common) addFlags(f *pflag.FlagSet, version string) {
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster ($KUBECONFIG or ~/.kube/config when empty).")
 	f.StringVar(&c.context, "context", "", "kubeconfig context (its current one when empty).")
-	f.StringVarP(&c.namespace, "namespace", "n", bootstrap.DefaultNamespace, "Namespace of the controller, the operator and the provider workloads.")
+	f.StringVarP(&c.namespace, "namespace", "n", bootstrap.DefaultNamespace,
+		"Namespace of the controller, the operator, the provider workloads and the Providers shared with every namespace (not kube-system, kube-public, kube-node-lease or "+bootstrap.APIServerNamespace+").")
 	f.StringVar(&c.version, "version", version, "Release to install: the image "+bootstrap.Repository+":VERSION.")
 	f.StringVar(&c.image, "image", "", "Image to install instead of "+bootstrap.Repository+":VERSION (a mirror).")
 	f.StringVar(&c.dryRun, "dry-run", "none", `"client" prints the YAML it would apply; "server" has the cluster validate and admit it without persisting.`)
@@ -57,7 +58,12 @@ func (c *common) addFlags(f *pflag.FlagSet, version string) {
 	f.DurationVar(&c.timeout, "timeout", 5*time.Minute, "How long --wait waits.")
 }
 
+// options checks the flags, before anything is read from or applied to the
+// cluster, and turns them into what bootstrap renders.
 func (c *common) options() (bootstrap.Options, error) {
+	if err := bootstrap.CheckNamespace(c.namespace); err != nil {
+		return bootstrap.Options{}, fmt.Errorf("-n/--namespace: %w", err)
+	}
 	switch c.dryRun {
 	case "none", "client", "server":
 	default:

@@ -27,13 +27,15 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/placement"
 )
 
 // NewCommand returns "banlieue controller".
 func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		client = controllers.DefaultClientOptions()
-		o      = controllers.Options{Serving: controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}, LeaderElection: true, LeaderElectionNamespace: "banlieue-system"}
+		o      = controllers.Options{Serving: controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}, LeaderElection: true, LeaderElectionNamespace: "banlieue-system",
+			SharedProviderNamespace: placement.DefaultSharedProviderNamespace}
 	)
 	cmd := &cobra.Command{
 		Use:          "controller",
@@ -41,6 +43,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			if err := controllers.ValidateSharedProviderNamespace(o.SharedProviderNamespace); err != nil {
 				return err
 			}
 			ctrl.SetLogger(klog.NewKlogr())
@@ -52,7 +57,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			klog.InfoS("Starting banlieue controllers", "controllers", o.Controllers, "leaderElection", o.LeaderElection)
+			klog.InfoS("Starting banlieue controllers", "controllers", o.Controllers, "leaderElection", o.LeaderElection, "sharedProviderNamespace", o.SharedProviderNamespace)
 			return mgr.Start(cmd.Context())
 		},
 	}
@@ -62,6 +67,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	f.StringSliceVar(&o.Controllers, "controllers", controllers.All, "Controllers to run.")
 	f.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "Take turns with other replicas through a Lease.")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease.")
+	controllers.AddSharedProviderNamespaceFlag(f, &o.SharedProviderNamespace)
 	o.Serving.AddFlags(f)
 	return cmd
 }

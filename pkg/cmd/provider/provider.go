@@ -36,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
+	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
@@ -131,6 +132,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		resync         time.Duration
 		workers        int
 		serviceAccount string
+		shared         = placement.DefaultSharedProviderNamespace
 	)
 	cmd := &cobra.Command{
 		Use:          b.class,
@@ -140,6 +142,9 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			// The Deployment's ConfigMap banlieue-provider-CLASS-config
 			// (envFrom) gives the flags' defaults.
 			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			if err := controllers.ValidateSharedProviderNamespace(shared); err != nil {
 				return err
 			}
 			ctrl.SetLogger(klog.NewKlogr())
@@ -186,7 +191,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			machines := &providerctrl.MachineReconciler{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Kind: b.machine, Class: b.class, Namespace: namespace,
 				Providers: r, Poll: 5 * time.Second, Workers: workers, Events: mgr.GetEventRecorder("banlieue-provider-" + b.class),
-				Identity: serviceAccount,
+				Identity: serviceAccount, SharedProviderNamespace: shared,
 			}
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
@@ -199,6 +204,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	f := cmd.Flags()
 	clientOpts.AddFlags(f)
 	f.StringVar(&namespace, "namespace", "banlieue-system", "The namespace whose Providers (and credentials) this process serves.")
+	controllers.AddSharedProviderNamespaceFlag(f, &shared)
 	f.StringVar(&only, "provider", "", "Serve this Provider of the namespace only (the operator's per-Provider workloads, whose identity may read no other): its Provider, machines and image checks.")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
 	f.StringVar(&serviceAccount, "service-account", "banlieue-system:banlieue-provider-"+b.class,

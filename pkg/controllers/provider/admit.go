@@ -54,16 +54,17 @@ func (r *refusal) Error() string { return r.field + ": " + r.message }
 // admit checks the machine m, as the backend would build it (spec, with
 // the fields each part came from), against the Provider p, before
 // anything reaches the backend: p must be in the machine's namespace or
-// the shared one (the scheduler's rule); its location one of p's failure
+// shared, the install's shared-Provider namespace (the scheduler's rule);
+// its location one of p's failure
 // domains; every storage and network target one of p's capabilities' (or
 // empty: the image's own); the image a source, for class, of one of
 // images. nil means allowed.
-func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider, class string, images []v1alpha1.VMImage) *refusal {
+func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider, shared, class string, images []v1alpha1.VMImage) *refusal {
 	name := p.Namespace + "/" + p.Name
-	if p.Namespace != m.GetNamespace() && p.Namespace != placement.SharedProviderNamespace {
+	if !placement.MayServe(p.Namespace, m.GetNamespace(), shared) {
 		return &refusal{"metadata.annotations[" + infrav1.ProviderAnnotation + "]", ReasonProviderNotAllowed,
-			fmt.Sprintf("Provider %s may serve machines of its own namespace or, from %s, of any; not of namespace %s",
-				name, placement.SharedProviderNamespace, m.GetNamespace())}
+			fmt.Sprintf("Provider %s may serve machines of its own namespace (%s); not of namespace %s",
+				name, sharedNote(shared), m.GetNamespace())}
 	}
 	if r := admitFailureDomain(m, spec, fields, p); r != nil {
 		return r
@@ -111,6 +112,14 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", spec.Image, class, published(refs))}
 	}
 	return admitCloudConfigs(m, spec.Image, configs)
+}
+
+// sharedNote says which namespace's Providers serve every namespace.
+func sharedNote(shared string) string {
+	if shared == "" {
+		return "this install shares no Provider namespace"
+	}
+	return "only those of " + shared + " serve any namespace"
 }
 
 // onBridge names a bridge with its VLAN tag, as admission compares them.

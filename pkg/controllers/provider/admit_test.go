@@ -17,6 +17,7 @@ limitations under the License.
 package provider
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func TestAdmit(t *testing.T) {
 		tc.mutate(m)
 		r := &MachineReconciler{Kind: vspheremachines.MachineKind()}
 		spec, fields := r.machineSpec(m, tc.provider)
-		got := admit(m, spec, fields, tc.provider, "vsphere", images)
+		got := admit(m, spec, fields, tc.provider, "banlieue-system", "vsphere", images)
 		switch {
 		case tc.reason == "" && got != nil:
 			t.Errorf("%s: refused: %v", tc.name, got)
@@ -94,6 +95,43 @@ func TestAdmit(t *testing.T) {
 			t.Errorf("%s: admitted, want %s", tc.name, tc.reason)
 		case got != nil && (got.reason != tc.reason || got.field != tc.field):
 			t.Errorf("%s: %s on %q (%v), want %s on %q", tc.name, got.reason, got.field, got, tc.reason, tc.field)
+		}
+	}
+}
+
+// The shared-Provider namespace is the install's setting: a Provider of
+// the configured one serves every namespace, one of banlieue-system no
+// longer does when the install shares another, and none does when none
+// is shared.
+func TestAdmitSharedNamespace(t *testing.T) {
+	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu"}}}}}
+	provider := func(ns string) *v1alpha1.Provider {
+		return &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: ns},
+			Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "fd", Datacenter: "DC0", Cluster: "C0"}}}}
+	}
+	for _, tc := range []struct {
+		providerNS, shared string
+		allowed            bool
+	}{
+		{"ops", "ops", true},
+		{"banlieue-system", "ops", false},
+		{"banlieue-system", "banlieue-system", true},
+		{"ops", "", false},
+		{"team-a", "", true}, // its own namespace's, whatever is shared
+	} {
+		m := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.VSphereMachineSpec{Datacenter: "DC0", Cluster: "C0", Template: "ubuntu"}}
+		p := provider(tc.providerNS)
+		r := &MachineReconciler{Kind: vspheremachines.MachineKind()}
+		spec, fields := r.machineSpec(m, p)
+		got := admit(m, spec, fields, p, tc.shared, "vsphere", images)
+		switch {
+		case tc.allowed && got != nil:
+			t.Errorf("Provider of %s, shared %q: refused: %v", tc.providerNS, tc.shared, got)
+		case !tc.allowed && (got == nil || got.reason != ReasonProviderNotAllowed):
+			t.Errorf("Provider of %s, shared %q: %v, want %s", tc.providerNS, tc.shared, got, ReasonProviderNotAllowed)
+		case !tc.allowed && tc.shared != "" && !strings.Contains(got.message, "only those of "+tc.shared):
+			t.Errorf("the refusal does not name the shared namespace %s: %v", tc.shared, got)
 		}
 	}
 }
@@ -165,7 +203,7 @@ func TestAdmitLibvirt(t *testing.T) {
 		tc.mutate(m)
 		r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
 		spec, fields := r.machineSpec(m, p)
-		got := admit(m, spec, fields, p, "libvirt", images)
+		got := admit(m, spec, fields, p, "banlieue-system", "libvirt", images)
 		switch {
 		case tc.reason == "" && got != nil:
 			t.Errorf("%s: refused: %v", tc.name, got)
@@ -200,7 +238,7 @@ func TestAdmitProxmoxVLANs(t *testing.T) {
 		}
 		r := &MachineReconciler{Kind: proxmoxmachines.MachineKind()}
 		spec, fields := r.machineSpec(m, p)
-		got := admit(m, spec, fields, p, "proxmox", images)
+		got := admit(m, spec, fields, p, "banlieue-system", "proxmox", images)
 		switch {
 		case tc.reason == "" && got != nil:
 			t.Errorf("vlan %d: refused: %v", tc.vlan, got)

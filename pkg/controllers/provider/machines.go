@@ -92,6 +92,9 @@ type MachineReconciler struct {
 	Reader    client.Reader
 	Class     string
 	Namespace string
+	// SharedProviderNamespace holds the Providers that may serve machines
+	// of every namespace (admit): the install's, as the scheduler knows it.
+	SharedProviderNamespace string
 	// Providers reads a Provider's credentials and logs in.
 	Providers *Reconciler
 	// Poll re-reads a VM that is not Ready yet (a guest IP appears later).
@@ -413,7 +416,7 @@ func (r *MachineReconciler) admit(ctx context.Context, m infrav1.Machine, spec p
 	if err := r.Client.List(ctx, &images, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	refused := admit(m, spec, fields, provider, r.Class, images.Items)
+	refused := admit(m, spec, fields, provider, r.SharedProviderNamespace, r.Class, images.Items)
 	if refused == nil {
 		return false, nil
 	}

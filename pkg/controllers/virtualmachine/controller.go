@@ -86,6 +86,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Infrastructure maps a Provider's class to its machine kind.
 	Infrastructure *infrastructure.Registry
+	// SharedProviderNamespace holds the Providers every namespace's VMs
+	// may run on, besides their own namespace's.
+	SharedProviderNamespace string
 
 	// Workers reconcile VMs in parallel; placement decisions themselves are
 	// taken one at a time (see placing). 0 means DefaultWorkers.
@@ -437,7 +440,7 @@ func truncate(s string, n int) string {
 // candidates lists the Providers that may run vm.
 func (r *Reconciler) candidates(ctx context.Context, vm *v1alpha1.VirtualMachine) ([]v1alpha1.Provider, error) {
 	var out []v1alpha1.Provider
-	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
+	for _, ns := range placement.CandidateNamespaces(vm.Namespace, r.SharedProviderNamespace) {
 		var list v1alpha1.ProviderList
 		if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return nil, fmt.Errorf("listing Providers in %s: %w", ns, err)

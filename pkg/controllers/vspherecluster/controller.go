@@ -44,6 +44,9 @@ import (
 // Reconciler reconciles VSphereClusters.
 type Reconciler struct {
 	Client client.Client
+	// SharedProviderNamespace holds the Providers every namespace's
+	// clusters may select (placement.CandidateNamespaces).
+	SharedProviderNamespace string
 }
 
 // SetupWithManager registers the controller; Provider changes requeue every
@@ -59,7 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) clustersOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var list infrav1.VSphereClusterList
 	opts := []client.ListOption{client.InNamespace(o.GetNamespace())}
-	if o.GetNamespace() == placement.SharedProviderNamespace {
+	if o.GetNamespace() == r.SharedProviderNamespace {
 		opts = nil // shared Providers serve every namespace's clusters
 	}
 	if err := r.Client.List(ctx, &list, opts...); err != nil {
@@ -101,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		sel = s
 	}
 	var providers []v1alpha1.Provider
-	for _, ns := range placement.CandidateNamespaces(vsc.Namespace) {
+	for _, ns := range placement.CandidateNamespaces(vsc.Namespace, r.SharedProviderNamespace) {
 		var list v1alpha1.ProviderList
 		if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return ctrl.Result{}, err

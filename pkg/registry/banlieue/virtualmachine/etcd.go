@@ -36,8 +36,9 @@ type Storage struct {
 
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
 // images and providers read the server's own storage for the resolved and
-// placement subresources; scheme converts between internal and v1alpha1.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister) (*Storage, error) {
+// placement subresources; scheme converts between internal and v1alpha1;
+// sharedProviderNamespace is the install's shared-Provider namespace.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister, sharedProviderNamespace string) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VirtualMachine{} },
@@ -59,7 +60,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		VirtualMachine: &REST{store},
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{view},
-		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers},
+		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace},
 	}, nil
 }
 

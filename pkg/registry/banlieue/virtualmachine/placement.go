@@ -39,6 +39,9 @@ type PlacementREST struct {
 	storageView
 	load      *schedulingLoad
 	providers rest.Lister
+	// shared is the install's shared-Provider namespace, whose Providers
+	// are candidates for every VM, as the scheduler sees them.
+	shared string
 }
 
 var _ rest.Getter = &PlacementREST{}
@@ -105,7 +108,7 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 	}
 
 	in := placement.Input{VM: vm, Resolved: resolved, Image: image}
-	for _, ns := range placement.CandidateNamespaces(vm.Namespace) {
+	for _, ns := range placement.CandidateNamespaces(vm.Namespace, r.shared) {
 		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
 		if err != nil {
 			return nil, err
