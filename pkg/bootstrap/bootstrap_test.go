@@ -118,8 +118,8 @@ func TestOperator(t *testing.T) {
 		t.Errorf("the image is not on the 3 banlieue Deployments")
 	}
 	// The API server and the controller share the install namespace's
-	// Providers; the operator does not place VMs.
-	for name, want := range map[string]bool{"banlieue-apiserver": true, "banlieue-controller": true, "banlieue-operator": false} {
+	// Providers, and the operator tells the providers it runs.
+	for name, want := range map[string]bool{"banlieue-apiserver": true, "banlieue-controller": true, "banlieue-operator": true} {
 		args := deploymentArgs(t, objs, name)
 		if got := slices.Contains(args, "--shared-provider-namespace=banlieue-ops"); got != want || slices.Contains(args, "--shared-provider-namespace=banlieue-system") {
 			t.Errorf("%s args %v: --shared-provider-namespace=banlieue-ops %v, want %v", name, args, got, want)

@@ -145,8 +145,9 @@ func Operator(o Options) ([]*unstructured.Unstructured, error) {
 }
 
 // placingCommands are the banlieue commands that choose or explain a VM's
-// Provider, and so must know the shared-Provider namespace.
-var placingCommands = map[string]bool{"apiserver": true, "controller": true}
+// Provider, and so must know the shared-Provider namespace; the operator
+// passes it on to the providers it runs, whose machine check must agree.
+var placingCommands = map[string]bool{"apiserver": true, "controller": true, "operator": true}
 
 // setSharedProviderNamespace has the API server and the controller share
 // the Providers of the install namespace with every namespace (the

@@ -170,18 +170,18 @@ func ProviderOwner(p *v1alpha1.Provider) *metav1ac.OwnerReferenceApplyConfigurat
 // reads p, its status and its credentials and CA bundle by name, nothing
 // else of the namespace. Its namespaced objects are owned by p, so that
 // deleting p collects them.
-func ForProvider(class *v1alpha1.ProviderClass, p *v1alpha1.Provider) Workload {
-	return build(class, p.Namespace, p.Name, []v1alpha1.Provider{*p}, ProviderOwner(p))
+func ForProvider(class *v1alpha1.ProviderClass, p *v1alpha1.Provider, sharedNamespace string) Workload {
+	return build(class, p.Namespace, p.Name, []v1alpha1.Provider{*p}, ProviderOwner(p), sharedNamespace)
 }
 
 // Shared is the class's one workload for the Providers of its namespace:
 // its Role reads every Provider there (their set changes) and the
 // credentials of those given by name. The class owns it.
-func Shared(class *v1alpha1.ProviderClass, providers []v1alpha1.Provider) Workload {
-	return build(class, class.Spec.Namespace, "", providers, ClassOwner(class))
+func Shared(class *v1alpha1.ProviderClass, providers []v1alpha1.Provider, sharedNamespace string) Workload {
+	return build(class, class.Spec.Namespace, "", providers, ClassOwner(class), sharedNamespace)
 }
 
-func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alpha1.Provider, owner *metav1ac.OwnerReferenceApplyConfiguration) Workload {
+func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alpha1.Provider, owner *metav1ac.OwnerReferenceApplyConfiguration, sharedNamespace string) Workload {
 	name := Name(class.Name, only)
 	labels := map[string]string{
 		"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "provider-" + class.Spec.Backend,
@@ -196,7 +196,7 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
-	w.Deployment = deployment(class, namespace, name, only, labels, owner)
+	w.Deployment = deployment(class, namespace, name, only, sharedNamespace, labels, owner)
 	return w
 }
 
@@ -259,13 +259,18 @@ func referenced(served []v1alpha1.Provider) (secrets, configMaps []string) {
 	return secrets, configMaps
 }
 
-// Args are the provider container's arguments.
-func Args(class *v1alpha1.ProviderClass, namespace, name, only string) []string {
+// Args are the provider container's arguments. sharedNamespace is the
+// install's shared-Provider namespace, which the provider's machine check
+// must agree on with the scheduler (omitted when empty: the default).
+func Args(class *v1alpha1.ProviderClass, namespace, name, only, sharedNamespace string) []string {
 	args := []string{"provider", class.Spec.Backend, "--namespace=" + namespace, "--leader-elect",
 		"--service-account=" + namespace + ":" + name,
 		"--metrics-bind-address=:" + strconv.Itoa(MetricsPort), "--health-probe-bind-address=:" + strconv.Itoa(HealthPort)}
 	if only != "" {
 		args = append(args, "--provider="+only)
+	}
+	if sharedNamespace != "" {
+		args = append(args, "--shared-provider-namespace="+sharedNamespace)
 	}
 	if class.Spec.LogLevel != nil {
 		args = append(args, fmt.Sprintf("-v=%d", *class.Spec.LogLevel))
@@ -273,7 +278,7 @@ func Args(class *v1alpha1.ProviderClass, namespace, name, only string) []string 
 	return args
 }
 
-func deployment(class *v1alpha1.ProviderClass, namespace, name, only string, labels map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedNamespace string, labels map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
 	selector := map[string]string{ClassLabel: class.Name, "app.kubernetes.io/component": labels["app.kubernetes.io/component"]}
 	if only != "" {
 		selector[ProviderLabel] = only
@@ -282,7 +287,7 @@ func deployment(class *v1alpha1.ProviderClass, namespace, name, only string, lab
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health")))
 	}
 	container := corev1ac.Container().WithName("provider").WithImage(class.Spec.Image).
-		WithArgs(Args(class, namespace, name, only)...).
+		WithArgs(Args(class, namespace, name, only, sharedNamespace)...).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort)).
 		WithReadinessProbe(probe("/readyz")).

@@ -58,7 +58,7 @@ func grants(rules []rbacv1ac.PolicyRuleApplyConfiguration) []string {
 func TestForProvider(t *testing.T) {
 	p := provider("prod", "prod-creds", &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: "corp-ca"}})
 	p.UID = "u1"
-	w := ForProvider(class(), &p)
+	w := ForProvider(class(), &p, "infra")
 	if w.Name != "banlieue-provider-vsphere-prod" || w.Namespace != "banlieue-system" {
 		t.Fatalf("workload %s/%s", w.Namespace, w.Name)
 	}
@@ -84,7 +84,7 @@ func TestForProvider(t *testing.T) {
 	}
 	args := w.Deployment.Spec.Template.Spec.Containers[0].Args
 	for _, want := range []string{"provider", "vsphere", "--namespace=banlieue-system", "--provider=prod", "--leader-elect",
-		"--service-account=banlieue-system:banlieue-provider-vsphere-prod", "-v=2"} {
+		"--service-account=banlieue-system:banlieue-provider-vsphere-prod", "-v=2", "--shared-provider-namespace=infra"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args lack %q: %q", want, args)
 		}
@@ -109,7 +109,7 @@ func TestShared(t *testing.T) {
 	c.Spec.DeploymentStrategy, c.Spec.Replicas = v1alpha1.ProviderDeploymentShared, ptr.To[int32](2)
 	a := provider("a", "a-creds", &v1alpha1.CABundleSource{SecretRef: &v1alpha1.KeySelector{Name: "a-ca"}})
 	b := provider("b", "shared-creds", nil)
-	w := Shared(c, []v1alpha1.Provider{b, a, provider("c", "shared-creds", nil)})
+	w := Shared(c, []v1alpha1.Provider{b, a, provider("c", "shared-creds", nil)}, "")
 	if w.Name != "banlieue-provider-vsphere" {
 		t.Errorf("name %s", w.Name)
 	}

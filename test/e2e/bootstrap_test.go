@@ -93,7 +93,7 @@ func TestBootstrap(t *testing.T) {
 				t.Errorf("%s runs %q", d, img)
 			}
 			args := mustKC(t, kcfg, "-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
-			if shares := strings.Contains(args, `"--shared-provider-namespace=banlieue-system"`); shares == (name == "banlieue-operator") {
+			if shares := strings.Contains(args, `"--shared-provider-namespace=banlieue-system"`); !shares {
 				t.Errorf("%s args %s: sharing the install namespace's Providers is %v", d, args, shares)
 			}
 			managers := mustKC(t, kcfg, "-n", ns, "get", "deployment", name, "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}")

@@ -70,15 +70,16 @@ func TestNamespaceRefused(t *testing.T) {
 	}
 }
 
-// -n moves the shared Providers with the install: the API server and the
-// controller are told to share the Providers of the install namespace.
+// -n moves the shared Providers with the install: the API server, the
+// controller and the operator (for the providers it runs) are told to
+// share the Providers of the install namespace.
 func TestNamespaceSharesItsProviders(t *testing.T) {
 	out, err := run(t, "operator", "-n", "ops", "--dry-run")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if n := strings.Count(out, "--shared-provider-namespace=ops"); n != 2 {
-		t.Errorf("--shared-provider-namespace=ops appears %d times, want 2 (API server, controller):\n%s", n, out)
+	if n := strings.Count(out, "--shared-provider-namespace=ops"); n != 3 {
+		t.Errorf("--shared-provider-namespace=ops appears %d times, want 3 (API server, controller, operator):\n%s", n, out)
 	}
 	if strings.Contains(out, "banlieue-system") {
 		t.Error("the default namespace is left in the install")

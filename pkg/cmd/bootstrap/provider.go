@@ -23,6 +23,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/bootstrap"
 )
@@ -115,8 +117,32 @@ func runProvider(ctx context.Context, c *common, objs []*unstructured.Unstructur
 	if err := a.Apply(ctx, objs...); err != nil {
 		return err
 	}
+	if fromGovc && !a.DryRun {
+		if err := nameInStaticInstall(ctx, cfg, objs[len(objs)-1], out); err != nil {
+			return err
+		}
+	}
 	if c.wait && fromGovc && !a.DryRun {
 		return w.providerReady(ctx, objs[len(objs)-1])
 	}
 	return nil
+}
+
+// nameInStaticInstall names the Provider's credentials Secret in the static
+// install's credentials Role of its backend, where there is one (the static
+// provider reads Secrets by the names listed there); an operator install
+// renders that grant itself.
+func nameInStaticInstall(ctx context.Context, cfg *restclient.Config, provider *unstructured.Unstructured, out io.Writer) error {
+	secret, _, _ := unstructured.NestedString(provider.Object, "spec", "connection", "credentialsRef", "name")
+	backend, _, _ := unstructured.NestedString(provider.Object, "spec", "providerClassRef", "name")
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	found, err := bootstrap.NameCredentials(ctx, cs, provider.GetNamespace(), backend, "secrets", secret)
+	if err != nil || !found {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "role/%s/%s: names secret %s\n", provider.GetNamespace(), bootstrap.CredentialsRole(backend), secret)
+	return err
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	operatorctrl "github.com/firestoned/banlieue/pkg/controllers/operator"
+	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/workload"
 )
 
@@ -47,6 +48,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		namespaces  []string
 		leaderElect bool
 		leaseNS     string
+		shared      = placement.DefaultSharedProviderNamespace
 	)
 	cmd := &cobra.Command{
 		Use:          "operator",
@@ -54,6 +56,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			if err := controllers.ValidateSharedProviderNamespace(shared); err != nil {
 				return err
 			}
 			ctrl.SetLogger(klog.NewKlogr())
@@ -86,7 +91,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
-			if err := (&operatorctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+			if err := (&operatorctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SharedProviderNamespace: shared}).SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("operator controller: %w", err)
 			}
 			klog.InfoS("Starting the operator", "namespaces", namespaces, "fieldManager", workload.FieldManager)
@@ -101,6 +106,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		"Namespaces whose provider workloads this operator manages: those its ProviderClasses name (its identity is bound to banlieue-operator-namespace there).")
 	f.BoolVar(&leaderElect, "leader-elect", true, "Take turns with other replicas through a Lease.")
 	f.StringVar(&leaseNS, "leader-election-namespace", "banlieue-system", "Namespace of the leader-election Lease.")
+	controllers.AddSharedProviderNamespaceFlag(f, &shared)
 	return cmd
 }
 

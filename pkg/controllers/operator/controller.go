@@ -68,6 +68,9 @@ type Reconciler struct {
 	// APIReader reads the backends' ClusterRoleBindings, which the
 	// operator may get and update by name but not list or watch.
 	APIReader client.Reader
+	// SharedProviderNamespace is the install's shared-Provider namespace,
+	// passed on to the providers it runs.
+	SharedProviderNamespace string
 }
 
 // SetupWithManager watches Providers, ProviderClasses, and what the operator
@@ -176,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // (for the class's Providers of the namespace, without leaving).
 func (r *Reconciler) desired(ctx context.Context, class *v1alpha1.ProviderClass, p, leaving *v1alpha1.Provider) (workload.Workload, error) {
 	if class.Spec.DeploymentStrategy != v1alpha1.ProviderDeploymentShared {
-		return workload.ForProvider(class, p), nil
+		return workload.ForProvider(class, p, r.SharedProviderNamespace), nil
 	}
 	var list v1alpha1.ProviderList
 	if err := r.Client.List(ctx, &list, client.InNamespace(class.Spec.Namespace)); err != nil {
@@ -185,7 +188,7 @@ func (r *Reconciler) desired(ctx context.Context, class *v1alpha1.ProviderClass,
 	served := slices.DeleteFunc(list.Items, func(o v1alpha1.Provider) bool {
 		return o.Spec.ProviderClassRef.Name != class.Name || (leaving != nil && o.UID == leaving.UID)
 	})
-	return workload.Shared(class, served), nil
+	return workload.Shared(class, served, r.SharedProviderNamespace), nil
 }
 
 // apply server-side-applies the workload's objects, forcing its fields

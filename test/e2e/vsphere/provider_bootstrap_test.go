@@ -56,7 +56,10 @@ func TestBootstrapFromGovc(t *testing.T) {
 		t.Fatalf("bootstrap provider: %v\n%s", err, out)
 	}
 	for _, want := range []string{"providerclass/vsphere serverside-applied", "secret/banlieue-system/govc-vc-credentials serverside-applied",
-		"provider/banlieue-system/govc-vc serverside-applied", "provider/banlieue-system/govc-vc: Ready=True"} {
+		"provider/banlieue-system/govc-vc serverside-applied",
+		// The static provider reads Secrets by name: bootstrap names it.
+		"role/banlieue-system/banlieue-provider-vsphere-credentials: names secret govc-vc-credentials",
+		"provider/banlieue-system/govc-vc: Ready=True"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
