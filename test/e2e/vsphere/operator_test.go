@@ -349,8 +349,36 @@ func TestOperatorWorkloads(t *testing.T) {
 					return fmt.Errorf("%s's own Deployment is still there (%v)", name, err)
 				}
 			}
+			crb := &rbacv1.ClusterRoleBinding{}
+			if err := c.Get(ctx, client.ObjectKey{Name: workload.BackendClusterRoleBinding("vsphere")}, crb); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(crb.Subjects, func(s rbacv1.Subject) bool { return s.Name == shared && s.Namespace == opNS }) {
+				return fmt.Errorf("%s is not a subject of %s: %v", shared, crb.Name, crb.Subjects)
+			}
 			return nil
 		})
+		// The shared identity: both Providers' credentials, by name, and no
+		// more; no write of either spec.
+		sa := "system:serviceaccount:" + opNS + ":" + shared
+		for _, q := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"get", "secrets/op-e-creds", "-n", opNS}, "yes"},
+			{[]string{"get", "secrets/op-f-creds", "-n", opNS}, "yes"},
+			{[]string{"get", "secrets/vsphere-creds", "-n", ns}, "no"},
+			{[]string{"list", "secrets", "-n", opNS}, "no"},
+			{[]string{"patch", "providers.banlieue.io/op-e", "-n", opNS}, "no"},
+			{[]string{"patch", "providers.banlieue.io/op-e", "--subresource=finalizers", "-n", opNS}, "yes"},
+			{[]string{"patch", "libvirtmachines.infrastructure.banlieue.io", "--subresource=status", "-n", "some-tenant"}, "no"},
+			{[]string{"delete", "clusterrolebindings/cluster-admin"}, "no"},
+		} {
+			args := append([]string{"auth", "can-i", "--as=" + sa, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + opNS}, q.args...)
+			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != q.want {
+				t.Errorf("%s: can-i %s = %s, want %s", shared, strings.Join(q.args, " "), got, q.want)
+			}
+		}
 		setStrategy(t, v1alpha1.ProviderDeploymentPerProvider)
 		eventually(t, time.Minute, func() error {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: shared}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
