@@ -63,7 +63,8 @@ type Row struct {
 	Scenario string
 	Test     string // owner.TestName, filled by Record
 	// Operations is how many operations the scenario performed and had
-	// answered, counted as they ran (count.Ops), never a size or a literal.
+	// answered, measured through package count (count.Ops), never a size
+	// or a literal.
 	Operations int
 	Faults     string
 	// Lost and Dup are measured counts (package count), or nil where the
