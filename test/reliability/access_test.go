@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/test/reliability/count"
 )
 
 // userClient is an HTTP client holding user's client certificate.
@@ -134,7 +135,7 @@ func TestRBACMatrix(t *testing.T) {
 				`{"apiVersion":"banlieue.io/v1alpha1","kind":"VMClass","metadata":{"name":"by-` + user + `"},"spec":{"hardware":{"cpus":1,"memoryMiB":512}}}`, nil, true},
 		}
 	}
-	checked := 0
+	var answered count.Ops
 	for _, user := range users {
 		hc := userClient(t, user)
 		for _, ns := range []string{mine, other} {
@@ -146,7 +147,8 @@ func TestRBACMatrix(t *testing.T) {
 				for _, u := range a.allowed {
 					want = want || u == user && (ns == mine || a.cluster)
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s", user, ns, a.name), func(t *testing.T) {
+				key := fmt.Sprintf("%s/%s/%s", user, ns, a.name)
+				t.Run(key, func(t *testing.T) {
 					var body io.Reader
 					if a.body != "" {
 						body = strings.NewReader(a.body)
@@ -165,17 +167,17 @@ func TestRBACMatrix(t *testing.T) {
 					}
 					msg, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
+					answered.Answered(key)
 					got := resp.StatusCode < 300
 					if got != want || !want && resp.StatusCode != http.StatusForbidden {
 						t.Errorf("%s %s as %s: HTTP %d, allowed=%v wanted: %.300s", a.method, a.path, user, resp.StatusCode, want, msg)
 					}
 				})
-				checked++
 			}
 		}
 	}
 	record(t, row{Scenario: "RBAC matrix: view/edit/admin/unbound users x own/other namespace x VM, status, resolved, placement, Provider and catalogue verbs",
-		Operations: checked, Faults: "requests beyond each role"})
+		Operations: answered.N(), Faults: "requests beyond each role"})
 }
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second}
@@ -189,22 +191,26 @@ func TestTLSMinimumVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handshakes := 0
+	var handshakes count.Ops
 	for _, v := range []struct {
 		version uint16
 		name    string
 		ok      bool
 	}{{tls.VersionTLS10, "1.0", false}, {tls.VersionTLS11, "1.1", false}, {tls.VersionTLS12, "1.2", true}, {tls.VersionTLS13, "1.3", true}} {
-		handshakes++
 		conn, err := tls.DialWithDialer(&netDialer, "tcp", u.Host, &tls.Config{RootCAs: pool, MinVersion: v.version, MaxVersion: v.version, ServerName: "127.0.0.1"})
 		if err == nil {
 			conn.Close()
 		}
+		// A refusal must be banlieue's (a TLS alert), not a dial failure.
+		if !count.IsAnswer(err) {
+			t.Errorf("TLS %s: no answer from banlieue: %v", v.name, err)
+		}
+		handshakes.Done("TLS "+v.name, err)
 		if (err == nil) != v.ok {
 			t.Errorf("TLS %s: handshake error %v, want success=%v", v.name, err, v.ok)
 		}
 	}
-	record(t, row{Scenario: "TLS 1.0 and 1.1 refused, 1.2 and 1.3 served on banlieue's port", Operations: handshakes, Faults: "old TLS versions"})
+	record(t, row{Scenario: "TLS 1.0 and 1.1 refused, 1.2 and 1.3 served on banlieue's port", Operations: handshakes.N(), Faults: "old TLS versions"})
 }
 
 // TestEncryptionAtRest: with --encryption-provider-config, what banlieue
@@ -233,7 +239,9 @@ func TestEncryptionAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := 0
+	var read count.Ops // every key of banlieue's read back from etcd and searched
 	for _, kv := range resp.Kvs {
+		read.Answered(string(kv.Key))
 		if bytes.Contains(kv.Value, []byte(marker)) {
 			t.Errorf("%s holds the plaintext", kv.Key)
 		}
@@ -247,7 +255,8 @@ func TestEncryptionAtRest(t *testing.T) {
 	if found != 1 {
 		t.Errorf("the VM's key was found %d times in etcd", found)
 	}
-	record(t, row{Scenario: "encryption at rest: banlieue's objects in etcd are secretbox ciphertext, plaintext nowhere", Operations: 1, Faults: "direct etcd read"})
+	record(t, row{Scenario: "encryption at rest: banlieue's objects in etcd are secretbox ciphertext, plaintext nowhere",
+		Operations: read.N(), Faults: "direct etcd read"})
 }
 
 // catalogue creates the class and image testVM references, so the VMs

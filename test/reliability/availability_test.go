@@ -115,20 +115,31 @@ func TestBanlieueDownClusterStaysUp(t *testing.T) {
 	_, reason, msg := apiServiceAvailable(ctx, t)
 	t.Logf("APIService not Available: %s: %s", reason, msg)
 
-	if body, err := kube.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+	// The requests made of the cluster while banlieue is down, each
+	// counted once it is answered.
+	var answered count.Ops
+	body, err := kube.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	answered.Done("GET /readyz", err)
+	if err != nil {
 		t.Errorf("kube-apiserver /readyz with banlieue down: %v %s", err, body)
 	}
-	if out, errOut, err := kubectl(t, "get", "pods", "-A"); err != nil {
+	out, errOut, err := kubectl(t, "get", "pods", "-A")
+	if err != nil {
 		t.Errorf("kubectl get pods with banlieue down: %v\n%s%s", err, out, errOut)
+	} else {
+		answered.Answered("kubectl get pods")
 	}
 	// banlieue.io itself answers 503 through kube-apiserver, saying why.
-	if body, err := kube.CoreV1().RESTClient().Get().AbsPath("/apis/banlieue.io/v1alpha1/namespaces", ns, "virtualmachines").DoRaw(ctx); !apierrors.IsServiceUnavailable(err) {
+	body, err = kube.CoreV1().RESTClient().Get().AbsPath("/apis/banlieue.io/v1alpha1/namespaces", ns, "virtualmachines").DoRaw(ctx)
+	answered.Done("list VMs", err)
+	if !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("listing VMs with banlieue down: want 503 Service Unavailable, got %v %s", err, body)
 	}
 
 	if _, errOut, err := kubectl(t, "delete", "namespace", ns, "--wait=false"); err != nil {
 		t.Fatalf("deleting the namespace: %v %s", err, errOut)
 	}
+	answered.Answered("kubectl delete namespace")
 	// The namespace controller cannot enumerate banlieue.io: it waits, and
 	// says so.
 	eventually(t, time.Minute, func() error {
@@ -138,6 +149,7 @@ func TestBanlieueDownClusterStaysUp(t *testing.T) {
 		}
 		for _, c := range got.Status.Conditions {
 			if c.Type == "NamespaceDeletionDiscoveryFailure" && c.Status == "True" {
+				answered.Answered("the namespace says why it waits")
 				return nil
 			}
 		}
@@ -152,13 +164,14 @@ func TestBanlieueDownClusterStaysUp(t *testing.T) {
 		if _, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("namespace %s still there (%v)", ns, err)
 		}
+		answered.Answered("the namespace deleted")
 		return nil
 	})
 	if st, _, _ := apiServiceAvailable(ctx, t); st != "True" {
 		t.Errorf("APIService Available=%s after banlieue returned", st)
 	}
 	record(t, row{Scenario: "banlieue down: kube-apiserver ready, kubectl get pods works, APIService not Available with a reason, namespace deletion resumes",
-		Operations: 1, Faults: "SIGKILL of banlieue until restarted"})
+		Operations: answered.N(), Faults: "SIGKILL of banlieue until restarted"})
 }
 
 // direct is a client of banlieue's own port, so an etcd outage is seen by
@@ -202,9 +215,11 @@ func TestEtcdOutageRecovers(t *testing.T) {
 	}
 
 	acked, attempts := map[string]types.UID{}, 0
+	var answered count.Ops // the writes answered, 5xx included
 	create := func(i int) error {
 		attempts++
 		vm, err := vms.Create(ctx, testVM(ns, vmName(i)), metav1.CreateOptions{})
+		answered.Done(vmName(i), err)
 		if err == nil {
 			acked[vm.Name] = vm.UID
 		}
@@ -261,12 +276,12 @@ func TestEtcdOutageRecovers(t *testing.T) {
 	if len(lost) > 0 {
 		t.Errorf("%d acknowledged writes are not stored with their UID: %v", len(lost), lost)
 	}
-	t.Logf("%d writes attempted, %d failed during the outage (%d with a 5xx or timeout); %d acknowledged in all", attempts, failed, clear, len(acked))
+	t.Logf("%d writes attempted, %d answered, %d failed during the outage (%d with a 5xx or timeout); %d acknowledged in all", attempts, answered.N(), failed, clear, len(acked))
 	if failed == 0 {
 		t.Error("no write failed: etcd was not down")
 	}
 	record(t, row{Scenario: "etcd killed for 10 s under writes to banlieue: 5xx/timeouts, /readyz not ready, recovery without restarting banlieue",
-		Operations: attempts, Faults: "SIGKILL of etcd for 10 s", Lost: table.Counted(len(lost))})
+		Operations: answered.N(), Faults: "SIGKILL of etcd for 10 s", Lost: table.Counted(len(lost))})
 }
 
 func isTimeout(err error) bool {

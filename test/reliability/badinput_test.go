@@ -28,6 +28,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	restclient "k8s.io/client-go/rest"
+
+	"github.com/firestoned/banlieue/test/reliability/count"
 )
 
 // A bad input: a valid object of a kind, broken in one way.
@@ -271,6 +273,9 @@ func TestBadInputRejectedNothingStored(t *testing.T) {
 		t.Fatalf("only %d malformed objects", len(cases))
 	}
 	names := map[string]bool{}
+	// Each malformed object is two operations, once answered: the POST and
+	// kubectl's create.
+	var answered count.Ops
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("bad-%03d", i)
@@ -298,6 +303,7 @@ func TestBadInputRejectedNothingStored(t *testing.T) {
 			}
 			msg, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			answered.Answered("POST " + name)
 			switch {
 			case resp.StatusCode < 400 || resp.StatusCode >= 500:
 				t.Errorf("HTTP %d, want 4xx: %.300s", resp.StatusCode, msg)
@@ -319,6 +325,8 @@ func TestBadInputRejectedNothingStored(t *testing.T) {
 			out, errOut, err := kubectlIn(t, string(body), args...)
 			if err == nil || !strings.Contains(errOut, tc.field) {
 				t.Errorf("kubectl %s: %v, stderr does not name %q:\n%.500s%s", strings.Join(args[:2], " "), err, tc.field, errOut, out)
+			} else {
+				answered.Answered("kubectl " + name) // the server's rejection, naming the field
 			}
 		})
 	}
@@ -346,5 +354,5 @@ func TestBadInputRejectedNothingStored(t *testing.T) {
 		}
 	}
 	record(t, row{Scenario: fmt.Sprintf("%d malformed objects (types, enums, sizes, duplicate keys, IPs, exclusive refs, names, unicode, huge lists, deep JSON, 3 MiB body) POSTed through kube-apiserver and through kubectl", len(cases)),
-		Operations: len(cases), Faults: "malformed input"})
+		Operations: answered.N(), Faults: "malformed input"})
 }

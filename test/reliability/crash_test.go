@@ -83,6 +83,7 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 		next     atomic.Int64
 		ackedMu  sync.Mutex
 		acked    = map[string]types.UID{}
+		creates  count.Ops
 		failures atomic.Int64
 		wg       sync.WaitGroup
 	)
@@ -104,6 +105,7 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 				// the stream keeps going through the outage.
 				for ctx.Err() == nil {
 					vm, err := vms.Create(ctx, testVM(ns, vmName(i)), metav1.CreateOptions{})
+					creates.Done(vmName(i), err)
 					if err == nil {
 						ackedMu.Lock()
 						acked[vm.Name] = vm.UID
@@ -169,13 +171,13 @@ func TestCrashDuringCreatesLosesNothing(t *testing.T) {
 	if dup > 0 {
 		t.Errorf("%d ADDED events repeat an object already delivered: %v", dup, dupUIDs)
 	}
-	t.Logf("%d creates, %d acknowledged, %d failed attempts during the outage; %d ADDED events, the watch relisted %d times (%d objects only in a relist)",
-		total, len(acked), failures.Load(), nEvents, relisted.Load(), nRelist)
+	t.Logf("%d creates, %d answered, %d acknowledged, %d failed attempts during the outage; %d ADDED events, the watch relisted %d times (%d objects only in a relist)",
+		total, creates.N(), len(acked), failures.Load(), nEvents, relisted.Load(), nRelist)
 	if failures.Load() == 0 {
 		t.Error("no create failed: the crash did not happen during the stream")
 	}
 	record(t, row{Scenario: "VM creates through kube-apiserver while banlieue is SIGKILLed and restarted; a watch resumes from its last resourceVersion",
-		Operations: len(acked), Faults: "SIGKILL of banlieue mid-stream, 2 s down", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
+		Operations: creates.N(), Faults: "SIGKILL of banlieue mid-stream, 2 s down", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
 }
 
 // watchResuming reports every VM added in vms after resourceVersion rv:

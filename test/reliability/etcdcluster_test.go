@@ -46,6 +46,7 @@ func TestEtcdMemberLossKeepsServing(t *testing.T) {
 	vms := c.BanlieueV1alpha1().VirtualMachines(ns)
 	total := size(100, 1000)
 	acked, retries := map[string]types.UID{}, 0
+	var creates count.Ops
 	for i := range total {
 		if i == total/3 {
 			cl.CrashEtcdMember(2)
@@ -53,6 +54,7 @@ func TestEtcdMemberLossKeepsServing(t *testing.T) {
 		name := fmt.Sprintf("quorum-%04d", i)
 		for attempt := 0; ; attempt++ {
 			vm, err := vms.Create(ctx, testVM(ns, name), metav1.CreateOptions{})
+			creates.Done(name, err)
 			if err == nil {
 				acked[name] = vm.UID
 			}
@@ -72,7 +74,7 @@ func TestEtcdMemberLossKeepsServing(t *testing.T) {
 	}
 	t.Logf("%d creates with one of three etcd members killed after %d; %d attempts retried", total, total/3, retries)
 	record(t, row{Scenario: "3-member etcd, one member SIGKILLed under a stream of creates through kube-apiserver: writes keep being served",
-		Operations: len(acked), Faults: "SIGKILL of one etcd member of three", Lost: table.Counted(len(lost))})
+		Operations: creates.N(), Faults: "SIGKILL of one etcd member of three", Lost: table.Counted(len(lost))})
 }
 
 // ownEnv starts an environment of its own for one scenario (stopped when

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,9 +30,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -125,10 +130,22 @@ func TestHAFailover(t *testing.T) {
 	}
 
 	const ns = devenv.Namespace
+	dc, err := dynamic.NewForConfig(ha.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineClient := dc.Resource(infrav1.GroupVersion.WithResource("vspheremachines")).Namespace(ns)
+	// Every VSphereMachine ever created during the run, from a watch
+	// started before the first VM: a machine deleted and created again (a
+	// second leader redoing the first's work) has another UID under the
+	// same name, which the final list alone would never show.
+	machines := watchMachines(ctx, t, machineClient)
+
 	total := size(60, 600)
 	var (
 		next     atomic.Int64
 		failures atomic.Int64
+		creates  count.Ops
 		wg       sync.WaitGroup
 	)
 	vms := c.BanlieueV1alpha1().VirtualMachines(ns)
@@ -153,6 +170,7 @@ func TestHAFailover(t *testing.T) {
 				for ctx.Err() == nil {
 					_, err := vms.Create(ctx, vm, metav1.CreateOptions{})
 					if err == nil || apierrors.IsAlreadyExists(err) {
+						creates.Done(vm.Name, err) // AlreadyExists: an earlier attempt's reply was lost, not its write
 						break
 					}
 					failures.Add(1)
@@ -201,17 +219,9 @@ func TestHAFailover(t *testing.T) {
 		}
 		return nil
 	})
-	dc, err := dynamic.NewForConfig(ha.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines, err := dc.Resource(infrav1.GroupVersion.WithResource("vspheremachines")).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Count every VSphereMachine by the VM that controls it (its owner
-	// reference's UID), whatever its name: two machines for one VM show
-	// as a duplicate, a VM with none as lost.
+	// Count every VSphereMachine seen, by the VM that controls it (its
+	// owner reference's UID), whatever its name or lifetime: two machines
+	// for one VM show as a duplicate, a VM with none as lost.
 	all, err := vms.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -222,19 +232,87 @@ func TestHAFailover(t *testing.T) {
 			want = append(want, vm.UID)
 		}
 	}
-	var owners []types.UID
-	for _, m := range machines.Items {
-		if ref := metav1.GetControllerOf(&m); ref != nil {
-			owners = append(owners, ref.UID)
-		}
-	}
-	per := count.Sightings(owners)
+	per := count.Distinct(machines.seen(ctx, t))
 	lost := count.Missing(want, per)
 	dup, dupOwners := count.Duplicated(per)
 	if dup > 0 || len(lost) > 0 {
 		t.Errorf("VSphereMachines per VM: %d VMs without one (%v), %d extra (VMs %v)", len(lost), lost, dup, dupOwners)
 	}
-	t.Logf("%d VMs created with %d failed attempts across the failover; the lease moved in %s", total, failures.Load(), moved.Round(time.Second))
+	t.Logf("%d VMs created with %d failed attempts across the failover; the lease moved in %s", creates.N(), failures.Load(), moved.Round(time.Second))
 	record(t, row{Scenario: "HA: 2 banlieue replicas behind one APIService, 2 controllers with leader election; one replica and the leader SIGKILLed mid-stream",
-		Operations: len(want), Faults: "SIGKILL of a banlieue replica and of the leading controller", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
+		Operations: creates.N(), Faults: "SIGKILL of a banlieue replica and of the leading controller", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
+}
+
+// machineWatch collects every VSphereMachine a watch delivers as
+// (controlling VM's UID, machine's UID).
+type machineWatch struct {
+	client dynamic.ResourceInterface
+	mu     sync.Mutex
+	all    []count.Seen[types.UID, types.UID]
+	done   chan error
+}
+
+// watchMachines starts collecting machines: those listed now, then every
+// one a watch from that list's resourceVersion adds or changes, resuming
+// after a disconnect. It stops with ctx.
+func watchMachines(ctx context.Context, t *testing.T, mc dynamic.ResourceInterface) *machineWatch {
+	t.Helper()
+	list, err := mc.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &machineWatch{client: mc, done: make(chan error, 1)}
+	for i := range list.Items {
+		w.add(&list.Items[i])
+	}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return mc.Watch(ctx, o) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer rw.Stop()
+		for ev := range rw.ResultChan() {
+			if m, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Error {
+				w.add(m)
+			} else if ev.Type == watch.Error {
+				w.done <- apierrors.FromObject(ev.Object)
+				return
+			}
+		}
+		w.done <- nil
+	}()
+	return w
+}
+
+func (w *machineWatch) add(m *unstructured.Unstructured) {
+	ref := metav1.GetControllerOf(m)
+	if ref == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, count.Seen[types.UID, types.UID]{Key: ref.UID, ID: m.GetUID()})
+}
+
+// seen is every machine the watch delivered, and those of a last list, so
+// a machine whose events are still on their way is counted too.
+func (w *machineWatch) seen(ctx context.Context, t *testing.T) []count.Seen[types.UID, types.UID] {
+	t.Helper()
+	select {
+	case err := <-w.done:
+		t.Fatalf("the VSphereMachine watch ended early: %v", err)
+	default:
+	}
+	list, err := w.client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		w.add(&list.Items[i])
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.all)
 }

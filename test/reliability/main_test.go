@@ -17,9 +17,10 @@ limitations under the License.
 // Package reliability proves that banlieue loses no acknowledged write and
 // duplicates nothing under concurrency, crashes and outages, against the
 // real processes (pkg/devenv: etcd, kube-apiserver with aggregation, the
-// banlieue binary). Every scenario records a row of docs/reliability.md,
-// which a passing run rewrites. -long (make test-long) runs each scenario
-// at a larger size and keeps docs/reliability-long.md instead.
+// banlieue binary). Every scenario records a row of the reliability table,
+// which a passing run rewrites in bin/reliability.md (make reliability-doc
+// copies it to docs/). -long (make test-long) runs each scenario at a
+// larger size and keeps bin/reliability-long.md instead.
 package reliability
 
 import (
@@ -143,7 +144,7 @@ type row = table.Row
 
 var results = &table.Table{Owner: "reliability"}
 
-// record adds a scenario's row to docs/reliability.md.
+// record adds a scenario's row to the reliability table.
 func record(t *testing.T, r row) {
 	t.Helper()
 	results.Record(t, r)

@@ -32,6 +32,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+	"github.com/firestoned/banlieue/test/reliability/count"
 )
 
 // TestPoolAddresses: a class interface with ipam.pool gets its address
@@ -173,7 +174,7 @@ func TestPoolUnderLoad(t *testing.T) {
 				waiting = append(waiting, cl.Name)
 			}
 		}
-		duplicated = countDuplicates(handedOut)
+		duplicated, _ = count.Duplicated(count.Sightings(handedOut))
 		if bound+exhausted != claims {
 			return fmt.Errorf("%d bound, %d exhausted of %d", bound, exhausted, claims)
 		}
@@ -209,28 +210,5 @@ func TestPoolUnderLoad(t *testing.T) {
 	})
 	for i := range claims {
 		_ = client.IgnoreNotFound(c.Delete(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("burst-%02d", i), Namespace: ns}}))
-	}
-}
-
-// countDuplicates counts the addresses handed out more than once (each
-// extra holder counts one).
-func countDuplicates(addresses []string) int {
-	seen, n := map[string]bool{}, 0
-	for _, a := range addresses {
-		if seen[a] {
-			n++
-		}
-		seen[a] = true
-	}
-	return n
-}
-
-// The counter TestPoolUnderLoad relies on, on a crafted failure.
-func TestCountDuplicates(t *testing.T) {
-	if n := countDuplicates([]string{"10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.1", "10.0.0.3"}); n != 2 {
-		t.Errorf("%d duplicates counted, want 2", n)
-	}
-	if n := countDuplicates([]string{"10.0.0.1", "10.0.0.2"}); n != 0 {
-		t.Errorf("%d duplicates counted, want 0", n)
 	}
 }

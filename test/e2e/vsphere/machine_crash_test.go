@@ -224,9 +224,9 @@ func vcInstances(t *testing.T) map[string]int {
 	return count.Sightings(uuids)
 }
 
-// vcLostAndDuplicated measures, for machines that must each have one VM,
-// how many have none in vcsim and how many VMs are extra copies.
-func vcLostAndDuplicated(t *testing.T, names []string) (lost, dup int) {
+// machineUIDs is the UID of each named machine: the instance UUID the
+// provider gives its VM.
+func machineUIDs(t *testing.T, names []string) []string {
 	t.Helper()
 	var uids []string
 	for _, name := range names {
@@ -236,15 +236,22 @@ func vcLostAndDuplicated(t *testing.T, names []string) (lost, dup int) {
 		}
 		uids = append(uids, string(vsm.UID))
 	}
-	seen := vcInstances(t)
-	for _, uid := range uids {
-		dup += max(seen[uid]-1, 0)
+	return uids
+}
+
+// vcLostAndDuplicated measures, for machines that must each have one VM,
+// how many have one in vcsim (found), how many have none (lost) and how
+// many VMs are extra copies (dup).
+func vcLostAndDuplicated(t *testing.T, names []string) (found, lost, dup int) {
+	t.Helper()
+	uids := machineUIDs(t, names)
+	mine := count.Only(vcInstances(t), uids)
+	dup, dupUIDs := count.Duplicated(mine)
+	missing := count.Missing(uids, mine)
+	if len(missing) > 0 || dup > 0 {
+		t.Errorf("vcsim by instance UUID: %d machines without a VM (%v), %d extra VMs (%v)", len(missing), missing, dup, dupUIDs)
 	}
-	lost = len(count.Missing(uids, seen))
-	if lost > 0 || dup > 0 {
-		t.Errorf("vcsim by instance UUID: %d machines without a VM, %d extra VMs", lost, dup)
-	}
-	return lost, dup
+	return len(mine), len(missing), dup
 }
 
 // deleteAndWaitGone deletes the machines and waits until vcsim holds no VM
@@ -323,9 +330,9 @@ func TestCrashMidClone(t *testing.T) {
 			t.Errorf("%s: vcsim VM %v, want instance UUID %s and no task left in status (%q)", vsm.Name, m != nil, vsm.UID, vsm.Status.TaskRef)
 		}
 	}
-	lost, dup := vcLostAndDuplicated(t, names)
+	cloned, lost, dup := vcLostAndDuplicated(t, names)
 	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine (counted by instance UUID)",
-		Operations: n, Faults: sigkills(kills) + " of the provider during clones", Lost: table.Counted(lost), Dup: table.Counted(dup)})
+		Operations: cloned, Faults: sigkills(kills) + " of the provider during clones", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash-", names)
 }
@@ -361,6 +368,7 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		}
 		return nil
 	})
+	deletedUIDs := machineUIDs(t, deleted)
 
 	simulator.TaskDelay.MethodDelay = map[string]int{"Destroy": 4000, "PowerOff": 2000, "LockHandoff": 0}
 	defer func() { simulator.TaskDelay.MethodDelay = nil }()
@@ -437,7 +445,9 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		return nil
 	})
 	// vcsim holds exactly the VMs of the machines that still exist, powered
-	// off, with their instance UUIDs.
+	// off, with their instance UUIDs: the operations done are the destroys
+	// and power-offs vcsim shows.
+	var done count.Ops
 	wantVCVMs(t, "crash2-", poweredOff)
 	for _, name := range poweredOff {
 		vsm, err := getMachine(name)
@@ -446,11 +456,20 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		}
 		if m := vcVM(t, "DC0", providers.BackendName(ns, name)); m == nil || m.Config.InstanceUuid != string(vsm.UID) || m.Runtime.PowerState != "poweredOff" {
 			t.Errorf("%s in vcsim: %v", name, m != nil)
+		} else {
+			done.Answered("power off " + name)
 		}
 	}
-	lost, dup := vcLostAndDuplicated(t, poweredOff)
+	seen := vcInstances(t)
+	for _, uid := range count.Missing(deletedUIDs, seen) {
+		done.Answered("destroy " + uid)
+	}
+	if left := count.Only(seen, deletedUIDs); len(left) > 0 {
+		t.Errorf("vcsim still holds the VMs of deleted machines (by instance UUID): %v", left)
+	}
+	_, lost, dup := vcLostAndDuplicated(t, poweredOff)
 	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state (counted by instance UUID)",
-		Operations: 2 * each, Faults: sigkills(kills) + " of the provider during destroys and power-offs", Lost: table.Counted(lost), Dup: table.Counted(dup)})
+		Operations: done.N(), Faults: sigkills(kills) + " of the provider during destroys and power-offs", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash2-", poweredOff)
 }

@@ -127,7 +127,9 @@ func run(m *testing.M) int {
 	return 0
 }
 
-// reliability holds this package's rows of docs/reliability.md.
+// reliability holds this package's rows of the reliability table
+// (bin/reliability.md; docs/reliability.md once make reliability-doc
+// copies it).
 var reliability = &table.Table{Owner: "vsphere"}
 
 // lookupFault, while set, makes vcsim fail every read of a VM's

@@ -33,6 +33,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
+	"github.com/firestoned/banlieue/test/reliability/count"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
@@ -48,8 +49,11 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	ctx := context.Background()
 	leakyLogin(t)
 	needles := [][]byte{[]byte(password), []byte(base64.StdEncoding.EncodeToString([]byte(password)))}
+	// searched counts every log and response read and searched, each once.
+	var searched count.Ops
 	check := func(where string, data []byte) {
 		t.Helper()
+		searched.Answered(where)
 		for _, n := range needles {
 			if bytes.Contains(data, n) {
 				t.Errorf("the vCenter password (%q) appears in %s", n, where)
@@ -78,6 +82,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
+		searched.Answered(path)
 		return body
 	}
 	for _, path := range []string{
@@ -137,7 +142,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	}
 	t.Logf("searched %d logs, banlieue.io and infrastructure objects, Events and the subresources of %d VMs", len(logs), len(vms.Items))
 	reliability.Record(t, table.Row{Scenario: "the vCenter password (clear or base64) in no process log, banlieue.io or infrastructure object, Event, /resolved or /placement; the username in nothing a tenant reads (after a failed login a VM waits on)",
-		Operations: 1, Faults: "search after every other vSphere test"})
+		Operations: searched.N(), Faults: "search after every other vSphere test"})
 }
 
 // leakyLogin makes the login error that used to travel: a Provider whose

@@ -14,11 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package table keeps docs/reliability.md: every reliability scenario, in
-// whichever test package it runs, records a row; a passing package rewrites
-// its own rows and keeps the other packages'. The long form of the
-// scenarios (-long, make test-long) keeps docs/reliability-long.md the same
-// way, so neither run overwrites the other's figures.
+// Package table keeps the reliability table, bin/reliability.md: every
+// reliability scenario, in whichever test package it runs, records a row;
+// a passing package rewrites its own rows and keeps the other packages'.
+// The long form of the scenarios (-long, make test-long) keeps
+// bin/reliability-long.md the same way, so neither run overwrites the
+// other's figures. The tables are written under bin/ so that a test run
+// leaves the tracked tree as it found it; make reliability-doc copies
+// them to docs/.
 package table
 
 import (
@@ -36,7 +39,7 @@ import (
 // long is registered here, once, for every package with reliability
 // scenarios: they scale their sizes with it and write their rows to the
 // long document.
-var long = flag.Bool("long", false, "Run every reliability scenario at its long size and write docs/reliability-long.md (make test-long).")
+var long = flag.Bool("long", false, "Run every reliability scenario at its long size and write bin/reliability-long.md (make test-long).")
 
 // Size is short in make test and long in make test-long.
 func Size(short, longSize int) int {
@@ -46,20 +49,22 @@ func Size(short, longSize int) int {
 	return short
 }
 
-// Path is the document this run keeps, under the repository root.
+// Path is the table this run keeps, under the repository root: in bin/,
+// never the committed docs/ (make reliability-doc copies it there).
 func Path(root string) string {
 	if *long {
-		return filepath.Join(root, "docs", "reliability-long.md")
+		return filepath.Join(root, "bin", "reliability-long.md")
 	}
-	return filepath.Join(root, "docs", "reliability.md")
+	return filepath.Join(root, "bin", "reliability.md")
 }
 
 // Row is one scenario's outcome.
 type Row struct {
 	Scenario string
 	Test     string // owner.TestName, filled by Record
-	// Operations is how many operations the scenario performed, counted as
-	// they ran.
+	// Operations is how many operations the scenario performed and had
+	// answered, measured through package count (count.Ops), never a size
+	// or a literal.
 	Operations int
 	Faults     string
 	// Lost and Dup are measured counts (package count), or nil where the
@@ -95,14 +100,26 @@ type Table struct {
 }
 
 // Record adds a scenario's row. The test itself fails on any loss, so a
-// written table only ever shows what a passing run measured.
+// written table only ever shows what a passing run measured; it fails here
+// if the scenario counted no operation, as it then proved nothing.
 func (tb *Table) Record(t *testing.T, r Row) {
 	t.Helper()
+	if err := check(r); err != nil {
+		t.Error(err)
+	}
 	r.Test = tb.Owner + "." + t.Name()
 	tb.mu.Lock()
 	tb.rows = append(tb.rows, r)
 	tb.mu.Unlock()
 	t.Logf("%s: %d operations, faults: %s, lost %s, duplicated %s", r.Scenario, r.Operations, r.Faults, cell(r.Lost), cell(r.Dup))
+}
+
+// check refuses a row that shows what was not measured.
+func check(r Row) error {
+	if r.Operations <= 0 {
+		return fmt.Errorf("%s: %d operations counted: the scenario proved nothing", r.Scenario, r.Operations)
+	}
+	return nil
 }
 
 // Partial reports whether this run was filtered with -run: a partial run
@@ -130,7 +147,8 @@ func (tb *Table) Write(path string) error {
 	var b strings.Builder
 	b.WriteString(intro())
 	b.WriteString(" Every scenario runs against the real processes (etcd, kube-apiserver with aggregation, the banlieue binary, the vSphere provider on vcsim), " +
-		"injects its faults and counts what was lost or duplicated (test/reliability/count, whose own tests feed it a crafted loss and a crafted duplicate). " +
+		"injects its faults and counts the operations answered and what was lost or duplicated " +
+		"(test/reliability/count, whose own tests feed it a crafted loss, a crafted duplicate and an unanswered request). " +
 		"A scenario that loses or duplicates anything fails its test, so this table is never written with a non-zero count; " +
 		"\"—\" marks a scenario where nothing can be lost or duplicated (an access check).\n\n")
 	b.WriteString("| scenario | test | operations | faults injected | lost | duplicated |\n|---|---|---:|---|---:|---:|\n")
@@ -146,11 +164,12 @@ func (tb *Table) Write(path string) error {
 
 func intro() string {
 	if *long {
-		return "# Reliability, long form\n\nWritten by `make test-long` on passing runs: the scenarios of docs/reliability.md (`make test`) at their long sizes, " +
+		return "# Reliability, long form\n\nWritten by `make test-long` on passing runs (to bin/reliability-long.md; `make reliability-doc` copies it here): " +
+			"the scenarios of docs/reliability.md (`make test`) at their long sizes, " +
 			"and each fuzz target for a longer campaign (its figures are in the run's output, not here)."
 	}
-	return "# Reliability\n\nWritten by the reliability tests on passing runs of `make test`; `make test-long` runs the same scenarios larger " +
-		"and writes docs/reliability-long.md."
+	return "# Reliability\n\nWritten by the reliability tests on passing runs of `make test` (to bin/reliability.md; `make reliability-doc` copies it here); " +
+		"`make test-long` runs the same scenarios larger and writes bin/reliability-long.md."
 }
 
 const bounds = "\n## Bounds\n\n" +
