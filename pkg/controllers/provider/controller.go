@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -52,6 +53,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/redact"
 )
 
 // ReasonFailureDomainNameCollision: two (datacenter, cluster) pairs resolve to one name.
@@ -280,7 +282,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonInventoryWalked
 		cond.Message = fmt.Sprintf("%d failure domains", len(fds))
 	case errors.As(err, &nr):
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, nr.reason, nr.message
+		// Providers are read by tenants (banlieue-view): the condition
+		// keeps the reason and a message without the endpoint, addresses
+		// or user name, which the log has.
+		log.FromContext(ctx).Info("Provider not Ready", "reason", nr.reason, "detail", nr.message)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, nr.reason, redact.Message(nr.message)
 	default:
 		return ctrl.Result{}, err
 	}

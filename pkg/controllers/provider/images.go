@@ -36,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/redact"
 )
 
 // ImageReconciler checks, for every VMImage, whether its source for this
@@ -160,7 +161,8 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 	for _, l := range names {
 		ok, err := backend.ImageExists(ctx, l, ref)
 		if err != nil {
-			return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonLookupFailed, Message: err.Error()}
+			// VMImages are read by every authenticated user.
+			return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonLookupFailed, Message: redact.Message(err.Error())}
 		}
 		if !ok {
 			missing = append(missing, l.String())

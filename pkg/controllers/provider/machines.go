@@ -44,6 +44,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+	"github.com/firestoned/banlieue/pkg/redact"
 )
 
 // Reasons of a machine's Ready condition besides the power states.
@@ -112,9 +113,12 @@ type MachineReconciler struct {
 // provider's ServiceAccount to let it read its VMs' user data.
 const UserDataClusterRole = "banlieue-provider-userdata"
 
+// event records an Event beside m, which the machine's tenants read: the
+// message is redacted of endpoints, addresses and user names (the log has
+// them whole).
 func (r *MachineReconciler) event(m infrav1.Machine, eventType, reason, action, msg string) {
 	if r.Events != nil {
-		r.Events.Eventf(m, nil, eventType, reason, action, "%s", msg)
+		r.Events.Eventf(m, nil, eventType, reason, action, "%s", redact.Message(msg))
 	}
 }
 
@@ -464,10 +468,13 @@ func (r *MachineReconciler) patchStatus(ctx context.Context, base, m infrav1.Mac
 	return r.Client.Status().Patch(ctx, m, client.MergeFrom(base))
 }
 
+// setReady writes m's Ready condition, which the machine's tenants read
+// (and its VirtualMachine mirrors): its message is redacted of endpoints,
+// addresses and user names.
 func (r *MachineReconciler) setReady(ctx context.Context, m infrav1.Machine, status metav1.ConditionStatus, reason, msg string) error {
 	base := copyOf(m)
 	meta.SetStatusCondition(&m.CommonStatus().Conditions, metav1.Condition{Type: infrav1.ReadyCondition, Status: status,
-		Reason: reason, Message: msg, ObservedGeneration: m.GetGeneration()})
+		Reason: reason, Message: redact.Message(msg), ObservedGeneration: m.GetGeneration()})
 	return r.patchStatus(ctx, base, m)
 }
 

@@ -45,7 +45,7 @@ func TestProviderReasons(t *testing.T) {
 		{"bad-secret", "half", "", map[string]string{"tokenID": sim.TokenID}, "SecretInvalid", "tokenSecret"},
 		{"bad-token-id", "not-a-token", "", map[string]string{"tokenID": "banlieue", "tokenSecret": "x"}, "SecretInvalid", "USER@REALM!TOKENID"},
 		{"refused", "wrong", "", map[string]string{"tokenID": sim.TokenID, "tokenSecret": "wrong"}, "ConnectFailed", "token was refused"},
-		{"unreachable", "proxmox-token", "https://127.0.0.1:1/api2/json", nil, "ConnectFailed", "127.0.0.1:1"},
+		{"unreachable", "proxmox-token", "https://127.0.0.1:1/api2/json", nil, "ConnectFailed", "<endpoint>"},
 	} {
 		if tc.data != nil {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tc.secret, Namespace: ns}, StringData: tc.data}

@@ -284,7 +284,7 @@ func TestProviderReasons(t *testing.T) {
 		{"invalid", "no-password", "SecretInvalid", "username and password", nil},
 		{"bad-creds", "wrong-password", "ConnectFailed", "logging in", nil},
 		{"bad-tls", "good", "ConnectFailed", "certificate", func(s *v1alpha1.ProviderSpec) { s.Connection.CABundle = nil }},
-		{"bad-endpoint", "good", "ConnectFailed", "127.0.0.1:1", func(s *v1alpha1.ProviderSpec) { s.Connection.Endpoint = "https://127.0.0.1:1/sdk" }},
+		{"bad-endpoint", "good", "ConnectFailed", "<address>", func(s *v1alpha1.ProviderSpec) { s.Connection.Endpoint = "https://127.0.0.1:1/sdk" }},
 		{"insecure", "good", "InventoryWalked", "6 failure domains", func(s *v1alpha1.ProviderSpec) {
 			s.Connection.CABundle, s.Connection.InsecureSkipTLSVerify = nil, true
 		}},
@@ -309,6 +309,10 @@ func TestProviderReasons(t *testing.T) {
 			}
 			if strings.Contains(cond.Message, password) {
 				t.Errorf("the password leaked into the status")
+			}
+			// Tenants read Providers: no endpoint or address in them.
+			if strings.Contains(cond.Message, "127.0.0.1") || strings.Contains(cond.Message, "https://") || strings.Contains(cond.Message, user) {
+				t.Errorf("the endpoint or the user name leaked into the status: %q", cond.Message)
 			}
 			if tc.name == "overrides" {
 				found := false
