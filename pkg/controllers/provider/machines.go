@@ -357,6 +357,11 @@ func (r *MachineReconciler) withUserData(ctx context.Context, m infrav1.Machine,
 		return ctrl.Result{}, true, err
 	}
 	if userData, reason, err = r.withCloudConfigs(ctx, m, provider, userData, format); reason != "" {
+		// A cloud config is user data too: not readable is the
+		// namespace's missing consent, as for the VM's own.
+		if apierrors.IsForbidden(err) {
+			reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
+		}
 		return ctrl.Result{RequeueAfter: r.Poll}, true, r.setReady(ctx, m, metav1.ConditionFalse, reason, err.Error())
 	}
 	spec.UserData, spec.UserDataFormat = userData, format

@@ -93,7 +93,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 			return nil
 		}
 	}
-	waitVM("Ready on vSphere", 3*time.Minute, ready("mig-vsphere"))
+	waitVM("Ready on vSphere", 3*time.Minute, ready(ns + "/mig-vsphere"))
 	vcName := providers.BackendName(tenant, "mig-vm")
 	if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", vcName); err != nil || m == nil {
 		t.Fatalf("no vcsim VM: %v", err)
@@ -106,7 +106,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVM("migrated to libvirt", 4*time.Minute, func(vm *v1alpha1.VirtualMachine) error {
-		if err := ready("mig-libvirt")(vm); err != nil {
+		if err := ready(ns + "/mig-libvirt")(vm); err != nil {
 			return err
 		}
 		if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineMigrating); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Migrated" {
@@ -146,7 +146,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 	}
 	waitVM("drift reported (Manual)", time.Minute, drifted)
 	if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachinePlacementValid); !strings.Contains(c.Message, "banlieue.io/migrate=true") ||
-		vm.Status.Scheduled.Provider != "mig-libvirt" || vm.Status.Migration != nil {
+		vm.Status.Scheduled.Provider != ns+"/mig-libvirt" || vm.Status.Migration != nil {
 		t.Errorf("Manual: %q, scheduled %+v, migration %+v", c.Message, vm.Status.Scheduled, vm.Status.Migration)
 	}
 	patch = client.MergeFrom(vm.DeepCopy())
@@ -155,7 +155,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVM("migrated back to vSphere on request", 4*time.Minute, func(vm *v1alpha1.VirtualMachine) error {
-		if err := ready("mig-vsphere")(vm); err != nil {
+		if err := ready(ns + "/mig-vsphere")(vm); err != nil {
 			return err
 		}
 		if _, still := vm.Annotations["banlieue.io/migrate"]; still {
@@ -176,7 +176,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVM("drift reported (Never)", time.Minute, drifted)
-	if vm.Status.Scheduled.Provider != "mig-vsphere" || vm.Status.Migration != nil {
+	if vm.Status.Scheduled.Provider != ns+"/mig-vsphere" || vm.Status.Migration != nil {
 		t.Errorf("a Never VM moved: scheduled %+v, migration %+v", vm.Status.Scheduled, vm.Status.Migration)
 	}
 	if err := c.Delete(ctx, vm); err != nil {
