@@ -50,11 +50,20 @@ var rules = []struct {
 	{regexp.MustCompile(`\b(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}:\d+\b|\blocalhost:\d+\b`), Address},
 }
 
+// formatHint is a capitalised placeholder that says what a value should
+// look like (USER@REALM!TOKENID), not a user: kept.
+var formatHint = regexp.MustCompile(`^[A-Z]+@[A-Z]+(?:![A-Z]+)?$`)
+
 // Message is msg with endpoints, addresses and user names replaced by
 // placeholders.
 func Message(msg string) string {
 	for _, r := range rules {
-		msg = r.re.ReplaceAllString(msg, r.with)
+		msg = r.re.ReplaceAllStringFunc(msg, func(m string) string {
+			if r.with == User && formatHint.MatchString(m) {
+				return m
+			}
+			return r.with
+		})
 	}
 	return msg
 }
