@@ -35,6 +35,9 @@ import (
 const (
 	DefaultLoginTimeout  = 30 * time.Second
 	DefaultLogoutTimeout = 10 * time.Second
+	// DefaultFailureBackoff is how long a failed login is answered from
+	// memory before the backend is tried again.
+	DefaultFailureBackoff = 10 * time.Second
 )
 
 // SessionHooks are what a backend's session cache does on the network.
@@ -63,6 +66,11 @@ type Sessions[S any] struct {
 	// LoginTimeout bounds a login and a liveness check; LogoutTimeout a
 	// dropped session's logout.
 	LoginTimeout, LogoutTimeout time.Duration
+	// FailureBackoff: after a failed login, the Provider's callers get
+	// that failure at once for this long, and while the next login is
+	// under way, instead of each waiting for a backend known not to
+	// answer (a worker pool would fill with them).
+	FailureBackoff time.Duration
 
 	// salt keys the fingerprint, so that a key seen in a heap dump says
 	// nothing about the password it was made from.
@@ -84,6 +92,13 @@ type sessionEntry[S any] struct {
 	gone atomic.Bool
 	s    S
 	ok   bool
+	// failed is the last login's failure, nil once one succeeded.
+	failed atomic.Pointer[loginFailure]
+}
+
+type loginFailure struct {
+	err error
+	at  time.Time
 }
 
 // NewSessions returns an empty cache calling hooks.
@@ -91,7 +106,7 @@ func NewSessions[S any](hooks SessionHooks[S]) *Sessions[S] {
 	salt := make([]byte, 32)
 	_, _ = rand.Read(salt) // never fails (crypto/rand panics instead)
 	return &Sessions[S]{hooks: hooks, LoginTimeout: DefaultLoginTimeout, LogoutTimeout: DefaultLogoutTimeout,
-		salt: salt, entries: map[string]*sessionEntry[S]{}}
+		FailureBackoff: DefaultFailureBackoff, salt: salt, entries: map[string]*sessionEntry[S]{}}
 }
 
 // Get returns owner's live session for conn, logging in when there is
@@ -101,9 +116,17 @@ func (s *Sessions[S]) Get(ctx context.Context, owner string, conn Connection) (S
 	k := s.Key(conn)
 	for {
 		e := s.entry(owner, k)
-		if err := e.acquire(ctx); err != nil {
-			var zero S
-			return zero, fmt.Errorf("%w: waiting for another login to the same backend: %w", ErrConnect, err)
+		if !e.tryAcquire() {
+			// A login or check is under way: a backend that failed
+			// lately is not waited for again.
+			if f := e.failed.Load(); f != nil {
+				var zero S
+				return zero, f.err
+			}
+			if err := e.acquire(ctx); err != nil {
+				var zero S
+				return zero, fmt.Errorf("%w: waiting for another login to the same backend: %w", ErrConnect, err)
+			}
 		}
 		if e.gone.Load() {
 			// Replaced or forgotten while we waited: take the new one.
@@ -145,11 +168,17 @@ func (s *Sessions[S]) ensure(ctx context.Context, e *sessionEntry[S], owner stri
 		var zero S
 		e.s, e.ok = zero, false
 	}
+	if f := e.failed.Load(); f != nil && time.Since(f.at) < s.FailureBackoff {
+		var zero S
+		return zero, f.err
+	}
 	sess, err := s.hooks.Login(lctx, conn)
 	if err != nil {
+		e.failed.Store(&loginFailure{err: err, at: time.Now()})
 		var zero S
 		return zero, err
 	}
+	e.failed.Store(nil)
 	e.s, e.ok = sess, true
 	return sess, nil
 }
@@ -218,6 +247,15 @@ func (e *sessionEntry[S]) acquire(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+func (e *sessionEntry[S]) tryAcquire() bool {
+	select {
+	case e.lock <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -120,6 +120,17 @@ func TestBlackHoleStallsNobody(t *testing.T) {
 	if r.took < s.LoginTimeout-100*time.Millisecond || r.took > s.LoginTimeout+2*time.Second {
 		t.Errorf("hung login ended after %v, want about its %v deadline", r.took, s.LoginTimeout)
 	}
+	// Failed lately: the next callers are answered from memory, at once.
+	start = time.Now()
+	if _, err := s.Get(ctx, "ns/dead", dead); !errors.Is(err, providers.ErrConnect) {
+		t.Errorf("caller after the failure: %v, want ErrConnect", err)
+	}
+	if waited := time.Since(start); waited > 100*time.Millisecond {
+		t.Errorf("a caller after the failure waited %v for a backend known not to answer", waited)
+	}
+	if n := hole.Accepted(); n != 1 {
+		t.Errorf("the black hole was dialled %d times within the failure backoff, want 1", n)
+	}
 }
 
 // rotatingVCSim serves a vCenter whose accepted password the test
