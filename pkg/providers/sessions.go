@@ -25,7 +25,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -35,17 +34,25 @@ import (
 const (
 	DefaultLoginTimeout  = 30 * time.Second
 	DefaultLogoutTimeout = 10 * time.Second
+	// DefaultWaitForLogin is the longest a caller waits for a login (or a
+	// liveness check) before it is told the backend is not answering yet.
+	DefaultWaitForLogin = 3 * time.Second
 	// DefaultFailureBackoff is how long a failed login is answered from
 	// memory before the backend is tried again.
 	DefaultFailureBackoff = 10 * time.Second
 )
+
+// ErrLoginPending: a login to the backend is under way and has not
+// answered within WaitForLogin; it goes on, and a later call finds its
+// session (or its failure).
+var ErrLoginPending = fmt.Errorf("%w: the backend has not answered the login yet", ErrConnect)
 
 // SessionHooks are what a backend's session cache does on the network.
 type SessionHooks[S any] struct {
 	// Login opens a session; ctx carries the login deadline.
 	Login func(ctx context.Context, conn Connection) (S, error)
 	// Alive tells whether a cached session still works (nil: always);
-	// ctx carries the login deadline too.
+	// ctx carries WaitForLogin as its deadline.
 	Alive func(ctx context.Context, s S) bool
 	// Logout ends a session that was dropped (nil: nothing to end). It
 	// runs in the background, ctx carrying the logout deadline.
@@ -57,20 +64,19 @@ type SessionHooks[S any] struct {
 // fingerprint of the credentials and the TLS settings. A changed Secret or
 // CA bundle, or insecureSkipTLSVerify turned off, makes a new session.
 //
-// The cache's mutex guards the map only. Each owner's entry has its own
-// lock, held while that entry logs in or is checked, so a backend that
-// accepts connections and never answers stalls the callers of its own
-// Provider (until the login deadline) and nobody else.
+// No lock is held across network I/O: the cache's mutex guards the map,
+// each owner's entry has its own for its fields. A login runs on its own
+// goroutine under LoginTimeout; callers wait for it at most WaitForLogin
+// (and their own context), and after a failure are answered from memory
+// for FailureBackoff. So a backend that accepts connections and never
+// answers holds none of its own Provider's callers for long, and nobody
+// else's at all: the machine workers they share stay free.
 type Sessions[S any] struct {
 	hooks SessionHooks[S]
-	// LoginTimeout bounds a login and a liveness check; LogoutTimeout a
-	// dropped session's logout.
-	LoginTimeout, LogoutTimeout time.Duration
-	// FailureBackoff: after a failed login, the Provider's callers get
-	// that failure at once for this long, and while the next login is
-	// under way, instead of each waiting for a backend known not to
-	// answer (a worker pool would fill with them).
-	FailureBackoff time.Duration
+	// LoginTimeout bounds a login; LogoutTimeout a dropped session's
+	// logout; WaitForLogin a caller's wait for a login or liveness check;
+	// FailureBackoff how long a failed login is answered from memory.
+	LoginTimeout, LogoutTimeout, WaitForLogin, FailureBackoff time.Duration
 
 	// salt keys the fingerprint, so that a key seen in a heap dump says
 	// nothing about the password it was made from.
@@ -84,16 +90,25 @@ type Sessions[S any] struct {
 // sessionEntry is one owner's session for one key.
 type sessionEntry[S any] struct {
 	key string
-	// lock is held (a token taken) while the entry logs in, is checked or
-	// is logged out: a channel, so waiting for it honours a context.
-	lock chan struct{}
-	// gone is set once the entry left the map: whoever holds it next
-	// must not use or fill it.
-	gone atomic.Bool
-	s    S
-	ok   bool
-	// failed is the last login's failure, nil once one succeeded.
-	failed atomic.Pointer[loginFailure]
+	// mu guards the fields below; never held across a network call.
+	mu sync.Mutex
+	s  S
+	ok bool
+	// gen counts the sessions stored, so a liveness verdict reached
+	// without the lock drops only the session it was about.
+	gen      int
+	inflight *loginCall[S]
+	failed   *loginFailure
+	// gone: the entry left the map; a login ending now logs out.
+	gone bool
+}
+
+// loginCall is a login under way.
+type loginCall[S any] struct {
+	started time.Time
+	done    chan struct{}
+	s       S
+	err     error
 }
 
 type loginFailure struct {
@@ -106,36 +121,119 @@ func NewSessions[S any](hooks SessionHooks[S]) *Sessions[S] {
 	salt := make([]byte, 32)
 	_, _ = rand.Read(salt) // never fails (crypto/rand panics instead)
 	return &Sessions[S]{hooks: hooks, LoginTimeout: DefaultLoginTimeout, LogoutTimeout: DefaultLogoutTimeout,
-		FailureBackoff: DefaultFailureBackoff, salt: salt, entries: map[string]*sessionEntry[S]{}}
+		WaitForLogin: DefaultWaitForLogin, FailureBackoff: DefaultFailureBackoff, salt: salt, entries: map[string]*sessionEntry[S]{}}
 }
 
 // Get returns owner's live session for conn, logging in when there is
 // none, the cached one died, or conn's key differs from the cached one's
 // (which is then dropped and logged out in the background).
 func (s *Sessions[S]) Get(ctx context.Context, owner string, conn Connection) (S, error) {
-	k := s.Key(conn)
-	for {
-		e := s.entry(owner, k)
-		if !e.tryAcquire() {
-			// A login or check is under way: a backend that failed
-			// lately is not waited for again.
-			if f := e.failed.Load(); f != nil {
-				var zero S
-				return zero, f.err
-			}
-			if err := e.acquire(ctx); err != nil {
-				var zero S
-				return zero, fmt.Errorf("%w: waiting for another login to the same backend: %w", ErrConnect, err)
-			}
+	var zero S
+	e := s.entry(owner, s.Key(conn))
+	if sess, ok := s.live(ctx, owner, e); ok {
+		return sess, nil
+	}
+	e.mu.Lock()
+	if e.gone {
+		// Replaced or forgotten since: take the new entry.
+		e.mu.Unlock()
+		return s.Get(ctx, owner, conn)
+	}
+	if e.ok {
+		// Another caller logged in meanwhile.
+		sess := e.s
+		e.mu.Unlock()
+		return sess, nil
+	}
+	if f := e.failed; f != nil && e.inflight == nil && time.Since(f.at) < s.FailureBackoff {
+		e.mu.Unlock()
+		return zero, f.err
+	}
+	call := e.inflight
+	if call == nil {
+		call = &loginCall[S]{started: time.Now(), done: make(chan struct{})}
+		e.inflight = call
+		s.closing.Add(1)
+		go s.login(owner, e, call, conn)
+	}
+	failed := e.failed
+	e.mu.Unlock()
+	return s.await(ctx, call, failed)
+}
+
+// live returns e's session if it has one that works. The check runs
+// without e's lock, under WaitForLogin.
+func (s *Sessions[S]) live(ctx context.Context, owner string, e *sessionEntry[S]) (S, bool) {
+	e.mu.Lock()
+	sess, ok, gen := e.s, e.ok && !e.gone, e.gen
+	e.mu.Unlock()
+	if !ok {
+		return sess, false
+	}
+	if s.hooks.Alive == nil {
+		return sess, true
+	}
+	actx, cancel := context.WithTimeout(ctx, s.WaitForLogin)
+	defer cancel()
+	if s.hooks.Alive(actx, sess) {
+		return sess, true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ok && e.gen == gen {
+		klog.V(2).InfoS("A cached backend session died; logging in again", "provider", owner)
+		var zero S
+		e.s, e.ok = zero, false
+		s.logoutLater(owner, sess)
+	}
+	return sess, false
+}
+
+// await waits for call, at most WaitForLogin from its start. A login that
+// failed before answers at once with that failure while the next runs.
+func (s *Sessions[S]) await(ctx context.Context, call *loginCall[S], failed *loginFailure) (S, error) {
+	var zero S
+	if failed != nil {
+		select {
+		case <-call.done:
+			return call.s, call.err
+		default:
+			return zero, failed.err
 		}
-		if e.gone.Load() {
-			// Replaced or forgotten while we waited: take the new one.
-			e.release()
-			continue
-		}
-		sess, err := s.ensure(ctx, e, owner, conn)
-		e.release()
-		return sess, err
+	}
+	timer := time.NewTimer(time.Until(call.started.Add(s.WaitForLogin)))
+	defer timer.Stop()
+	select {
+	case <-call.done:
+		return call.s, call.err
+	case <-timer.C:
+		return zero, fmt.Errorf("%w (for %v)", ErrLoginPending, time.Since(call.started).Round(time.Millisecond))
+	case <-ctx.Done():
+		return zero, fmt.Errorf("%w: waiting for the login: %w", ErrConnect, ctx.Err())
+	}
+}
+
+// login runs call under LoginTimeout, on no caller's context (the callers
+// may have stopped waiting), and stores what it got.
+func (s *Sessions[S]) login(owner string, e *sessionEntry[S], call *loginCall[S], conn Connection) {
+	defer s.closing.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), s.LoginTimeout)
+	defer cancel()
+	call.s, call.err = s.hooks.Login(ctx, conn)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer close(call.done)
+	e.inflight = nil
+	switch {
+	case call.err != nil:
+		e.failed = &loginFailure{err: call.err, at: time.Now()}
+		klog.V(2).InfoS("Backend login failed", "provider", owner, "took", time.Since(call.started), "err", call.err)
+	case e.gone:
+		s.logoutLater(owner, call.s)
+	default:
+		e.failed = nil
+		e.s, e.ok = call.s, true
+		e.gen++
 	}
 }
 
@@ -149,38 +247,9 @@ func (s *Sessions[S]) entry(owner, k string) *sessionEntry[S] {
 		}
 		s.dropLocked(owner, e, "connection settings or credentials changed")
 	}
-	e := &sessionEntry[S]{key: k, lock: make(chan struct{}, 1)}
+	e := &sessionEntry[S]{key: k}
 	s.entries[owner] = e
 	return e
-}
-
-// ensure returns e's session, logging in when e has none or it died. The
-// caller holds e.
-func (s *Sessions[S]) ensure(ctx context.Context, e *sessionEntry[S], owner string, conn Connection) (S, error) {
-	lctx, cancel := context.WithTimeout(ctx, s.LoginTimeout)
-	defer cancel()
-	if e.ok {
-		if s.hooks.Alive == nil || s.hooks.Alive(lctx, e.s) {
-			return e.s, nil
-		}
-		klog.V(2).InfoS("A cached backend session died; logging in again", "provider", owner)
-		s.logoutLater(owner, e.s)
-		var zero S
-		e.s, e.ok = zero, false
-	}
-	if f := e.failed.Load(); f != nil && time.Since(f.at) < s.FailureBackoff {
-		var zero S
-		return zero, f.err
-	}
-	sess, err := s.hooks.Login(lctx, conn)
-	if err != nil {
-		e.failed.Store(&loginFailure{err: err, at: time.Now()})
-		var zero S
-		return zero, err
-	}
-	e.failed.Store(nil)
-	e.s, e.ok = sess, true
-	return sess, nil
 }
 
 // Forget drops owner's session and logs it out in the background: the
@@ -193,73 +262,40 @@ func (s *Sessions[S]) Forget(owner string) {
 	}
 }
 
-// Wait waits for the background logouts started so far (tests, shutdown).
+// Wait waits for the logins under way and the background logouts
+// started so far (tests, shutdown).
 func (s *Sessions[S]) Wait() { s.closing.Wait() }
 
-// dropLocked takes e out of the map and logs its session out once
-// whoever holds e (a login in flight) lets go. The caller holds s.mu.
+// dropLocked takes e out of the map and logs its session out in the
+// background; a login under way for it logs out when it ends. The caller
+// holds s.mu (e.mu is taken after it, never the other way round).
 func (s *Sessions[S]) dropLocked(owner string, e *sessionEntry[S], why string) {
 	delete(s.entries, owner)
-	e.gone.Store(true)
 	klog.V(2).InfoS("Dropping a backend session", "provider", owner, "reason", why)
-	s.closing.Add(1)
-	go func() {
-		defer s.closing.Done()
-		// The holder is bounded by LoginTimeout (a login or a check).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*s.LoginTimeout+s.LogoutTimeout)
-		defer cancel()
-		if err := e.acquire(ctx); err != nil {
-			klog.InfoS("A dropped backend session's login never ended; leaving it", "provider", owner, "err", err)
-			return
-		}
-		defer e.release()
-		if e.ok {
-			s.logout(owner, e.s)
-			var zero S
-			e.s, e.ok = zero, false
-		}
-	}()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.gone = true
+	if e.ok {
+		s.logoutLater(owner, e.s)
+		var zero S
+		e.s, e.ok = zero, false
+	}
 }
 
-// logoutLater logs sess out in the background.
+// logoutLater logs sess out in the background, within LogoutTimeout.
 func (s *Sessions[S]) logoutLater(owner string, sess S) {
-	s.closing.Add(1)
-	go func() {
-		defer s.closing.Done()
-		s.logout(owner, sess)
-	}()
-}
-
-// logout ends sess within LogoutTimeout.
-func (s *Sessions[S]) logout(owner string, sess S) {
 	if s.hooks.Logout == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.LogoutTimeout)
-	defer cancel()
-	s.hooks.Logout(ctx, sess)
-	klog.V(4).InfoS("Logged out of a dropped backend session", "provider", owner)
+	s.closing.Add(1)
+	go func() {
+		defer s.closing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.LogoutTimeout)
+		defer cancel()
+		s.hooks.Logout(ctx, sess)
+		klog.V(4).InfoS("Logged out of a dropped backend session", "provider", owner)
+	}()
 }
-
-func (e *sessionEntry[S]) acquire(ctx context.Context) error {
-	select {
-	case e.lock <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (e *sessionEntry[S]) tryAcquire() bool {
-	select {
-	case e.lock <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (e *sessionEntry[S]) release() { <-e.lock }
 
 // Key is conn's cache key: an HMAC of the endpoint, hosts, user, the
 // credentials themselves, their version, the CA bundle and the

@@ -42,13 +42,14 @@ func TestBlackHoleStallsNobody(t *testing.T) {
 	dead := live
 	dead.Endpoint = "https://" + hole.Addr() + "/api2/json"
 	s := NewSessions(Options{})
-	s.LoginTimeout = 2 * time.Second
+	s.LoginTimeout, s.WaitForLogin = 2*time.Second, 500*time.Millisecond
 
 	type result struct {
 		err  error
 		took time.Duration
 	}
 	stuck := make(chan result, 1)
+	hungAt := time.Now()
 	go func() {
 		start := time.Now()
 		_, err := s.Get(ctx, "ns/dead", dead)
@@ -70,12 +71,18 @@ func TestBlackHoleStallsNobody(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the live Provider waited %v (the hung login's deadline is %v): a lock is shared", took, s.LoginTimeout)
 	}
+	// The caller that started the login waited WaitForLogin, no more.
 	r := <-stuck
-	if !errors.Is(r.err, providers.ErrConnect) {
-		t.Errorf("hung login: %v, want ErrConnect", r.err)
+	if !errors.Is(r.err, providers.ErrLoginPending) {
+		t.Errorf("caller of the hung login: %v, want ErrLoginPending", r.err)
 	}
-	if r.took < s.LoginTimeout-100*time.Millisecond || r.took > s.LoginTimeout+2*time.Second {
-		t.Errorf("hung login ended after %v, want about its %v deadline", r.took, s.LoginTimeout)
+	if r.took < s.WaitForLogin-100*time.Millisecond || r.took > s.WaitForLogin+time.Second {
+		t.Errorf("caller of the hung login waited %v, want about %v", r.took, s.WaitForLogin)
+	}
+	// The login itself goes on until its deadline, then fails.
+	s.Wait()
+	if since := time.Since(hungAt); since < s.LoginTimeout-200*time.Millisecond || since > s.LoginTimeout+2*time.Second {
+		t.Errorf("the hung login ended %v after it started, want about its %v deadline", since, s.LoginTimeout)
 	}
 	// Failed lately: the next callers are answered from memory, at once.
 	start = time.Now()
