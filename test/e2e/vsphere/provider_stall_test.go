@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -59,8 +60,8 @@ func provisionAll(t *testing.T, prefix, provider string, n int) (names []string,
 	return names, time.Since(start)
 }
 
-// TestDeadBackendStallsNobody (stall_test.go sorts after the tests that
-// mark the template): two Providers served by one provider process, one
+// TestDeadBackendStallsNobody (its file sorts before secrets_test.go,
+// whose leak search must run last): two Providers served by one provider process, one
 // pointed at a black hole (a listener that accepts and never answers),
 // with machines of its own keeping the machine workers asking for it.
 // The live Provider's provisioning rate stays at least 0.8 of its rate
@@ -136,6 +137,9 @@ func TestDeadBackendStallsNobody(t *testing.T) {
 		len(dead), n, rateWith/rateAlone, rateWith, rateAlone),
 		Operations: 2 * n, Faults: "a black-holed backend endpoint"})
 	deleteAndWaitGone(t, "rate-with-", with)
+	if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rate-live"}}); err != nil {
+		t.Error(err)
+	}
 }
 
 // releaseDead deletes the dead Provider's machines and, since their
