@@ -22,6 +22,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 )
@@ -251,4 +252,16 @@ type Machines interface {
 	EnsureMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) (MachineStatus, error)
 	// DeleteMachine powers the VM off and destroys it; a missing VM is fine.
 	DeleteMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error
+}
+
+// DegradedError is Inventory's answer when some of a backend's hosts
+// could not be reached: the locations returned with it are complete, and
+// the Provider stays Ready, naming the unreachable hosts.
+type DegradedError struct {
+	// Unreachable says, host by host, what failed (no credentials).
+	Unreachable []string
+}
+
+func (e *DegradedError) Error() string {
+	return "unreachable: " + strings.Join(e.Unreachable, "; ")
 }

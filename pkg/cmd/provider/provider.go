@@ -31,6 +31,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
@@ -59,9 +60,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 // VMImage and machine reconcilers need of it.
 type backend struct {
 	class, title string
-	// connector returns a function logging in to the backend, keeping
-	// sessions for the life of the process; flags are the backend's own.
-	connector   func() providerctrl.Connector
+	// sessions returns the backend's session cache for the life of the
+	// process; flags are the backend's own.
+	sessions    func() sessionCache
 	flags       func(*pflag.FlagSet)
 	machine     providers.MachineKind
 	image       providers.ImageKind
@@ -73,13 +74,8 @@ func backends() []backend {
 	return []backend{
 		{
 			class: "vsphere", title: "vSphere",
-			connector: func() providerctrl.Connector {
-				sessions := vsphere.NewSessions()
-				return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-					return sessions.Get(ctx, owner, conn)
-				}
-			},
-			machine: vspheremachines.MachineKind(), image: vspheremachines.ImageKind(), credentials: vspheremachines.Credentials,
+			sessions: func() sessionCache { return vsphereSessions{vsphere.NewSessions()} },
+			machine:  vspheremachines.MachineKind(), image: vspheremachines.ImageKind(), credentials: vspheremachines.Credentials,
 		},
 		libvirtBackend(),
 		proxmoxBackend(),
@@ -90,12 +86,7 @@ func proxmoxBackend() backend {
 	opts := proxmox.Options{}
 	return backend{
 		class: "proxmox", title: "Proxmox VE",
-		connector: func() providerctrl.Connector {
-			sessions := proxmox.NewSessions(opts)
-			return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-				return sessions.Get(ctx, owner, conn)
-			}
-		},
+		sessions: func() sessionCache { return proxmoxSessions{proxmox.NewSessions(opts)} },
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&opts.ISOStorage, "iso-storage", "", "Storage of each node cloud-init seed ISOs are uploaded to (the node's first storage with iso content when empty).")
 			f.DurationVar(&opts.TaskPoll, "task-poll", 500*time.Millisecond, "How often a Proxmox VE task's status is read while it is waited for.")
@@ -108,17 +99,50 @@ func libvirtBackend() backend {
 	opts := libvirt.Options{}
 	return backend{
 		class: "libvirt", title: "libvirt",
-		connector: func() providerctrl.Connector {
-			sessions := libvirt.NewSessions(opts)
-			return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-				return sessions.Get(ctx, owner, conn)
-			}
-		},
+		sessions: func() sessionCache { return libvirt.NewSessions(opts) },
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&opts.DomainType, "domain-type", "kvm", "The libvirt domain type of new domains: kvm, or qemu (software emulation) where KVM does not work.")
 			f.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 2*time.Minute, "How long a guest may take to shut down on ACPI before its domain is destroyed.")
 		},
 		machine: libvirtmachines.MachineKind(), image: libvirtmachines.ImageKind(), credentials: libvirtmachines.Credentials,
+	}
+}
+
+// sessionCache is a backend's session cache (providers.Sessions).
+type sessionCache interface {
+	Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error)
+	Forget(owner string)
+}
+
+type vsphereSessions struct{ *vsphere.Sessions }
+
+func (s vsphereSessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+	c, err := s.Sessions.Get(ctx, owner, conn)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type proxmoxSessions struct{ *proxmox.Sessions }
+
+func (s proxmoxSessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+	c, err := s.Sessions.Get(ctx, owner, conn)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// connector logs in through sessions and bounds every call of the
+// backend it returns.
+func connector(sessions sessionCache, d providers.Deadlines) providerctrl.Connector {
+	return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
+		b, err := sessions.Get(ctx, owner, conn)
+		if err != nil {
+			return nil, err
+		}
+		return providers.Bounded(b, d), nil
 	}
 }
 
@@ -133,6 +157,8 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		workers        int
 		serviceAccount string
 		shared         = placement.DefaultSharedProviderNamespace
+		deadlines      providers.Deadlines
+		reconcileLimit time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:          b.class,
@@ -158,6 +184,9 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme: scheme,
+				// No reconcile runs unbounded: a backend that stops
+				// answering fails it instead of holding a worker.
+				Controller: config.Controller{ReconciliationTimeout: reconcileLimit},
 				// Watches stay in the install namespace; machines live
 				// in the VMs' namespaces. Secrets and ConfigMaps are never
 				// cached (that would list and watch them): each is read by
@@ -177,8 +206,9 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
-			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Only: only, Resync: resync, Connect: b.connector(),
-				Kind: b.machine, Credentials: b.credentials}
+			sessions := b.sessions()
+			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Only: only, Resync: resync,
+				Connect: connector(sessions, deadlines), Forget: sessions.Forget, Kind: b.machine, Credentials: b.credentials}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
 			}
@@ -211,6 +241,9 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		"NAMESPACE:NAME of the ServiceAccount this process runs as: the subject a namespace binds to banlieue-provider-userdata to let it read user data there (named in UserDataForbidden messages).")
 	f.IntVar(&workers, "machine-workers", 8, "How many machines are reconciled at once (the backend runs their tasks in parallel).")
 	f.DurationVar(&resync, "resync", 5*time.Minute, "How often a Provider's inventory is walked again.")
+	f.DurationVar(&deadlines.Call, "call-timeout", providers.DefaultCallTimeout, "The longest a backend call that awaits no task (inventory, image check, guest address) may take.")
+	f.DurationVar(&deadlines.Machine, "machine-timeout", providers.DefaultMachineTimeout, "The longest creating, converging or deleting one VM may take, its tasks included.")
+	f.DurationVar(&reconcileLimit, "reconcile-timeout", providers.DefaultMachineTimeout+time.Minute, "The longest one reconcile may take (a machine's backend call and its Kubernetes writes).")
 	serving.AddFlags(f)
 	if b.flags != nil {
 		b.flags(f)

@@ -76,6 +76,9 @@ type Reconciler struct {
 	// Provider alone.
 	Only    string
 	Connect Connector
+	// Forget drops the backend session of the Provider named owner (it
+	// is gone); nil when the backend keeps none.
+	Forget func(owner string)
 	// Kind is the class's machine type (whose machines hold a deleted Provider).
 	Kind providers.MachineKind
 	// Credentials reads the class's credentials out of the Provider's
@@ -169,7 +172,19 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *v1alpha1.Provider) 
 		}
 		return ctrl.Result{}, nil // a machine's deletion requeues it
 	}
+	r.forget(placement.ImageStatusKey(p))
 	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, p, ProtectionFinalizer)
+}
+
+// forget drops a deleted Provider's credentials and backend session (its
+// logout runs in the background).
+func (r *Reconciler) forget(owner string) {
+	r.connMu.Lock()
+	delete(r.conns, owner)
+	r.connMu.Unlock()
+	if r.Forget != nil {
+		r.Forget(owner)
+	}
 }
 
 // machinesUsing lists, as namespace/name, the machines p serves.
@@ -261,6 +276,9 @@ func (e *notReady) Error() string { return e.reason + ": " + e.message }
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.Provider{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Namespace + "/" + req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !r.Serves(p) {
@@ -273,7 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	before := p.Status.DeepCopy()
-	fds, err := r.walk(ctx, p)
+	fds, degraded, err := r.walk(ctx, p)
 	cond := metav1.Condition{Type: v1alpha1.ProviderReady, ObservedGeneration: p.Generation}
 	var nr *notReady
 	switch {
@@ -281,6 +299,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		p.Status.FailureDomains = fds
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonInventoryWalked
 		cond.Message = fmt.Sprintf("%d failure domains", len(fds))
+		if degraded != nil {
+			log.FromContext(ctx).Info("Provider degraded", "detail", degraded.Error())
+			cond.Message += "; " + redact.Message(degraded.Error())
+		}
 	case errors.As(err, &nr):
 		// Providers are read by tenants (banlieue-view): the condition
 		// keeps the reason and a message without the endpoint, addresses
@@ -323,21 +345,26 @@ func (r *Reconciler) backendOf(ctx context.Context, p *v1alpha1.Provider, fresh 
 	return b, nil
 }
 
-func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) ([]v1alpha1.FailureDomain, error) {
+// walk lists p's failure domains; degraded names the hosts a backend of
+// several could not reach (the Provider keeps serving the others).
+func (r *Reconciler) walk(ctx context.Context, p *v1alpha1.Provider) (_ []v1alpha1.FailureDomain, degraded *providers.DegradedError, _ error) {
 	backend, err := r.backendOf(ctx, p, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pairs, err := backend.Inventory(ctx)
+	if errors.As(err, &degraded) {
+		err = nil
+	}
 	if err != nil {
-		return nil, &notReady{v1alpha1.ProviderReasonInventoryFailed, err.Error()}
+		return nil, nil, &notReady{v1alpha1.ProviderReasonInventoryFailed, err.Error()}
 	}
 	fds, err := failuredomain.Resolve(p.Name, pairs, p.Spec.FailureDomainNameOverrides)
 	var collision *failuredomain.CollisionError
 	if errors.As(err, &collision) {
-		return nil, &notReady{ReasonFailureDomainNameCollision, err.Error()}
+		return nil, nil, &notReady{ReasonFailureDomainNameCollision, err.Error()}
 	}
-	return fds, err
+	return fds, degraded, err
 }
 
 // connection reads the credentials and CA bundle, from the Provider's

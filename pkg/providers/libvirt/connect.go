@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"sync"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -54,47 +53,55 @@ type Options struct {
 
 // Client is one logged-in libvirt host.
 type Client struct {
-	l    *golibvirt.Libvirt
+	l *golibvirt.Libvirt
+	// conn is the connection l speaks over: closing it fails every call
+	// in flight on it at once (go-libvirt's calls take no context).
+	conn net.Conn
 	host string
 	opts Options
 }
 
 var _ providers.Backend = &Client{}
 
+// dialTimeout bounds a connect, and the TLS handshake and certificate
+// check after it.
+const dialTimeout = 15 * time.Second
+
 // Connect logs in to the host at conn.Endpoint: qemu+tls://HOST[:PORT]/system
 // with the client certificate and key of conn.Credentials, verified with
 // conn.CABundle (or not, with InsecureSkipTLSVerify); or
-// qemu+unix:///system?socket=PATH. Failures wrap providers.ErrConnect.
+// qemu+unix:///system?socket=PATH. Failures wrap providers.ErrConnect. A
+// host that accepts and never answers fails when ctx ends.
 func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Client, error) {
 	u, err := url.Parse(conn.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("%w: endpoint: %v", providers.ErrConnect, err)
 	}
-	var l *golibvirt.Libvirt
+	var c net.Conn
 	host := u.Hostname()
 	switch u.Scheme {
 	case "qemu+unix":
-		var o []dialers.LocalOption
-		if s := u.Query().Get("socket"); s != "" {
-			o = append(o, dialers.WithSocket(s))
+		path := u.Query().Get("socket")
+		if path == "" {
+			path = defaultSocket
 		}
-		l = golibvirt.NewWithDialer(dialers.NewLocal(o...))
+		c, err = (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, "unix", path)
 	case "qemu+tls":
-		c, err := dialTLS(ctx, u, conn)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", providers.ErrConnect, err)
-		}
-		l = golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c))
+		c, err = dialTLS(ctx, u, conn)
 	default:
 		return nil, fmt.Errorf("%w: unsupported endpoint scheme %q", providers.ErrConnect, u.Scheme)
 	}
-	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", providers.ErrConnect, err)
+	}
+	cl := &Client{l: golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c)), conn: c, host: host}
+	if err := cl.open(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
 	}
 	if host == "" {
 		// A local socket: the host is the daemon's own.
-		if host, err = l.ConnectGetHostname(); err != nil {
-			_ = l.Disconnect()
+		if cl.host, err = cl.hostname(ctx); err != nil {
+			cl.closeNow()
 			return nil, fmt.Errorf("%w: reading the host name: %v", providers.ErrConnect, err)
 		}
 	}
@@ -104,8 +111,50 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 2 * time.Minute
 	}
-	return &Client{l: l, host: host, opts: opts}, nil
+	cl.opts = opts
+	return cl, nil
 }
+
+// defaultSocket is libvirtd's system socket (go-libvirt's default).
+const defaultSocket = "/var/run/libvirt/libvirt-sock"
+
+// open opens the QEMU driver's connection, within ctx.
+func (c *Client) open(ctx context.Context) error {
+	defer c.bound(ctx)()
+	if err := c.l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		c.closeNow()
+		return c.timedOut(ctx, err)
+	}
+	return nil
+}
+
+func (c *Client) hostname(ctx context.Context) (string, error) {
+	defer c.bound(ctx)()
+	h, err := c.l.ConnectGetHostname()
+	return h, c.timedOut(ctx, err)
+}
+
+// bound makes ctx's end close the connection, failing the calls in flight
+// on it, until the returned func is called. go-libvirt's calls take no
+// context: without this a host that stopped answering held its callers
+// forever. The connection is then dead and the session cache makes another.
+func (c *Client) bound(ctx context.Context) (release func()) {
+	stop := context.AfterFunc(ctx, c.closeNow)
+	return func() { stop() }
+}
+
+// timedOut says so when err came from ctx ending (the connection closed
+// under the call).
+func (c *Client) timedOut(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("host %s did not answer in time (%w): %v", c.host, ctx.Err(), err)
+	}
+	return err
+}
+
+// closeNow drops the connection without a goodbye (which a host that does
+// not answer would never acknowledge).
+func (c *Client) closeNow() { _ = c.conn.Close() }
 
 // dialTLS connects to libvirtd's TLS port with conn's client certificate.
 func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Conn, error) {
@@ -126,7 +175,7 @@ func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Co
 	if port == "" {
 		port = tlsPort
 	}
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second}, Config: cfg}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: cfg}
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
 		return nil, err
@@ -135,7 +184,11 @@ func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Co
 	// certificate (under TLS 1.3 a refused client learns it only now).
 	// Without reading it the first call waits forever.
 	check := make([]byte, 1)
-	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	deadline := time.Now().Add(dialTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetReadDeadline(deadline)
 	if n, err := c.Read(check); err != nil || n != 1 || check[0] != 1 {
 		_ = c.Close()
 		if err == nil {
@@ -147,73 +200,37 @@ func dialTLS(ctx context.Context, u *url.URL, conn providers.Connection) (net.Co
 	return c, nil
 }
 
-// Close logs out.
-func (c *Client) Close() error { return c.l.Disconnect() }
-
-// Sessions keeps one connection per Provider (one per host of a Provider
-// of several), replaced when its endpoints or credentials change or a
-// connection drops.
-type Sessions struct {
-	opts Options
-	mu   sync.Mutex
-	m    map[string]*session
+// Close logs out, within ctx: a host that does not acknowledge the
+// goodbye has its connection dropped when ctx ends.
+func (c *Client) Close(ctx context.Context) error {
+	defer c.bound(ctx)()
+	return c.timedOut(ctx, c.l.Disconnect())
 }
 
-type session struct {
-	backend *hostSet
-	key     string
+// Sessions keeps one connection per Provider (one per host of a Provider
+// of several), replaced when its endpoints, credentials or TLS settings
+// change or its connection drops (see providers.Sessions).
+type Sessions struct {
+	*providers.Sessions[*hostSet]
 }
 
 // NewSessions returns an empty session cache building domains with opts.
 func NewSessions(opts Options) *Sessions {
-	return &Sessions{opts: opts, m: map[string]*session{}}
+	return &Sessions{providers.NewSessions(providers.SessionHooks[*hostSet]{
+		Login: func(ctx context.Context, conn providers.Connection) (*hostSet, error) {
+			return connectAll(ctx, conn, opts)
+		},
+		Alive:  func(_ context.Context, s *hostSet) bool { return s.alive() },
+		Logout: func(ctx context.Context, s *hostSet) { s.close(ctx) },
+	})}
 }
 
 // Get returns owner's backend, logging in when needed: one host for an
 // endpoint, a set dispatching by location for hosts.
 func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-	key := conn.Endpoint + "\x00" + conn.CredentialsVersion
-	for _, h := range conn.Hosts {
-		key += "\x00" + h.Name + "=" + h.Endpoint
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.m[owner]; ok {
-		if cur.key == key && cur.backend.connected() {
-			return cur.backend.backend(), nil
-		}
-		cur.backend.close()
-		delete(s.m, owner)
-	}
-	set, err := connectAll(ctx, conn, s.opts)
+	set, err := s.Sessions.Get(ctx, owner, conn)
 	if err != nil {
 		return nil, err
 	}
-	s.m[owner] = &session{backend: set, key: key}
 	return set.backend(), nil
-}
-
-// connectAll logs in to the endpoint, or to every host.
-func connectAll(ctx context.Context, conn providers.Connection, opts Options) (*hostSet, error) {
-	set := &hostSet{}
-	if len(conn.Hosts) == 0 {
-		c, err := Connect(ctx, conn, opts)
-		if err != nil {
-			return nil, err
-		}
-		set.clients = []*Client{c}
-		return set, nil
-	}
-	for _, h := range conn.Hosts {
-		one := conn
-		one.Endpoint, one.Hosts = h.Endpoint, nil
-		c, err := Connect(ctx, one, opts)
-		if err != nil {
-			set.close()
-			return nil, fmt.Errorf("host %s: %w", h.Name, err)
-		}
-		c.host = h.Name
-		set.clients = append(set.clients, c)
-	}
-	return set, nil
 }

@@ -28,21 +28,23 @@ import (
 )
 
 // Inventory is the one host this connection reaches: one failure domain.
-func (c *Client) Inventory(context.Context) ([]failuredomain.Location, error) {
+func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error) {
+	defer c.bound(ctx)()
 	if _, err := c.l.ConnectGetLibVersion(); err != nil {
-		return nil, fmt.Errorf("host %s: %w", c.host, err)
+		return nil, fmt.Errorf("host %s: %w", c.host, c.timedOut(ctx, err))
 	}
 	return []failuredomain.Location{{Host: c.host}}, nil
 }
 
 // ImageExists tells whether the base image volume ref (POOL/VOLUME)
 // exists on the host.
-func (c *Client) ImageExists(_ context.Context, _ failuredomain.Location, ref string) (bool, error) {
+func (c *Client) ImageExists(ctx context.Context, _ failuredomain.Location, ref string) (bool, error) {
+	defer c.bound(ctx)()
 	_, err := c.lookupVolume(ref)
 	if isNotFound(err) {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil, c.timedOut(ctx, err)
 }
 
 // lookupVolume finds POOL/VOLUME.

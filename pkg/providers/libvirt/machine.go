@@ -46,6 +46,12 @@ const shutdownTask = "shutdown@"
 // interrupted earlier call left (volumes by name, the domain by UUID), so
 // a retry after a crash neither repeats nor duplicates anything.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
+	defer c.bound(ctx)()
+	st, err := c.ensureMachine(ctx, spec, record)
+	return st, c.timedOut(ctx, err)
+}
+
+func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
 	id, err := uuid.Parse(spec.InstanceUUID)
 	if err != nil {
 		return providers.MachineStatus{}, fmt.Errorf("instance UUID %q: %w", spec.InstanceUUID, err)
@@ -572,7 +578,12 @@ func (c *Client) address(dom golibvirt.Domain, spec providers.MachineSpec) strin
 // and managed save with it) and deletes every volume of the machine: the
 // overlays, data disks and seed, found by the UID in their names, so a
 // retry after a crash finishes the job.
-func (c *Client) DeleteMachine(_ context.Context, spec providers.MachineSpec, _ providers.TaskRecorder) error {
+func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, _ providers.TaskRecorder) error {
+	defer c.bound(ctx)()
+	return c.timedOut(ctx, c.deleteMachine(spec))
+}
+
+func (c *Client) deleteMachine(spec providers.MachineSpec) error {
 	id, err := uuid.Parse(spec.InstanceUUID)
 	if err != nil {
 		return fmt.Errorf("instance UUID %q: %w", spec.InstanceUUID, err)

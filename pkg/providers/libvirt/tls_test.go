@@ -128,7 +128,7 @@ func TestTLSEndpoint(t *testing.T) {
 			for _, x := range l {
 				locs = append(locs, x.Host)
 			}
-			_ = c.Close()
+			_ = c.Close(context.Background())
 			if ierr != nil {
 				err = ierr
 			} else if fmt.Sprint(locs) != "[127.0.0.1]" {

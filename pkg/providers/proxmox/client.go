@@ -27,8 +27,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	proxmox "github.com/luthermonson/go-proxmox"
@@ -60,9 +60,17 @@ func (o Options) withDefaults() Options {
 
 // Client is one Provider's logged-in API.
 type Client struct {
-	api  *proxmox.Client
-	opts Options
+	api        *proxmox.Client
+	httpClient *http.Client
+	opts       Options
 }
+
+// requestTimeout bounds one API request; dialTimeout its connect and
+// TLS handshake.
+const (
+	requestTimeout = time.Minute
+	dialTimeout    = 15 * time.Second
+)
 
 // Connect reaches the API at conn.Endpoint with the API token in
 // conn.Credentials (Username = USER@REALM!TOKENID, Password = the secret)
@@ -76,7 +84,14 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 		}
 		tlsConfig.RootCAs = pool
 	}
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
+	// Every request is bounded (a task's wait is many requests, bounded
+	// by TaskTimeout); so are the connect and the handshake, so that a
+	// host that accepts and never answers fails the call, not hangs it.
+	hc := &http.Client{Timeout: requestTimeout, Transport: &http.Transport{
+		TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		TLSHandshakeTimeout: dialTimeout,
+	}}
 	api := proxmox.NewClient(conn.Endpoint, proxmox.WithHTTPClient(hc),
 		proxmox.WithAPIToken(conn.Credentials.Username, conn.Credentials.Password))
 	if _, err := api.Version(ctx); err != nil {
@@ -85,38 +100,23 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 		}
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
 	}
-	return &Client{api: api, opts: opts.withDefaults()}, nil
+	return &Client{api: api, httpClient: hc, opts: opts.withDefaults()}, nil
 }
 
-// Sessions keeps one Client per Provider.
-type Sessions struct {
-	opts Options
-	mu   sync.Mutex
-	m    map[string]session
-}
-
-type session struct {
-	client *Client
-	key    string
-}
+// Sessions keeps one Client per Provider (see providers.Sessions). An API
+// token has no session to check or end: a Client is dropped when its
+// Provider goes or its settings or token change.
+type Sessions = providers.Sessions[*Client]
 
 // NewSessions returns an empty session cache.
-func NewSessions(opts Options) *Sessions { return &Sessions{opts: opts, m: map[string]session{}} }
-
-// Get returns owner's client, connecting again when its connection changed.
-func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
-	key := conn.Endpoint + "\x00" + conn.CredentialsVersion
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.m[owner]; ok && cur.key == key {
-		return cur.client, nil
-	}
-	c, err := Connect(ctx, conn, s.opts)
-	if err != nil {
-		return nil, err
-	}
-	s.m[owner] = session{client: c, key: key}
-	return c, nil
+func NewSessions(opts Options) *Sessions {
+	return providers.NewSessions(providers.SessionHooks[*Client]{
+		Login: func(ctx context.Context, conn providers.Connection) (*Client, error) { return Connect(ctx, conn, opts) },
+		Logout: func(_ context.Context, c *Client) {
+			// No session to end; the idle connections are closed.
+			c.httpClient.CloseIdleConnections()
+		},
+	})
 }
 
 // Inventory lists the cluster's nodes, each a failure domain.

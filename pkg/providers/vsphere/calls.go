@@ -35,6 +35,15 @@ import (
 // in use is not asked whether it is alive before every reconcile.
 const sessionTrust = time.Minute
 
+// callTimeout bounds one SOAP call, whatever its caller's deadline: a
+// vCenter that stops answering fails the call, and the next Get finds the
+// session dead instead of waiting with it.
+const callTimeout = 30 * time.Second
+
+// longPoll are the methods that wait for a change (a task's progress) by
+// design: the caller's deadline (the machine call's) bounds them.
+var longPoll = map[string]bool{"WaitForUpdatesEx": true, "WaitForUpdates": true, "WaitForChange": true}
+
 // counting wraps a session's round tripper: it counts every SOAP method
 // called (banlieue_provider_backend_requests_total) and remembers when a
 // call last succeeded and whether the session was refused since.
@@ -43,10 +52,30 @@ type counting struct {
 	// lastOK is the Unix nanoseconds of the last call answered without a
 	// NotAuthenticated fault; 0 once one was refused.
 	lastOK atomic.Int64
+	// ended is cancelled when the session is logged out: the calls still
+	// in flight on it (a task's wait, which vCenter may never end for a
+	// dead session) fail then, and their callers retry on the new session.
+	ended  context.Context
+	endNow context.CancelFunc
+}
+
+func newCounting(next soap.RoundTripper) *counting {
+	c := &counting{next: next}
+	c.ended, c.endNow = context.WithCancel(context.Background())
+	return c
 }
 
 func (c *counting) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
-	providers.BackendRequests.WithLabelValues("vsphere", method(req)).Inc()
+	m := method(req)
+	providers.BackendRequests.WithLabelValues("vsphere", m).Inc()
+	var cancel context.CancelFunc
+	if longPoll[m] {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+	}
+	defer cancel()
+	defer context.AfterFunc(c.ended, cancel)()
 	err := c.next.RoundTrip(ctx, req, res)
 	switch {
 	case notAuthenticated(err) || refusedObjects(res):

@@ -20,12 +20,12 @@ package vsphere
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
-	"sync"
+	"time"
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/session"
@@ -35,6 +35,9 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/providers"
 )
+
+// dialTimeout bounds a TCP connect and TLS handshake to vCenter.
+const dialTimeout = 15 * time.Second
 
 // idleConnsPerVCenter bounds the connections kept open to one vCenter:
 // more than the machine workers' default (8) and the inventory's calls.
@@ -51,19 +54,26 @@ func Connect(ctx context.Context, conn providers.Connection) (*Client, error) {
 	// default: with more calls in flight (the machine workers, inventory
 	// walks) every call past two dialled and shook hands with TLS again,
 	// an eighth of the provider's CPU in the benchmark's profile.
-	sc.DefaultTransport().MaxIdleConnsPerHost = idleConnsPerVCenter
+	t := sc.DefaultTransport()
+	t.MaxIdleConnsPerHost = idleConnsPerVCenter
 	if len(conn.CABundle) > 0 && !conn.InsecureSkipTLSVerify {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(conn.CABundle) {
 			return nil, fmt.Errorf("%w: the CA bundle holds no PEM certificate", providers.ErrConnect)
 		}
-		sc.DefaultTransport().TLSClientConfig.RootCAs = pool
+		t.TLSClientConfig.RootCAs = pool
 	}
+	// govmomi's own TLS dial (tls.Dial) ignores the context and has no
+	// timeout: a host that accepts and never answers kept a goroutine and
+	// a socket forever for every try. No thumbprints are used here, so a
+	// plain dialer honouring ctx and a timeout does the same job.
+	t.DialTLS = nil //nolint:staticcheck // cleared so only DialTLSContext dials
+	t.DialTLSContext = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: t.TLSClientConfig}).DialContext
 	vc, err := vim25.NewClient(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, u.Host, err)
 	}
-	calls := &counting{next: vc.RoundTripper}
+	calls := newCounting(vc.RoundTripper)
 	vc.RoundTripper = calls
 	c := &govmomi.Client{Client: vc, SessionManager: session.NewManager(vc)}
 	if err := c.Login(ctx, url.UserPassword(conn.Credentials.Username, conn.Credentials.Password)); err != nil {
@@ -91,63 +101,29 @@ func (c *Client) alive(ctx context.Context) bool {
 	return err == nil && s != nil
 }
 
-// Logout ends the session; no earlier call vouches for it any more.
+// Logout ends the session; no earlier call vouches for it any more, and
+// the calls still in flight on it are cancelled.
 func (c *Client) Logout(ctx context.Context) error {
 	err := c.gc.Logout(ctx)
 	c.calls.lastOK.Store(0)
+	c.calls.endNow()
 	return err
 }
 
-// Sessions caches one session per endpoint, user and credentials version,
-// checks it is alive before reuse, and logs out the one it replaces.
-type Sessions struct {
-	mu       sync.Mutex
-	sessions map[string]*cached
-}
-
-type cached struct {
-	*Client
-	key string
-}
+// Sessions caches one vCenter session per Provider, checked alive before
+// reuse; a session of other settings or credentials is logged out in the
+// background (see providers.Sessions).
+type Sessions = providers.Sessions[*Client]
 
 // NewSessions returns an empty cache.
-func NewSessions() *Sessions { return &Sessions{sessions: map[string]*cached{}} }
-
-// key never contains the password itself.
-func key(conn providers.Connection) string {
-	sum := sha256.Sum256(append([]byte(conn.CredentialsVersion+"\x00"), conn.CABundle...))
-	return fmt.Sprintf("%s|%s|%t|%s", conn.Endpoint, conn.Credentials.Username, conn.InsecureSkipTLSVerify, hex.EncodeToString(sum[:8]))
-}
-
-// Get returns a live session for conn, logging in when needed. owner
-// identifies the Provider, so a changed Secret replaces its old session.
-func (s *Sessions) Get(ctx context.Context, owner string, conn providers.Connection) (*Client, error) {
-	k := key(conn)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.sessions[owner]; ok {
-		if c.key == k && c.alive(ctx) {
-			return c.Client, nil
-		}
-		if err := c.Logout(ctx); err != nil {
-			klog.V(2).InfoS("Logout of a replaced vCenter session failed", "provider", owner, "err", err)
-		}
-		delete(s.sessions, owner)
-	}
-	c, err := Connect(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	s.sessions[owner] = &cached{Client: c, key: k}
-	return c, nil
-}
-
-// Forget logs out and drops owner's session (the Provider is gone).
-func (s *Sessions) Forget(ctx context.Context, owner string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.sessions[owner]; ok {
-		_ = c.Logout(ctx)
-		delete(s.sessions, owner)
-	}
+func NewSessions() *Sessions {
+	return providers.NewSessions(providers.SessionHooks[*Client]{
+		Login: Connect,
+		Alive: func(ctx context.Context, c *Client) bool { return c.alive(ctx) },
+		Logout: func(ctx context.Context, c *Client) {
+			if err := c.Logout(ctx); err != nil {
+				klog.V(2).InfoS("Logout of a dropped vCenter session failed", "err", err)
+			}
+		},
+	})
 }

@@ -159,6 +159,7 @@ func TestSessionCache(t *testing.T) {
 	if err != nil || c == a {
 		t.Fatalf("new credentials reused the session (%v)", err)
 	}
+	s.Wait() // the old session is logged out in the background
 	if a.alive(ctx) {
 		t.Error("the replaced session is still logged in")
 	}
@@ -191,7 +192,8 @@ func TestSessionCache(t *testing.T) {
 	if err != nil || e == d || !e.alive(ctx) {
 		t.Errorf("a session vCenter ended was reused (%v)", err)
 	}
-	s.Forget(ctx, "ns/p")
+	s.Forget("ns/p")
+	s.Wait()
 	if e.alive(ctx) {
 		t.Error("Forget did not log out")
 	}

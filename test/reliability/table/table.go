@@ -178,7 +178,8 @@ const bounds = "\n## Bounds\n\n" +
 	"- Lists in objects: every list has a maximum enforced by validation (pkg/apis/banlieue/validation: 32 disks, 16 interfaces, 8 nameservers, " +
 	"64 features, 32 image sources, 16 cloud configs, 1 024 failure domains, 64 addresses, 256 capability items); a longer list is a 422 naming the list.\n" +
 	"- Metadata: names, labels and annotations (256 KiB in all) are bounded by Kubernetes' own object-meta validation.\n" +
-	"- Lists of objects: clients page with limit/continue as on any Kubernetes API; the watch cache serves unpaged lists from memory.\n"
+	"- Lists of objects: clients page with limit/continue as on any Kubernetes API; the watch cache serves unpaged lists from memory.\n" +
+	"- Backend calls: a login 30 s (a caller waits for it 3 s at most; a failed login is answered from memory for 10 s), a call that awaits no task 30 s (each vSphere SOAP call 30 s, a task's wait excepted), a machine's create/converge/delete 15 min, a reconcile 16 min; connects and TLS handshakes 15 s. Flags of `banlieue provider`: --call-timeout, --machine-timeout, --reconcile-timeout.\n"
 
 // parse reads the rows of a table Write wrote.
 func parse(doc string) []Row {

@@ -75,6 +75,8 @@ func (s *Simulator) authenticated(r *http.Request) bool {
 		return false
 	}
 	i := strings.LastIndex(v, "=")
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return i > 0 && v[:i] == s.TokenID && v[i+1:] == s.Secret
 }
 

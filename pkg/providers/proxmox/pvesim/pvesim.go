@@ -246,6 +246,14 @@ func (s *Simulator) SetACL(acl []ACL) {
 	s.acl = acl
 }
 
+// SetSecret rotates the token's secret: from now on only the new one is
+// accepted, as after "pveum user token modify --regenerate".
+func (s *Simulator) SetSecret(secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Secret = secret
+}
+
 // SetTaskDelay changes how long later tasks run (a long clone to crash a
 // provider in).
 func (s *Simulator) SetTaskDelay(d time.Duration) {

@@ -1,0 +1,101 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package providers
+
+import (
+	"context"
+	"time"
+
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+)
+
+// Default deadlines of backend calls.
+const (
+	// DefaultCallTimeout bounds a call that awaits no task: an inventory
+	// walk, an image check, a guest address read.
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultMachineTimeout bounds EnsureMachine and DeleteMachine, which
+	// await tasks (recorded first, so a call cut short resumes the task
+	// instead of starting another).
+	DefaultMachineTimeout = 15 * time.Minute
+)
+
+// Deadlines are the longest a backend call may take.
+type Deadlines struct {
+	Call, Machine time.Duration
+}
+
+func (d Deadlines) withDefaults() Deadlines {
+	if d.Call <= 0 {
+		d.Call = DefaultCallTimeout
+	}
+	if d.Machine <= 0 {
+		d.Machine = DefaultMachineTimeout
+	}
+	return d
+}
+
+// Bounded returns b with a deadline on every call, whatever context the
+// caller passes: a backend that stops answering fails the call instead of
+// holding a worker forever. A GuestAddressReader stays one.
+func Bounded(b Backend, d Deadlines) Backend {
+	bb := &bounded{b: b, d: d.withDefaults()}
+	if r, ok := b.(GuestAddressReader); ok {
+		return &boundedReader{bounded: bb, r: r}
+	}
+	return bb
+}
+
+type bounded struct {
+	b Backend
+	d Deadlines
+}
+
+func (b *bounded) Inventory(ctx context.Context) ([]failuredomain.Location, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
+	defer cancel()
+	return b.b.Inventory(ctx)
+}
+
+func (b *bounded) ImageExists(ctx context.Context, location failuredomain.Location, ref string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
+	defer cancel()
+	return b.b.ImageExists(ctx, location, ref)
+}
+
+func (b *bounded) EnsureMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) (MachineStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
+	defer cancel()
+	return b.b.EnsureMachine(ctx, spec, record)
+}
+
+func (b *bounded) DeleteMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
+	defer cancel()
+	return b.b.DeleteMachine(ctx, spec, record)
+}
+
+type boundedReader struct {
+	*bounded
+	r GuestAddressReader
+}
+
+func (b *boundedReader) GuestAddress(ctx context.Context, spec MachineSpec) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
+	defer cancel()
+	return b.r.GuestAddress(ctx, spec)
+}
