@@ -93,7 +93,7 @@ func TestMigrationAcrossBackends(t *testing.T) {
 			return nil
 		}
 	}
-	waitVM("Ready on vSphere", 3*time.Minute, ready(ns + "/mig-vsphere"))
+	waitVM("Ready on vSphere", 3*time.Minute, ready(ns+"/mig-vsphere"))
 	vcName := providers.BackendName(tenant, "mig-vm")
 	if m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "mig", "DC0", vcName); err != nil || m == nil {
 		t.Fatalf("no vcsim VM: %v", err)
