@@ -166,22 +166,51 @@ func ProviderOwner(p *v1alpha1.Provider) *metav1ac.OwnerReferenceApplyConfigurat
 		WithName(p.Name).WithUID(p.UID).WithController(true).WithBlockOwnerDeletion(true)
 }
 
+// Inputs are what a workload depends on besides its class and Providers.
+type Inputs struct {
+	// SharedProviderNamespace is the install's shared-Provider namespace
+	// (empty: the providers' default).
+	SharedProviderNamespace string
+	// CloudConfigs are the Secrets of the Providers' namespace holding the
+	// cloud configs of the VMImages the class serves (CloudConfigs): the
+	// provider reads them by name, as its credentials.
+	CloudConfigs []string
+}
+
+// CloudConfigs are the cloud-config Secrets of the images that have a
+// source for class, sorted and without duplicates.
+func CloudConfigs(class string, images []v1alpha1.VMImage) []string {
+	var out []string
+	for _, img := range images {
+		if !slices.ContainsFunc(img.Spec.Sources, func(s v1alpha1.ImageSource) bool { return s.ProviderClass == class }) {
+			continue
+		}
+		for _, cc := range img.Spec.CloudConfigs {
+			if name := cc.SecretRef.Name; name != "" && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ForProvider is the workload of Provider p alone (PerProvider): its Role
 // reads p, its status and its credentials and CA bundle by name, nothing
 // else of the namespace. Its namespaced objects are owned by p, so that
 // deleting p collects them.
-func ForProvider(class *v1alpha1.ProviderClass, p *v1alpha1.Provider, sharedNamespace string) Workload {
-	return build(class, p.Namespace, p.Name, []v1alpha1.Provider{*p}, ProviderOwner(p), sharedNamespace)
+func ForProvider(class *v1alpha1.ProviderClass, p *v1alpha1.Provider, in Inputs) Workload {
+	return build(class, p.Namespace, p.Name, []v1alpha1.Provider{*p}, ProviderOwner(p), in)
 }
 
 // Shared is the class's one workload for the Providers of its namespace:
 // its Role reads every Provider there (their set changes) and the
 // credentials of those given by name. The class owns it.
-func Shared(class *v1alpha1.ProviderClass, providers []v1alpha1.Provider, sharedNamespace string) Workload {
-	return build(class, class.Spec.Namespace, "", providers, ClassOwner(class), sharedNamespace)
+func Shared(class *v1alpha1.ProviderClass, providers []v1alpha1.Provider, in Inputs) Workload {
+	return build(class, class.Spec.Namespace, "", providers, ClassOwner(class), in)
 }
 
-func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alpha1.Provider, owner *metav1ac.OwnerReferenceApplyConfiguration, sharedNamespace string) Workload {
+func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alpha1.Provider, owner *metav1ac.OwnerReferenceApplyConfiguration, in Inputs) Workload {
 	name := Name(class.Name, only)
 	labels := map[string]string{
 		"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "provider-" + class.Spec.Backend,
@@ -192,18 +221,18 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	}
 	w := Workload{Namespace: namespace, Name: name}
 	w.ServiceAccount = corev1ac.ServiceAccount(name, namespace).WithLabels(labels).WithOwnerReferences(owner)
-	w.Role = rbacv1ac.Role(name, namespace).WithLabels(labels).WithOwnerReferences(owner).WithRules(rules(class.Name, only, served)...)
+	w.Role = rbacv1ac.Role(name, namespace).WithLabels(labels).WithOwnerReferences(owner).WithRules(rules(class.Name, only, served, in.CloudConfigs)...)
 	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
-	w.Deployment = deployment(class, namespace, name, only, sharedNamespace, labels, owner)
+	w.Deployment = deployment(class, namespace, name, only, in.SharedProviderNamespace, labels, owner)
 	return w
 }
 
 // rules are a provider's namespaced permissions: its Providers (one by
 // name, or all when shared), their status, the credentials and CA bundles
 // they name (get by name only), its Lease and Events.
-func rules(class, only string, served []v1alpha1.Provider) []*rbacv1ac.PolicyRuleApplyConfiguration {
+func rules(class, only string, served []v1alpha1.Provider, cloudConfigs []string) []*rbacv1ac.PolicyRuleApplyConfiguration {
 	// No write of providers itself: its status and its finalizer go
 	// through their subresources, so the workload cannot rename the
 	// Secrets its Role grants (the operator renders them from the spec).
@@ -219,6 +248,12 @@ func rules(class, only string, served []v1alpha1.Provider) []*rbacv1ac.PolicyRul
 	}
 	out := []*rbacv1ac.PolicyRuleApplyConfiguration{providerRule, statusRule}
 	secrets, configMaps := referenced(served)
+	for _, name := range cloudConfigs {
+		if !slices.Contains(secrets, name) {
+			secrets = append(secrets, name)
+		}
+	}
+	slices.Sort(secrets)
 	if len(secrets) > 0 {
 		out = append(out, rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("secrets").WithVerbs("get").WithResourceNames(secrets...))
 	}

@@ -58,14 +58,14 @@ func grants(rules []rbacv1ac.PolicyRuleApplyConfiguration) []string {
 func TestForProvider(t *testing.T) {
 	p := provider("prod", "prod-creds", &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: "corp-ca"}})
 	p.UID = "u1"
-	w := ForProvider(class(), &p, "infra")
+	w := ForProvider(class(), &p, Inputs{SharedProviderNamespace: "infra", CloudConfigs: []string{"base-cc"}})
 	if w.Name != "banlieue-provider-vsphere-prod" || w.Namespace != "banlieue-system" {
 		t.Fatalf("workload %s/%s", w.Namespace, w.Name)
 	}
 	got := grants(w.Role.Rules)
 	for _, want := range []string{
 		"providers get prod", "providers list prod", "providers watch prod", "providers/status patch prod", "providers/finalizers patch prod",
-		"secrets get prod-creds", "configmaps get corp-ca",
+		"secrets get base-cc,prod-creds", "configmaps get corp-ca",
 		"leases create ", "leases update banlieue-provider-vsphere-prod", "events create ",
 	} {
 		if !slices.Contains(got, want) {
@@ -73,7 +73,7 @@ func TestForProvider(t *testing.T) {
 		}
 	}
 	for _, g := range got {
-		if strings.HasPrefix(g, "secrets ") && g != "secrets get prod-creds" || strings.HasPrefix(g, "secrets list") {
+		if strings.HasPrefix(g, "secrets ") && g != "secrets get base-cc,prod-creds" || strings.HasPrefix(g, "secrets list") {
 			t.Errorf("the Role grants %q", g)
 		}
 		// A write of the Provider itself would let the workload rename
@@ -109,7 +109,7 @@ func TestShared(t *testing.T) {
 	c.Spec.DeploymentStrategy, c.Spec.Replicas = v1alpha1.ProviderDeploymentShared, ptr.To[int32](2)
 	a := provider("a", "a-creds", &v1alpha1.CABundleSource{SecretRef: &v1alpha1.KeySelector{Name: "a-ca"}})
 	b := provider("b", "shared-creds", nil)
-	w := Shared(c, []v1alpha1.Provider{b, a, provider("c", "shared-creds", nil)}, "")
+	w := Shared(c, []v1alpha1.Provider{b, a, provider("c", "shared-creds", nil)}, Inputs{})
 	if w.Name != "banlieue-provider-vsphere" {
 		t.Errorf("name %s", w.Name)
 	}
@@ -158,5 +158,26 @@ func TestSubjects(t *testing.T) {
 	}
 	if got := Subjects(nil); len(got) != 0 {
 		t.Errorf("Subjects of nothing = %v", got)
+	}
+}
+
+// TestCloudConfigs: the cloud configs of the images with a source for the
+// class, once each, sorted; none of another class's images.
+func TestCloudConfigs(t *testing.T) {
+	img := func(classes []string, ccs ...string) v1alpha1.VMImage {
+		var i v1alpha1.VMImage
+		for _, c := range classes {
+			i.Spec.Sources = append(i.Spec.Sources, v1alpha1.ImageSource{ProviderClass: c})
+		}
+		for _, cc := range ccs {
+			i.Spec.CloudConfigs = append(i.Spec.CloudConfigs, v1alpha1.CloudConfigSource{SecretRef: v1alpha1.LocalObjectReference{Name: cc}})
+		}
+		return i
+	}
+	got := CloudConfigs("vsphere", []v1alpha1.VMImage{
+		img([]string{"vsphere", "libvirt"}, "z", "a"), img([]string{"libvirt"}, "libvirt-only"), img([]string{"vsphere"}, "a", "m"),
+	})
+	if want := []string{"a", "m", "z"}; !slices.Equal(got, want) {
+		t.Errorf("CloudConfigs = %v, want %v", got, want)
 	}
 }

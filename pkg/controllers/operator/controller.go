@@ -81,6 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("operator").
 		For(&v1alpha1.Provider{}).
 		Watches(&v1alpha1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(r.providersOfClass)).
+		Watches(&v1alpha1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.providersOfImage)).
 		Watches(&appsv1.Deployment{}, owned).
 		Watches(&corev1.ServiceAccount{}, owned).
 		Watches(&rbacv1.Role{}, owned).
@@ -91,6 +92,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // providersOfClass: every Provider of the class.
 func (r *Reconciler) providersOfClass(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.requests(ctx, obj.GetName(), "")
+}
+
+// providersOfImage: every Provider of the classes an image has a source
+// for (their Roles grant its cloud configs by name).
+func (r *Reconciler) providersOfImage(ctx context.Context, obj client.Object) []reconcile.Request {
+	img, ok := obj.(*v1alpha1.VMImage)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range img.Spec.Sources {
+		out = append(out, r.requests(ctx, s.ProviderClass, "")...)
+	}
+	return out
 }
 
 // providersOfObject: the Provider a workload object serves, or every
@@ -178,8 +193,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // desired is the workload serving p: its own, or its class's shared one
 // (for the class's Providers of the namespace, without leaving).
 func (r *Reconciler) desired(ctx context.Context, class *v1alpha1.ProviderClass, p, leaving *v1alpha1.Provider) (workload.Workload, error) {
+	var images v1alpha1.VMImageList
+	if err := r.Client.List(ctx, &images); err != nil {
+		return workload.Workload{}, err
+	}
+	in := workload.Inputs{SharedProviderNamespace: r.SharedProviderNamespace, CloudConfigs: workload.CloudConfigs(class.Name, images.Items)}
 	if class.Spec.DeploymentStrategy != v1alpha1.ProviderDeploymentShared {
-		return workload.ForProvider(class, p, r.SharedProviderNamespace), nil
+		return workload.ForProvider(class, p, in), nil
 	}
 	var list v1alpha1.ProviderList
 	if err := r.Client.List(ctx, &list, client.InNamespace(class.Spec.Namespace)); err != nil {
@@ -188,7 +208,7 @@ func (r *Reconciler) desired(ctx context.Context, class *v1alpha1.ProviderClass,
 	served := slices.DeleteFunc(list.Items, func(o v1alpha1.Provider) bool {
 		return o.Spec.ProviderClassRef.Name != class.Name || (leaving != nil && o.UID == leaving.UID)
 	})
-	return workload.Shared(class, served, r.SharedProviderNamespace), nil
+	return workload.Shared(class, served, in), nil
 }
 
 // apply server-side-applies the workload's objects, forcing its fields

@@ -357,11 +357,6 @@ func (r *MachineReconciler) withUserData(ctx context.Context, m infrav1.Machine,
 		return ctrl.Result{}, true, err
 	}
 	if userData, reason, err = r.withCloudConfigs(ctx, m, provider, userData, format); reason != "" {
-		// A cloud config is user data too: not readable is the
-		// namespace's missing consent, as for the VM's own.
-		if apierrors.IsForbidden(err) {
-			reason, err = ReasonUserDataForbidden, r.forbidden(m.GetNamespace(), err)
-		}
 		return ctrl.Result{RequeueAfter: r.Poll}, true, r.setReady(ctx, m, metav1.ConditionFalse, reason, err.Error())
 	}
 	spec.UserData, spec.UserDataFormat = userData, format
@@ -601,6 +596,12 @@ func (r *MachineReconciler) withCloudConfigs(ctx context.Context, m infrav1.Mach
 	var docs [][]byte
 	for _, name := range names {
 		secret, reason, err := r.secret(ctx, p.Namespace, name, cloudConfigKey)
+		if apierrors.IsForbidden(err) {
+			// The image's cloud configs are Secrets of the Provider's
+			// namespace, read by name as its credentials are.
+			return nil, ReasonUserDataForbidden, fmt.Errorf("this provider's identity may not read cloud config Secret %s/%s: "+
+				"name it in the provider's credentials Role (docs/security.md)", p.Namespace, name)
+		}
 		if err != nil {
 			return nil, reason, fmt.Errorf("cloud config: %w", err)
 		}

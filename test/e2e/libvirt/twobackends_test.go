@@ -50,9 +50,6 @@ import (
 // simulator by placement.providerSelector alone. All become Ready;
 // /resolved is the same for all; /placement explains every Provider for
 // each.
-// twoNS is the namespace of TestOneManifestThreeBackends's VMs.
-const twoNS = "two-tenant"
-
 func TestOneManifestThreeBackends(t *testing.T) {
 	ctx := context.Background()
 	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "two-backends", DHCP: true})
@@ -123,14 +120,18 @@ func TestOneManifestThreeBackends(t *testing.T) {
 		waitProviderReady(t, p.Name)
 	}
 	// The image's cloud config, in the Providers' namespace, reaches both guests.
-	// The VMs carry user data (the image's cloud config): they live in a
-	// tenant namespace that consents to its reading, as the install's own
-	// namespace never does.
-	consentingNamespace(t, twoNS, "vsphere", "libvirt", "proxmox")
-	cc := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-cloud-config", Namespace: twoNS},
+	cc := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-cloud-config", Namespace: ns},
 		StringData: map[string]string{"cloud-config": "#cloud-config\n# marker-two-cloud-config\n"}}
 	if err := c.Create(ctx, cc); err != nil {
 		t.Fatal(err)
+	}
+	// The image's cloud config is a Secret of the Providers' namespace
+	// that each static provider reads by name, as the administrator
+	// publishing the image names it in their credentials Roles.
+	for _, class := range []string{"vsphere", "libvirt", "proxmox"} {
+		if err := env.GrantCredentials(ctx, class, "secrets", cc.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "two-image"}, Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: v1alpha1.ImageSourceTemplate, Ref: "banlieue-guest"},
@@ -149,7 +150,7 @@ func TestOneManifestThreeBackends(t *testing.T) {
 	}
 	// The one manifest; only the selector's backend label differs.
 	manifest := func(name, backend string) *v1alpha1.VirtualMachine {
-		return &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: twoNS}, Spec: v1alpha1.VirtualMachineSpec{
+		return &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
 			ClassRef: v1alpha1.LocalObjectReference{Name: "two-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "two-image"},
 			Placement:         &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"two": "yes", "backend": backend}}},
 			DesiredPowerState: v1alpha1.PowerStatePoweredOn,
@@ -173,16 +174,16 @@ func TestOneManifestThreeBackends(t *testing.T) {
 			}
 			return nil
 		})
-		if vm.Status.Scheduled.Provider != ns+"/two-"+backend || vm.Status.InfrastructureRef == nil || vm.Status.InfrastructureRef.Kind != wantKind[backend] {
+		if vm.Status.Scheduled.Provider != "two-"+backend || vm.Status.InfrastructureRef == nil || vm.Status.InfrastructureRef.Kind != wantKind[backend] {
 			t.Errorf("%s: scheduled %+v, infrastructure %+v", vm.Name, vm.Status.Scheduled, vm.Status.InfrastructureRef)
 		}
 	}
 	// The backends hold them: a vcsim VM and a libvirt domain, each guest
 	// given the image's cloud config.
-	if err := c.Get(ctx, client.ObjectKey{Namespace: twoNS, Name: "two-on-vsphere"}, &infrav1.VSphereMachine{}); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "two-on-vsphere"}, &infrav1.VSphereMachine{}); err != nil {
 		t.Error(err)
 	}
-	m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(twoNS, "two-on-vsphere"))
+	m, err := vcsim.ReadVM(ctx, sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, "two-on-vsphere"))
 	if err != nil || m == nil {
 		t.Fatalf("vcsim VM: %v", err)
 	}
@@ -196,16 +197,16 @@ func TestOneManifestThreeBackends(t *testing.T) {
 	if !strings.Contains(userData, "# marker-two-cloud-config") {
 		t.Errorf("vcsim guestinfo.userdata lacks the image's cloud config: %q", userData)
 	}
-	if _, err := lv(t).DomainLookupByName(twoNS + ".two-on-libvirt"); err != nil {
+	if _, err := lv(t).DomainLookupByName(ns + ".two-on-libvirt"); err != nil {
 		t.Errorf("no libvirt domain: %v", err)
 	}
-	waitSerial(t, twoNS+".two-on-libvirt", "BANLIEUE-USERDATA # marker-two-cloud-config")
+	waitSerial(t, ns+".two-on-libvirt", "BANLIEUE-USERDATA # marker-two-cloud-config")
 
 	cs, err := clientset.NewForConfig(env.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := cs.BanlieueV1alpha1().VirtualMachines(twoNS)
+	api := cs.BanlieueV1alpha1().VirtualMachines(ns)
 	ra, err := api.GetResolved(ctx, "two-on-vsphere", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestOneManifestThreeBackends(t *testing.T) {
 	// the cloud-init seed attached.
 	var pveVM *pvesim.VM
 	for _, v := range pve.VMs() {
-		if v.Name == providers.BackendName(twoNS, "two-on-proxmox") {
+		if v.Name == providers.BackendName(ns, "two-on-proxmox") {
 			pveVM = &v
 		}
 	}
@@ -242,13 +243,12 @@ func TestOneManifestThreeBackends(t *testing.T) {
 		for _, p := range pl.Result.Providers {
 			verdicts[p.Provider] = p
 		}
-		// The Providers are in the install's namespace, not the VMs'.
-		if !verdicts[ns+"/two-"+backend].Fits {
-			t.Errorf("%s: /placement on two-%s %+v", vm.Name, backend, verdicts[ns+"/two-"+backend])
+		if !verdicts["two-"+backend].Fits {
+			t.Errorf("%s: /placement on two-%s %+v", vm.Name, backend, verdicts["two-"+backend])
 		}
 		for other := range vms {
-			if other != backend && (verdicts[ns+"/two-"+other].Fits || verdicts[ns+"/two-"+other].Message == "") {
-				t.Errorf("%s: /placement on two-%s %+v", vm.Name, other, verdicts[ns+"/two-"+other])
+			if other != backend && (verdicts["two-"+other].Fits || verdicts["two-"+other].Message == "") {
+				t.Errorf("%s: /placement on two-%s %+v", vm.Name, other, verdicts["two-"+other])
 			}
 		}
 	}
@@ -267,7 +267,7 @@ func cpus(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, na
 	t.Helper()
 	if backend == "proxmox" {
 		for _, v := range pve.VMs() {
-			if v.Name == providers.BackendName(twoNS, name) && v.Status == "running" {
+			if v.Name == providers.BackendName(ns, name) && v.Status == "running" {
 				n, _ := strconv.Atoi(fmt.Sprint(v.Config["cores"]))
 				return n
 			}
@@ -275,7 +275,7 @@ func cpus(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, na
 		return 0
 	}
 	if backend == "vsphere" {
-		m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(twoNS, name))
+		m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
 		if err != nil || m == nil {
 			t.Fatalf("vcsim VM %s: %v", name, err)
 		}
@@ -284,7 +284,7 @@ func cpus(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, na
 		}
 		return int(m.Config.Hardware.NumCPU)
 	}
-	d, err := lv(t).DomainLookupByName(twoNS + "." + name)
+	d, err := lv(t).DomainLookupByName(ns + "." + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, n
 		if backend == "proxmox" {
 			for _, v := range pve.VMs() {
 				switch {
-				case v.Name != providers.BackendName(twoNS, name):
+				case v.Name != providers.BackendName(ns, name):
 				case v.Status == "running" && v.Paused:
 					return "Suspended"
 				case v.Status == "running":
@@ -396,7 +396,7 @@ func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, n
 			return ""
 		}
 		if backend == "vsphere" {
-			m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(twoNS, name))
+			m, err := vcsim.ReadVM(context.Background(), sim.Endpoint, "admin@vsphere.local", "two-backends", "DC0", providers.BackendName(ns, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -405,7 +405,7 @@ func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, n
 			}
 			return map[string]string{"poweredOn": "PoweredOn", "poweredOff": "PoweredOff", "suspended": "Suspended"}[string(m.Runtime.PowerState)]
 		}
-		d, err := lv(t).DomainLookupByName(twoNS + "." + name)
+		d, err := lv(t).DomainLookupByName(ns + "." + name)
 		if err != nil {
 			return ""
 		}
