@@ -613,3 +613,35 @@ func TestPoolAndFolderAnchored(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteFindsTheVMAnywhere (issue 31): a machine whose datacenter was
+// edited after its VM was built is deleted by its instance UUID wherever
+// the VM is; the delete used to look in the new datacenter only, find
+// nothing, and let the machine go with its VM running.
+func TestDeleteFindsTheVMAnywhere(t *testing.T) {
+	ctx := context.Background()
+	model := simulator.VPX()
+	model.Datacenter = 2
+	_, conn := vcsimModel(t, model)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	spec := providers.MachineSpec{
+		Name: "ns-moved-0", InstanceUUID: "9b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOn",
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	edited := spec
+	edited.Location = failuredomain.Location{Datacenter: "DC1", Cluster: "DC1_C0"}
+	if err := c.DeleteMachine(ctx, edited, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := object.NewSearchIndex(c.gc.Client).FindByUuid(ctx, nil, spec.InstanceUUID, true, ptr.To(true))
+	if err != nil || ref != nil {
+		t.Errorf("the VM built in DC0 survived a delete naming DC1: %v %v", ref, err)
+	}
+}
