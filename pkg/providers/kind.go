@@ -61,6 +61,20 @@ type Fields struct {
 	// Storage, Network and ImageWord name the targets in reasons
 	// (Datastore → DatastoreNotPublished).
 	Storage, Network, ImageWord string
+	// Features are the Provider features the spec uses besides a vTPM
+	// (vSphere's hotAddCPU), each with the field asking for it: admission
+	// refuses one the Provider's capabilities.features lack.
+	Features map[string]string
+	// Invalid is what the backend refuses in the spec by itself, before
+	// any call: a value it could resolve outside the failure domain (a
+	// vSphere absolute inventory path), with its field and why.
+	Invalid []FieldError
+}
+
+// FieldError is a spec field a backend refuses, and why (a sentence
+// about the value, after the field: "is an absolute inventory path").
+type FieldError struct {
+	Field, Reason, Message string
 }
 
 // ImageKind is how one backend's image sources are checked and reported.

@@ -41,6 +41,9 @@ const (
 	ReasonPortGroupNotPublished     = "PortGroupNotPublished"
 	ReasonTemplateNotPublished      = "TemplateNotPublished"
 	ReasonCloudConfigNotPublished   = "CloudConfigNotPublished"
+	// ReasonFeatureNotPublished: the machine uses a feature (a vTPM, CPU
+	// or memory hot add) the Provider's capabilities.features lack.
+	ReasonFeatureNotPublished = "FeatureNotPublished"
 )
 
 // refusal is a machine spec its Provider does not allow: the field, the
@@ -56,8 +59,11 @@ func (r *refusal) Error() string { return r.field + ": " + r.message }
 // anything reaches the backend: p must be in the machine's namespace or
 // shared, the install's shared-Provider namespace (the scheduler's rule);
 // its location one of p's failure
-// domains; every storage and network target one of p's capabilities' (or
-// empty: the image's own); the image a source, for class, of one of
+// domains, and nothing the backend refuses by itself (fields.Invalid: a
+// vSphere resource pool or folder that could lead outside it); every
+// feature it uses (a vTPM, fields.Features) one of p's; every storage and
+// network target one of p's capabilities' (or empty: the image's own; a
+// VLAN only with its bridge); the image a source, for class, of one of
 // images. nil means allowed.
 func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider, shared, class string, images []v1alpha1.VMImage) *refusal {
 	name := p.Namespace + "/" + p.Name
@@ -67,6 +73,13 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 				name, sharedNote(shared), m.GetNamespace())}
 	}
 	if r := admitFailureDomain(m, spec, fields, p); r != nil {
+		return r
+	}
+	if len(fields.Invalid) > 0 {
+		e := fields.Invalid[0]
+		return &refusal{e.Field, e.Reason, fmt.Sprintf("%s (Provider %s)", e.Message, name)}
+	}
+	if r := admitFeatures(spec, fields, p); r != nil {
 		return r
 	}
 	var storage, networks, bridges []string
@@ -88,9 +101,15 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 	}
 	for i, n := range spec.NICs {
 		// A bridge is published with its VLAN tag: a machine may not tag
-		// its traffic with a VLAN the Provider does not offer.
+		// its traffic with a VLAN the Provider does not offer, nor tag the
+		// image's own bridge with any (the backend would use whatever
+		// bridge the image has, with that tag).
 		bridge := onBridge(n.Bridge, n.VLAN)
-		if n.Network != "" && !slices.Contains(networks, n.Network) || n.Bridge != "" && !slices.Contains(bridges, bridge) {
+		switch {
+		case n.Bridge == "" && n.VLAN != 0:
+			return &refusal{fields.NIC(i), fields.Network + "NotPublished",
+				fmt.Sprintf("vlan %d names no bridge: a VLAN is published only on a bridge of Provider %s (%s)", n.VLAN, name, published(bridges))}
+		case n.Network != "" && !slices.Contains(networks, n.Network) || n.Bridge != "" && !slices.Contains(bridges, bridge):
 			return &refusal{fields.NIC(i), fields.Network + "NotPublished",
 				fmt.Sprintf("%q is not a network target of Provider %s (%s)", n.Network+bridge, name, published(append(networks, bridges...)))}
 		}
@@ -112,6 +131,32 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 			fmt.Sprintf("%q is not the %s source of any VMImage (%s)", spec.Image, class, published(refs))}
 	}
 	return admitCloudConfigs(m, spec.Image, configs)
+}
+
+// admitFeatures refuses a machine using a feature p does not advertise:
+// a vTPM (placement's rule for the classes it schedules) or whatever the
+// backend says its spec uses (fields.Features).
+func admitFeatures(spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider) *refusal {
+	uses := map[string]string{}
+	for f, field := range fields.Features {
+		uses[f] = field
+	}
+	if spec.TPM {
+		uses[placement.VTPMFeature] = "spec.tpmEnabled"
+	}
+	var missing []string
+	for f := range uses {
+		if !slices.Contains(p.Spec.Capabilities.Features, f) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing) // one refusal, the same each time
+	f := missing[0]
+	return &refusal{uses[f], ReasonFeatureNotPublished,
+		fmt.Sprintf("needs the feature %q, which Provider %s/%s does not advertise (%s)", f, p.Namespace, p.Name, published(p.Spec.Capabilities.Features))}
 }
 
 // sharedNote says which namespace's Providers serve every namespace.

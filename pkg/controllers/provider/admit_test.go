@@ -42,6 +42,8 @@ func TestAdmit(t *testing.T) {
 	}
 	tenantOwn := shared.DeepCopy()
 	tenantOwn.Namespace = "team-a"
+	featured := shared.DeepCopy()
+	featured.Spec.Capabilities.Features = []string{"hotAddCPU", "vtpm"}
 	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu"}, {ProviderClass: "proxmox", Kind: "Template", Ref: "9000"},
 	}}}, {Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "kairos"}},
@@ -82,6 +84,29 @@ func TestAdmit(t *testing.T) {
 		{"the image's cloud configs reordered", shared, func(m *infrav1.VSphereMachine) {
 			m.Spec.Template, m.Spec.CloudConfigs = "kairos", []string{"seal", "install"}
 		}, ReasonCloudConfigNotPublished, "spec.cloudConfigs"},
+		// resourcePool and folder are looked up under the failure domain:
+		// nothing that could climb out of it, or skip the lookup, passes.
+		{"a pool and folder under the failure domain", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.ResourcePool, m.Spec.Folder = "team-a/batch", "team-a"
+		}, "", ""},
+		{"an absolute resource pool path", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.ResourcePool = "/DC1/host/C9/Resources"
+		}, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
+		{"a resource pool by managed object reference", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.ResourcePool = "ResourcePool:resgroup-42"
+		}, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
+		{"a resource pool climbing out", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.ResourcePool = "../../C9/Resources"
+		}, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
+		{"a resource pool wildcard", shared, func(m *infrav1.VSphereMachine) { m.Spec.ResourcePool = "*" }, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
+		{"an absolute folder path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "/DC1/vm" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
+		{"a folder by managed object reference", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "Folder:group-v3" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
+		// Features the machine uses must be the Provider's.
+		{"CPU hot add, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, ReasonFeatureNotPublished, "spec.cpuHotAdd"},
+		{"CPU hot add, advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, "", ""},
+		{"memory hot add, not advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.MemoryHotAdd = true }, ReasonFeatureNotPublished, "spec.memoryHotAdd"},
+		{"a vTPM, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
+		{"a vTPM, advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, "", ""},
 	} {
 		m := good()
 		tc.mutate(m)
@@ -198,6 +223,7 @@ func TestAdmitLibvirt(t *testing.T) {
 		{"bridge outside", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "virbr0" }, "NetworkNotPublished", "spec.network[1].bridge"},
 		{"a bridge named like a network", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "default" }, "NetworkNotPublished", "spec.network[1].bridge"},
 		{"volume of no image", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "images/someone-elses.qcow2" }, "ImageNotPublished", "spec.image"},
+		{"a vTPM, not advertised", func(m *infrav1.LibvirtMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
 	} {
 		m := good()
 		tc.mutate(m)
@@ -230,20 +256,27 @@ func TestAdmitProxmoxVLANs(t *testing.T) {
 	for _, tc := range []struct {
 		vlan   int32
 		reason string
-	}{{20, ""}, {30, "BridgeNotPublished"}, {0, "BridgeNotPublished"}} {
+		bridge string
+	}{{20, "", "vmbr1"}, {30, "BridgeNotPublished", "vmbr1"}, {0, "BridgeNotPublished", "vmbr1"},
+		// The rogue machine: a VLAN on the template's bridge,
+		// whatever that is, was tagged and powered on.
+		{99, "BridgeNotPublished", ""},
+		{20, "BridgeNotPublished", ""},
+		{0, "", ""}, // the template's bridge as it is
+	} {
 		m := &infrav1.ProxmoxMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
 			Spec: infrav1.ProxmoxMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "pve-pve1"}, Template: "debian",
-				Network: []infrav1.ProxmoxNetworkDevice{{Name: "eth0", Bridge: "vmbr1", VLAN: tc.vlan}}},
+				Network: []infrav1.ProxmoxNetworkDevice{{Name: "eth0", Bridge: tc.bridge, VLAN: tc.vlan, DHCP4: true}}},
 		}
 		r := &MachineReconciler{Kind: proxmoxmachines.MachineKind()}
 		spec, fields := r.machineSpec(m, p)
 		got := admit(m, spec, fields, p, "banlieue-system", "proxmox", images)
 		switch {
 		case tc.reason == "" && got != nil:
-			t.Errorf("vlan %d: refused: %v", tc.vlan, got)
+			t.Errorf("bridge %q vlan %d: refused: %v", tc.bridge, tc.vlan, got)
 		case tc.reason != "" && (got == nil || got.reason != tc.reason || got.field != "spec.network[0].bridge"):
-			t.Errorf("vlan %d: %v, want %s on spec.network[0].bridge", tc.vlan, got, tc.reason)
+			t.Errorf("bridge %q vlan %d: %v, want %s on spec.network[0].bridge", tc.bridge, tc.vlan, got, tc.reason)
 		}
 	}
 }

@@ -388,7 +388,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 	}
 	spec := providers.MachineSpec{Name: VMName(m), InstanceUUID: string(m.GetUID()), TaskRef: m.CommonStatus().TaskRef}
 	if provider != nil {
-		spec, _ = r.machineSpec(m, provider)
+		spec, _ = r.machineSpec(builtIn(m), provider)
 	}
 	if provider == nil {
 		log.FromContext(ctx).Info("Releasing a machine whose Provider is gone; its VM, if any, stays in the backend", "vm", spec.Name)
@@ -409,6 +409,21 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 	patch := client.MergeFrom(copyOf(m))
 	controllerutil.RemoveFinalizer(m, r.Kind.Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
+}
+
+// builtIn is m as its VM was built: in the failure domain its status
+// recorded then, whatever its spec says now (the CRDs refuse a location
+// edited once spec.providerID is set, but an object of an older CRD, or
+// edited before its providerID was written, may say another), so its
+// deletion looks for the VM where it is.
+func builtIn(m infrav1.Machine) infrav1.Machine {
+	fd := m.CommonStatus().FailureDomain
+	if fd == "" || fd == m.CommonSpec().FailureDomain {
+		return m
+	}
+	built := copyOf(m)
+	built.CommonSpec().FailureDomain = fd
+	return built
 }
 
 // admit refuses, before any backend call, a machine its Provider does not

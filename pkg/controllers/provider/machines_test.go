@@ -22,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 )
 
 // TestWaitingForAddress: only a machine whose VM is built, converged to
@@ -91,5 +93,27 @@ func TestUserDataSettled(t *testing.T) {
 		if got := userDataSettled(m); got != c.want {
 			t.Errorf("%s: userDataSettled = %v, want %v", name, got, c.want)
 		}
+	}
+}
+
+// TestDeletionWhereBuilt (issue 31): a machine whose spec.failureDomain
+// was edited after its VM was built is deleted where its status recorded
+// the VM (a libvirt domain is looked up on that host only): the edit no
+// longer lets the finalizer go with the domain left running elsewhere.
+func TestDeletionWhereBuilt(t *testing.T) {
+	p := &v1alpha1.Provider{Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{
+		{Name: "kvm-01", Host: "kvm-01.lab"}, {Name: "kvm-02", Host: "kvm-02.lab"}}}}
+	r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
+	m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+		Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "kvm-02"}}}
+	if spec, _ := r.machineSpec(builtIn(m), p); spec.Location.Host != "kvm-02.lab" {
+		t.Errorf("never built: deleted on %q, want the spec's kvm-02.lab", spec.Location.Host)
+	}
+	m.Status.FailureDomain = "kvm-01"
+	if spec, _ := r.machineSpec(builtIn(m), p); spec.Location.Host != "kvm-01.lab" {
+		t.Errorf("built on kvm-01, spec edited to kvm-02: deleted on %q, want kvm-01.lab", spec.Location.Host)
+	}
+	if m.Spec.FailureDomain != "kvm-02" {
+		t.Errorf("the object itself was changed: %q", m.Spec.FailureDomain)
 	}
 }

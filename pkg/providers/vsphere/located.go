@@ -19,10 +19,13 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"path"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"k8s.io/utils/ptr"
+
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // located looks up a datacenter's objects by name, through the session's
@@ -94,15 +97,21 @@ func (l *located) template(ctx context.Context, name string) (*object.VirtualMac
 	return vm, nil
 }
 
-// folder is the VM folder named name, or the datacenter's VM folder.
+// folder is the VM folder at the relative path name under the
+// datacenter's VM folder, or that folder itself: anchored, so a folder of
+// another datacenter cannot be named (admission refuses what could climb
+// out, machinespec.RelativePathError).
 func (l *located) folder(ctx context.Context, name string) (*object.Folder, error) {
+	if why := machinespec.RelativePathError(name); why != "" {
+		return nil, fmt.Errorf("folder %q %s", name, why)
+	}
 	o, err := l.get("folder", name, func() (object.Reference, string, error) {
 		var folder *object.Folder
 		var err error
 		if name == "" {
 			folder, err = l.f.DefaultFolder(ctx)
 		} else {
-			folder, err = l.f.Folder(ctx, name)
+			folder, err = l.f.Folder(ctx, path.Join(l.dcPath(), "vm", name))
 		}
 		if err != nil {
 			return nil, "", err
@@ -134,23 +143,30 @@ func (l *located) datastore(ctx context.Context, name string) (*object.Datastore
 	return ds, nil
 }
 
-// pool is the resource pool named name, or the root pool of cluster.
+// pool is the resource pool at the relative path name under cluster's
+// root pool, or that root pool itself: anchored, so a pool of another
+// cluster or datacenter cannot be named (admission refuses what could
+// climb out, machinespec.RelativePathError).
 func (l *located) pool(ctx context.Context, name, cluster string) (*object.ResourcePool, error) {
-	key := "pool " + name
-	if name == "" {
-		key = "cluster " + cluster
+	if why := machinespec.RelativePathError(name); why != "" {
+		return nil, fmt.Errorf("resource pool %q %s", name, why)
+	}
+	key := "cluster " + cluster
+	if name != "" {
+		key = "pool " + cluster + "/" + name
 	}
 	o, err := l.get("pool", key, func() (object.Reference, string, error) {
-		if name != "" {
-			pool, err := l.f.ResourcePool(ctx, name)
-			if err != nil {
-				return nil, "", fmt.Errorf("resource pool %s: %w", name, err)
-			}
-			return pool, pool.InventoryPath, nil
-		}
 		cl, err := l.f.ClusterComputeResource(ctx, cluster)
 		if err != nil {
 			return nil, "", fmt.Errorf("cluster %s: %w", cluster, err)
+		}
+		if name != "" {
+			// A cluster's root pool is "Resources" in the inventory.
+			pool, err := l.f.ResourcePool(ctx, path.Join(cl.InventoryPath, "Resources", name))
+			if err != nil {
+				return nil, "", fmt.Errorf("resource pool %s of cluster %s: %w", name, cluster, err)
+			}
+			return pool, pool.InventoryPath, nil
 		}
 		pool, err := cl.ResourcePool(ctx)
 		if err != nil {

@@ -699,6 +699,13 @@ func (c *Client) deleteMachine(ctx context.Context, spec providers.MachineSpec, 
 		return err
 	}
 	vm, err := findMachine(ctx, l, spec)
+	if err == nil && vm == nil && l.dc != nil && spec.InstanceUUID != "" {
+		// Not in the datacenter the spec names: the VM is its instance
+		// UUID, wherever it was built (a spec edited since), and a delete
+		// that did not find it would let its machine go with it running.
+		l = &located{c: c, f: find.NewFinder(c.gc.Client, false)}
+		vm, err = findMachine(ctx, l, spec)
+	}
 	if err != nil || vm == nil {
 		return err
 	}

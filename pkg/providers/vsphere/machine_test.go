@@ -536,3 +536,112 @@ func TestTaskStatesSkipsExpired(t *testing.T) {
 		t.Errorf("tasks %+v, want the power-off task alone, succeeded", tasks)
 	}
 }
+
+// TestPoolAndFolderAnchored: a VSphereMachine's resourcePool and folder
+// are looked up under its failure domain (the cluster's root pool, the
+// datacenter's VM folder), never across vCenter: a pool of another
+// cluster or a folder of another datacenter is not found by its name,
+// and an absolute path or a managed object reference is refused before
+// any lookup, where the finder would have taken it as it is.
+func TestPoolAndFolderAnchored(t *testing.T) {
+	ctx := context.Background()
+	model := simulator.VPX()
+	model.Datacenter, model.Cluster, model.Pool = 2, 2, 1 // DCn_Cm_RP1 under each cluster
+	_, conn := vcsimModel(t, model)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	f := find.NewFinder(c.gc.Client, false)
+	foreign, err := f.ResourcePool(ctx, "/DC0/host/DC0_C1/Resources/DC0_C1_RP1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range []string{"DC0", "DC1"} {
+		d, err := f.Datacenter(ctx, dc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		folders, err := d.Folders(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := folders.VmFolder.CreateFolder(ctx, "team-"+dc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmpl := template(t, c, "DC0")
+	for i, tc := range []struct {
+		pool, folder string
+		ok           bool
+	}{
+		{"DC0_C0_RP1", "team-DC0", true},
+		{"DC0_C1_RP1", "", false}, // another cluster's pool, by name
+		{"", "team-DC1", false},   // another datacenter's folder, by name
+		{"/DC0/host/DC0_C1/Resources/DC0_C1_RP1", "", false},
+		{foreign.Reference().Value, "", false}, // resgroup-N, a reference the finder takes as it is
+		{"ResourcePool:" + foreign.Reference().Value, "", false},
+		{"../DC0_C1/Resources/DC0_C1_RP1", "", false},
+		{"", "/DC1/vm/team-DC1", false},
+		{"", "../../DC1/vm/team-DC1", false},
+	} {
+		spec := providers.MachineSpec{
+			Name: fmt.Sprintf("ns-anchored-%d", i), InstanceUUID: fmt.Sprintf("5c0e3a1d-7b2f-4e8a-9d6c-%012d", i),
+			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOff",
+			Options: map[string]string{machinespec.OptionResourcePool: tc.pool, machinespec.OptionFolder: tc.folder},
+		}
+		_, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("pool %q folder %q: %v", tc.pool, tc.folder, err)
+		case !tc.ok && err == nil:
+			t.Errorf("pool %q folder %q: built", tc.pool, tc.folder)
+		case tc.ok:
+			vm, err := f.VirtualMachine(ctx, "/DC0/vm/team-DC0/"+spec.Name)
+			if err != nil {
+				t.Fatalf("not in folder team-DC0: %v", err)
+			}
+			var m mo.VirtualMachine
+			if err := vm.Properties(ctx, vm.Reference(), []string{"resourcePool"}, &m); err != nil || m.ResourcePool == nil {
+				t.Fatalf("pool of %s: %v", spec.Name, err)
+			}
+			var pool mo.ResourcePool
+			if err := vm.Properties(ctx, *m.ResourcePool, []string{"name"}, &pool); err != nil || pool.Name != "DC0_C0_RP1" {
+				t.Errorf("built in pool %q (%v), want DC0_C0_RP1", pool.Name, err)
+			}
+		}
+	}
+}
+
+// TestDeleteFindsTheVMAnywhere (issue 31): a machine whose datacenter was
+// edited after its VM was built is deleted by its instance UUID wherever
+// the VM is; the delete used to look in the new datacenter only, find
+// nothing, and let the machine go with its VM running.
+func TestDeleteFindsTheVMAnywhere(t *testing.T) {
+	ctx := context.Background()
+	model := simulator.VPX()
+	model.Datacenter = 2
+	_, conn := vcsimModel(t, model)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	spec := providers.MachineSpec{
+		Name: "ns-moved-0", InstanceUUID: "9b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOn",
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	edited := spec
+	edited.Location = failuredomain.Location{Datacenter: "DC1", Cluster: "DC1_C0"}
+	if err := c.DeleteMachine(ctx, edited, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := object.NewSearchIndex(c.gc.Client).FindByUuid(ctx, nil, spec.InstanceUUID, true, ptr.To(true))
+	if err != nil || ref != nil {
+		t.Errorf("the VM built in DC0 survived a delete naming DC1: %v %v", ref, err)
+	}
+}

@@ -139,6 +139,23 @@ func TestProviderOfTwoHosts(t *testing.T) {
 			_ = l.Disconnect()
 		}
 	}
+	// Built, a machine stays where it is (issue 31: a failureDomain edited
+	// before the delete sent it to the other host, which had no such
+	// domain; the finalizer went and the domain kept running).
+	built := &infrav1.LibvirtMachine{}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "on-two-hosts-host-a"}, built); err != nil {
+			return err
+		}
+		if built.Spec.ProviderID == "" {
+			return fmt.Errorf("on-two-hosts-host-a has no providerID yet")
+		}
+		return nil
+	})
+	built.Spec.FailureDomain = "lab-b"
+	if err := c.Update(ctx, built); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("moving a built machine to lab-b: %v, want Invalid: immutable", err)
+	}
 	for fd := range hosts {
 		if err := c.Delete(ctx, &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "on-" + fd, Namespace: ns}}); err != nil {
 			t.Fatal(err)
@@ -152,5 +169,18 @@ func TestProviderOfTwoHosts(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// And its delete left no domain on either host.
+	for fd, d := range hosts {
+		l, err := d.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for other := range hosts {
+			if _, err := l.DomainLookupByName(providers.BackendName(ns, "on-"+other)); err == nil {
+				t.Errorf("domain of on-%s left on the host of %s", other, fd)
+			}
+		}
+		_ = l.Disconnect()
 	}
 }

@@ -24,6 +24,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,18 @@ func TestRogueMachinesRefused(t *testing.T) {
 			m.Spec.Network = []infrav1.VSphereNetworkDevice{{Name: "eth0", PortGroup: "DC0_DVPG0", DHCP4: true}}
 		}), "PortGroupNotPublished"},
 		{tenantMachine(rogue, "someone-elses-vm", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "DC0_C0_RP0_VM0" }), "TemplateNotPublished"},
+		// A resource pool or folder the finder would take as it is: an
+		// absolute path into another cluster, a managed object reference
+		// (issue 31: cloned into an unpublished cluster).
+		{tenantMachine(rogue, "absolute-pool", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.ResourcePool = "/DC0/host/DC0_C0/Resources"
+		}), "OutsideFailureDomain"},
+		{tenantMachine(rogue, "moref-folder", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "Folder:group-v3" }), "OutsideFailureDomain"},
+		// Features the Provider does not advertise.
+		{tenantMachine(rogue, "hot-add", shared, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }), "FeatureNotPublished"},
+		{tenantMachine(rogue, "vtpm", shared, func(m *infrav1.VSphereMachine) {
+			m.Spec.Firmware, m.Spec.TPMEnabled = infrav1.FirmwareEFI, true
+		}), "FeatureNotPublished"},
 	}
 	for _, x := range machines {
 		if err := c.Create(ctx, x.m); err != nil {
@@ -196,6 +209,30 @@ func TestRogueMachinesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMachineIn(t, rogue, "foreign-portgroup", "PoweredOn")
+
+	// Built, its location is fixed: a delete looks for the VM there, and
+	// an edited datacenter let the finalizer go with the VM running.
+	built := &infrav1.VSphereMachine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: rogue, Name: "foreign-portgroup"}, built); err != nil {
+		t.Fatal(err)
+	}
+	for field, move := range map[string]func(*infrav1.VSphereMachine){
+		"datacenter":   func(m *infrav1.VSphereMachine) { m.Spec.Datacenter, m.Spec.Cluster = "DC1", "DC1_C0" },
+		"resourcePool": func(m *infrav1.VSphereMachine) { m.Spec.ResourcePool = "elsewhere" },
+	} {
+		moved := built.DeepCopy()
+		move(moved)
+		if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+			t.Errorf("editing the %s of a built machine: %v, want Invalid: immutable", field, err)
+		}
+	}
+	// Sizes are bounded: kube-apiserver refuses what no VM can be.
+	huge := tenantMachine(rogue, "huge", shared, func(m *infrav1.VSphereMachine) {
+		m.Spec.Disks = []infrav1.VSphereDisk{{Name: "root", SizeGiB: 1 << 30}}
+	})
+	if err := c.Create(ctx, huge); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "sizeGiB") {
+		t.Errorf("a disk of 2^30 GiB: %v, want Invalid on its sizeGiB", err)
+	}
 
 	// Deleting them completes, without a backend call for those never built.
 	if err := c.DeleteAllOf(ctx, &infrav1.VSphereMachine{}, client.InNamespace(rogue)); err != nil {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -96,7 +97,12 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	}
 	secret(t, ns, "tenant-creds", map[string]string{"username": user, "password": password})
 	ensureImage(t, "ubuntu-22.04-cloudinit")
-	if err := c.Create(ctx, provider("tenant-vsphere", "tenant-creds", publishing([]string{"VM Network", "DC0_DVPG0"}, nil))); err != nil {
+	// web-0's vTPM needs the Provider's feature vtpm (FeatureNotPublished
+	// otherwise, TestRogueMachinesRefused).
+	if err := c.Create(ctx, provider("tenant-vsphere", "tenant-creds", func(s *v1alpha1.ProviderSpec) {
+		publishing([]string{"VM Network", "DC0_DVPG0"}, nil)(s)
+		s.Capabilities.Features = []string{"vtpm"}
+	})); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, "tenant-vsphere", "InventoryWalked")

@@ -29,6 +29,8 @@ import (
 // LibvirtMachineTemplate. The host is the failure domain's.
 // +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
 // +kubebuilder:validation:XValidation:rule="!(has(self.userDataSecretRef) && has(self.userDataConfigMapRef))",message="userDataSecretRef and userDataConfigMapRef are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerID) || has(self.providerID)",message="providerID may not be removed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerID) || size(oldSelf.providerID) == 0 || has(self.failureDomain) == has(oldSelf.failureDomain) && (!has(self.failureDomain) || self.failureDomain == oldSelf.failureDomain)",message="failureDomain is immutable once the VM exists (providerID set): its deletion looks for it there; make a new machine to move it"
 type LibvirtMachineSpec struct {
 	CommonMachineSpec `json:",inline"`
 
@@ -71,8 +73,9 @@ type LibvirtDisk struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
-	// sizeGiB is the disk size in GiB.
+	// sizeGiB is the disk size in GiB, at most 64 TiB.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
 	SizeGiB int64 `json:"sizeGiB"`
 	// provisioning is thin (sparse), thick or eagerZeroed (allocated in
 	// full). Defaults to thin.

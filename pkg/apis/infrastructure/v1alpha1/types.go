@@ -80,7 +80,9 @@ type CommonMachineSpec struct {
 	ProviderID string `json:"providerID,omitempty"`
 
 	// failureDomain is the banlieue failure domain (a Provider's
-	// status.failureDomains[].name) the VM is placed in.
+	// status.failureDomains[].name) the VM is placed in. Immutable once
+	// the VM exists (providerID set), as every field saying where it is:
+	// its deletion looks for it there.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	FailureDomain string `json:"failureDomain,omitempty"`
@@ -90,15 +92,18 @@ type CommonMachineSpec struct {
 	// +kubebuilder:validation:Maximum=768
 	CPUs int32 `json:"cpus"`
 
-	// memoryMiB is the memory in MiB.
+	// memoryMiB is the memory in MiB, at most 24 TiB (vSphere 8's largest
+	// VM).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=25165824
 	MemoryMiB int64 `json:"memoryMiB"`
 
 	// firmware is bios, efi or efi-secure.
 	// +optional
 	Firmware Firmware `json:"firmware,omitempty"`
 
-	// tpmEnabled attaches a virtual TPM (requires efi or efi-secure firmware).
+	// tpmEnabled attaches a virtual TPM (requires efi or efi-secure
+	// firmware, and the Provider's feature vtpm).
 	// +optional
 	TPMEnabled bool `json:"tpmEnabled,omitempty"`
 
@@ -160,6 +165,8 @@ const (
 // class and its placement; Cluster API fills it from a VSphereMachineTemplate.
 // +kubebuilder:validation:XValidation:rule="!has(self.tpmEnabled) || !self.tpmEnabled || (has(self.firmware) && self.firmware != 'bios')",message="tpmEnabled requires firmware efi or efi-secure"
 // +kubebuilder:validation:XValidation:rule="!(has(self.userDataSecretRef) && has(self.userDataConfigMapRef))",message="userDataSecretRef and userDataConfigMapRef are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerID) || has(self.providerID)",message="providerID may not be removed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerID) || size(oldSelf.providerID) == 0 || (has(self.failureDomain) == has(oldSelf.failureDomain) && (!has(self.failureDomain) || self.failureDomain == oldSelf.failureDomain) && has(self.datacenter) == has(oldSelf.datacenter) && (!has(self.datacenter) || self.datacenter == oldSelf.datacenter) && has(self.cluster) == has(oldSelf.cluster) && (!has(self.cluster) || self.cluster == oldSelf.cluster) && has(self.resourcePool) == has(oldSelf.resourcePool) && (!has(self.resourcePool) || self.resourcePool == oldSelf.resourcePool) && has(self.folder) == has(oldSelf.folder) && (!has(self.folder) || self.folder == oldSelf.folder))",message="failureDomain, datacenter, cluster, resourcePool and folder are immutable once the VM exists (providerID set): its deletion looks for it there; make a new machine to move it"
 type VSphereMachineSpec struct {
 	CommonMachineSpec `json:",inline"`
 
@@ -178,26 +185,31 @@ type VSphereMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Cluster string `json:"cluster,omitempty"`
 
-	// resourcePool is the resource pool (inventory path or name); the
-	// cluster's root pool when empty.
+	// resourcePool is the resource pool, a path relative to the cluster's
+	// root pool ("team-a", "team-a/batch"); the root pool when empty. No
+	// absolute path, managed object reference, wildcard or "..": it is
+	// looked up under the failure domain's cluster only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	ResourcePool string `json:"resourcePool,omitempty"`
 
-	// folder is the VM folder (inventory path or name); the datacenter's VM
-	// folder when empty.
+	// folder is the VM folder, a path relative to the datacenter's VM
+	// folder ("team-a", "team-a/db"); that folder when empty. No absolute
+	// path, managed object reference, wildcard or "..".
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Folder string `json:"folder,omitempty"`
 
 	// cpuHotAdd lets CPUs be added to the running VM (vSphere's
-	// cpuHotAddEnabled), from the class feature hotAddCPU. Applied while
+	// cpuHotAddEnabled), from the class feature hotAddCPU, which
+	// the Provider must advertise. Applied while
 	// the VM is powered off (at creation, or at its next power-off).
 	// +optional
 	CPUHotAdd bool `json:"cpuHotAdd,omitempty"`
 
 	// memoryHotAdd lets memory be added to the running VM (vSphere's
-	// memoryHotAddEnabled), from the class feature hotAddMemory. Applied
+	// memoryHotAddEnabled), from the class feature hotAddMemory, which
+	// the Provider must advertise. Applied
 	// while the VM is powered off.
 	// +optional
 	MemoryHotAdd bool `json:"memoryHotAdd,omitempty"`
@@ -223,8 +235,9 @@ type VSphereDisk struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
-	// sizeGiB is the disk size in GiB.
+	// sizeGiB is the disk size in GiB, at most 64 TiB.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
 	SizeGiB int64 `json:"sizeGiB"`
 	// provisioning is thin, thick or eagerZeroed. Defaults to thin.
 	// +optional

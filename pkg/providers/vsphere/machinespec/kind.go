@@ -19,7 +19,9 @@ package machinespec
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +82,7 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	for _, d := range vsm.Spec.Disks {
 		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Datastore})
 	}
-	return spec, providers.Fields{
+	fields := providers.Fields{
 		Location:  "spec.datacenter, spec.cluster",
 		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
 		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
@@ -88,7 +90,59 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 		Storage:   "Datastore",
 		Network:   "PortGroup",
 		ImageWord: "Template",
+		Features:  map[string]string{},
 	}
+	if vsm.Spec.CPUHotAdd {
+		fields.Features[FeatureHotAddCPU] = "spec.cpuHotAdd"
+	}
+	if vsm.Spec.MemoryHotAdd {
+		fields.Features[FeatureHotAddMemory] = "spec.memoryHotAdd"
+	}
+	for _, o := range []struct{ field, value, under string }{
+		{"spec.resourcePool", vsm.Spec.ResourcePool, "the root resource pool of the failure domain's cluster"},
+		{"spec.folder", vsm.Spec.Folder, "the VM folder of the failure domain's datacenter"},
+	} {
+		if why := RelativePathError(o.value); why != "" {
+			fields.Invalid = append(fields.Invalid, providers.FieldError{Field: o.field, Reason: ReasonOutsideFailureDomain,
+				Message: fmt.Sprintf("%q %s: it must be a path under %s", o.value, why, o.under)})
+		}
+	}
+	return spec, fields
+}
+
+// ReasonOutsideFailureDomain: a resourcePool or folder that could name an
+// object outside the machine's failure domain.
+const ReasonOutsideFailureDomain = "OutsideFailureDomain"
+
+// moRef is a managed object reference as govmomi's finder reads one
+// (ResourcePool:resgroup-42).
+var moRef = regexp.MustCompile(`^[A-Za-z]+:`)
+
+// RelativePathError says why p, a VSphereMachine's resourcePool or folder,
+// could lead the backend outside the machine's failure domain; "" when it
+// cannot. The backend looks both up under the failure domain (the
+// resource pool under its cluster's root pool, the folder under its
+// datacenter's VM folder), so p must be a relative inventory path that
+// stays there: not absolute, no "." or ".." (which climb out once
+// joined), no empty element, no wildcard (the finder globs), no managed
+// object reference (which the finder takes as it is, wherever it is).
+func RelativePathError(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case strings.HasPrefix(p, "/"):
+		return "is an absolute inventory path"
+	case moRef.MatchString(p):
+		return "is a managed object reference"
+	case strings.ContainsAny(p, "*?[]\\"):
+		return "holds a wildcard or escape"
+	}
+	for _, e := range strings.Split(p, "/") {
+		if e == "" || e == "." || e == ".." {
+			return "has an empty, \".\" or \"..\" element"
+		}
+	}
+	return ""
 }
 
 // ImageKind: vSphere templates live in a datacenter.
