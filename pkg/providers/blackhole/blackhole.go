@@ -21,6 +21,7 @@ limitations under the License.
 package blackhole
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -89,5 +90,43 @@ func (l *Listener) close() {
 	defer l.mu.Unlock()
 	for _, c := range l.conns {
 		_ = c.Close()
+	}
+}
+
+// Outcome is how a call ended and how long it took.
+type Outcome struct {
+	Err  error
+	Took time.Duration
+}
+
+// Hang runs call, which must dial l and hang there, in the background,
+// and returns once l has accepted its connection: the channel gets its
+// outcome, started is when it began. The test fails if the call never
+// reaches l.
+func (l *Listener) Hang(t testing.TB, call func() error) (outcome <-chan Outcome, started time.Time) {
+	t.Helper()
+	out := make(chan Outcome, 1)
+	started = time.Now()
+	before := l.Accepted()
+	go func() {
+		err := call()
+		out <- Outcome{err, time.Since(started)}
+	}()
+	if !l.WaitAccepted(before+1, 5*time.Second) {
+		t.Fatal("the call never reached the black hole")
+	}
+	return out, started
+}
+
+// WaitedAbout fails t unless o ended with want (errors.Is) after about d:
+// the caller of a hung login gives up after its own wait, not the
+// login's deadline.
+func WaitedAbout(t testing.TB, o Outcome, want error, d time.Duration) {
+	t.Helper()
+	if !errors.Is(o.Err, want) {
+		t.Errorf("caller of the hung login: %v, want %v", o.Err, want)
+	}
+	if o.Took < d-100*time.Millisecond || o.Took > d+time.Second {
+		t.Errorf("caller of the hung login waited %v, want about %v", o.Took, d)
 	}
 }

@@ -44,20 +44,10 @@ func TestBlackHoleStallsNobody(t *testing.T) {
 	s := NewSessions(Options{})
 	s.LoginTimeout, s.WaitForLogin = 2*time.Second, 500*time.Millisecond
 
-	type result struct {
-		err  error
-		took time.Duration
-	}
-	stuck := make(chan result, 1)
-	hungAt := time.Now()
-	go func() {
-		start := time.Now()
+	stuck, hungAt := hole.Hang(t, func() error {
 		_, err := s.Get(ctx, "ns/dead", dead)
-		stuck <- result{err, time.Since(start)}
-	}()
-	if !hole.WaitAccepted(1, 5*time.Second) {
-		t.Fatal("the dead Provider's login never reached the black hole")
-	}
+		return err
+	})
 	start := time.Now()
 	c, err := s.Get(ctx, "ns/live", live)
 	if err != nil {
@@ -72,13 +62,7 @@ func TestBlackHoleStallsNobody(t *testing.T) {
 		t.Errorf("the live Provider waited %v (the hung login's deadline is %v): a lock is shared", took, s.LoginTimeout)
 	}
 	// The caller that started the login waited WaitForLogin, no more.
-	r := <-stuck
-	if !errors.Is(r.err, providers.ErrLoginPending) {
-		t.Errorf("caller of the hung login: %v, want ErrLoginPending", r.err)
-	}
-	if r.took < s.WaitForLogin-100*time.Millisecond || r.took > s.WaitForLogin+time.Second {
-		t.Errorf("caller of the hung login waited %v, want about %v", r.took, s.WaitForLogin)
-	}
+	blackhole.WaitedAbout(t, <-stuck, providers.ErrLoginPending, s.WaitForLogin)
 	// The login itself goes on until its deadline, then fails.
 	s.Wait()
 	if since := time.Since(hungAt); since < s.LoginTimeout-200*time.Millisecond || since > s.LoginTimeout+2*time.Second {
