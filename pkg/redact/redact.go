@@ -42,7 +42,8 @@ var rules = []struct {
 	// user@domain and Proxmox token ids user@realm!token.
 	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+(?:![A-Za-z0-9._-]+)?`), User},
 	// [v6]:port and bare v6 addresses of at least three groups.
-	{regexp.MustCompile(`\[[0-9A-Fa-f:.]+\](?::\d+)?`), Address},
+	// (a colon inside: spec.disks[0] is a field path).
+	{regexp.MustCompile(`\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](?::\d+)?`), Address},
 	{regexp.MustCompile(`\b(?:[0-9A-Fa-f]{1,4}:){2,7}[0-9A-Fa-f]{1,4}\b`), Address},
 	// v4 with an optional port.
 	{regexp.MustCompile(`\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b`), Address},

@@ -30,6 +30,8 @@ func TestMessage(t *testing.T) {
 		{`no route to fe80:0:0:0:1:2:3:4`, `no route to <address>`},
 		{`tokenID "banlieue" is not USER@REALM!TOKENID`, `tokenID "banlieue" is not USER@REALM!TOKENID`},
 		{`tokenID "root@pam!ci" was refused`, `tokenID "<user>" was refused`},
+		{`spec.network[0].bridge: vlan 99 names no bridge`, `spec.network[0].bridge: vlan 99 names no bridge`},
+		{`spec.disks[12].sizeGiB too large; at [::1]:6443 and [fe80::2]`, `spec.disks[12].sizeGiB too large; at <address> and <address>`},
 		{`dial unix qemu+unix:///system?socket=/run/x/libvirt-sock, then gave up`, `dial unix <endpoint>, then gave up`},
 		{`template "ubuntu-22.04" not found in datacenter(s) DC0, DC1`, `template "ubuntu-22.04" not found in datacenter(s) DC0, DC1`},
 		{`VM banlieue-system.db-prod-01 is poweredOn; 3 of 4 disks`, `VM banlieue-system.db-prod-01 is poweredOn; 3 of 4 disks`},

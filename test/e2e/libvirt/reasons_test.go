@@ -44,7 +44,7 @@ func TestReasons(t *testing.T) {
 	}{
 		{"no-secret", "qemu+tls://127.0.0.1/system", "absent", nil, "SecretMissing", "does not exist"},
 		{"bad-secret", "qemu+tls://127.0.0.1/system", "half", map[string]string{"tls.crt": "x"}, "SecretInvalid", "tls.key"},
-		{"no-socket", "qemu+unix:///system?socket=/nonexistent/libvirt-sock", "", nil, "ConnectFailed", "<endpoint>"},
+		{"no-socket", "qemu+unix:///system?socket=/nonexistent/libvirt-sock", "", nil, "ConnectFailed", "/nonexistent/libvirt-sock"},
 	} {
 		if tc.data != nil {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tc.secret, Namespace: ns}, StringData: tc.data}
