@@ -152,8 +152,11 @@ func TestProviderOfTwoHosts(t *testing.T) {
 		}
 		return nil
 	})
+	// A merge patch, without the resourceVersion: the provider may write
+	// the machine meanwhile, and the answer must be the CRD's rule.
+	patch := client.MergeFrom(built.DeepCopy())
 	built.Spec.FailureDomain = "lab-b"
-	if err := c.Update(ctx, built); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+	if err := c.Patch(ctx, built, patch); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("moving a built machine to lab-b: %v, want Invalid: immutable", err)
 	}
 	for fd := range hosts {

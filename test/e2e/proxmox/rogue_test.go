@@ -101,9 +101,11 @@ func TestRogueProxmoxMachines(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(built), built); err != nil || built.Spec.ProviderID == "" {
 		t.Fatalf("built machine: %v, providerID %q", err, built.Spec.ProviderID)
 	}
+	// A merge patch, without the resourceVersion: the provider may write
+	// the machine meanwhile, and the answer must be the CRD's rule.
 	moved := built.DeepCopy()
 	moved.Spec.FailureDomain = other
-	if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+	if err := c.Patch(ctx, moved, client.MergeFrom(built)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("moving a built machine to %s: %v, want Invalid: immutable", other, err)
 	}
 	for _, m := range append(rogue, built) {

@@ -220,9 +220,11 @@ func TestRogueMachinesRefused(t *testing.T) {
 		"datacenter":   func(m *infrav1.VSphereMachine) { m.Spec.Datacenter, m.Spec.Cluster = "DC1", "DC1_C0" },
 		"resourcePool": func(m *infrav1.VSphereMachine) { m.Spec.ResourcePool = "elsewhere" },
 	} {
+		// A merge patch, without the resourceVersion: the provider may
+		// write the machine meanwhile, and the answer must be the rule.
 		moved := built.DeepCopy()
 		move(moved)
-		if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+		if err := c.Patch(ctx, moved, client.MergeFrom(built)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
 			t.Errorf("editing the %s of a built machine: %v, want Invalid: immutable", field, err)
 		}
 	}
