@@ -53,7 +53,6 @@ const (
 	// lets the operator write and delete only objects carrying it
 	// (artifacts/deploy/operator/policy.yaml).
 	ManagedByLabel = "app.kubernetes.io/managed-by"
-	managedBy      = ManagedByLabel
 )
 
 // Ports of the provider container.
@@ -214,7 +213,7 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	name := Name(class.Name, only)
 	labels := map[string]string{
 		"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "provider-" + class.Spec.Backend,
-		managedBy: FieldManager, ClassLabel: class.Name,
+		ManagedByLabel: FieldManager, ClassLabel: class.Name,
 	}
 	if only != "" {
 		labels[ProviderLabel] = only

@@ -113,7 +113,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 // cacheOptions watch only what the operator made (its label), in the
 // namespaces it manages; Providers and ProviderClasses everywhere.
 func cacheOptions(namespaces []string) cache.Options {
-	ours := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": workload.FieldManager})
+	ours := labels.SelectorFromSet(labels.Set{workload.ManagedByLabel: workload.FieldManager})
 	inNamespaces := map[string]cache.Config{}
 	for _, ns := range namespaces {
 		inNamespaces[ns] = cache.Config{}
