@@ -73,10 +73,13 @@ const maxName = 52
 // RBAC and may bind nothing else.
 type Workload struct {
 	Namespace, Name string
-	ServiceAccount  *corev1ac.ServiceAccountApplyConfiguration
-	Role            *rbacv1ac.RoleApplyConfiguration
-	RoleBinding     *rbacv1ac.RoleBindingApplyConfiguration
-	Deployment      *appsv1ac.DeploymentApplyConfiguration
+	// ServiceAccountName is the identity its pods run as
+	// (ServiceAccountName).
+	ServiceAccountName string
+	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
+	Role               *rbacv1ac.RoleApplyConfiguration
+	RoleBinding        *rbacv1ac.RoleBindingApplyConfiguration
+	Deployment         *appsv1ac.DeploymentApplyConfiguration
 }
 
 // Name is the workload's name: banlieue-provider-CLASS for a shared one,
@@ -88,6 +91,25 @@ func Name(class, provider string) string {
 		full += "-" + provider
 	}
 	return shorten(full, maxName)
+}
+
+// ProviderServiceAccountPrefix begins the ServiceAccount name of every
+// per-Provider workload: the prefix and the Provider's name, never
+// shortened (a Provider's name is a DNS label, so the whole stays a valid
+// ServiceAccount name). The admission policy keeping such a workload to its
+// own Provider's machines (artifacts/deploy/operator/policy.yaml) reads the
+// Provider back from the request's user name; a dot cannot occur in the
+// static install's or a shared workload's names, so neither matches.
+const ProviderServiceAccountPrefix = "banlieue-provider."
+
+// ServiceAccountName is the ServiceAccount of the workload: a shared one's
+// is its Name, a per-Provider one's ProviderServiceAccountPrefix and the
+// Provider's name.
+func ServiceAccountName(class, provider string) string {
+	if provider == "" {
+		return Name(class, "")
+	}
+	return ProviderServiceAccountPrefix + provider
 }
 
 // LeaseName is the Lease a provider's replicas take turns with, as "banlieue
@@ -138,7 +160,7 @@ func Subjects(served []Served) []rbacv1.Subject {
 		if s.Class.Spec.DeploymentStrategy == v1alpha1.ProviderDeploymentShared {
 			only = ""
 		}
-		sub := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: Name(s.Class.Name, only), Namespace: s.Class.Spec.Namespace}
+		sub := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: ServiceAccountName(s.Class.Name, only), Namespace: s.Class.Spec.Namespace}
 		if !seen[sub] {
 			seen[sub] = true
 			out = append(out, sub)
@@ -218,12 +240,12 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	if only != "" {
 		labels[ProviderLabel] = only
 	}
-	w := Workload{Namespace: namespace, Name: name}
-	w.ServiceAccount = corev1ac.ServiceAccount(name, namespace).WithLabels(labels).WithOwnerReferences(owner)
+	w := Workload{Namespace: namespace, Name: name, ServiceAccountName: ServiceAccountName(class.Name, only)}
+	w.ServiceAccount = corev1ac.ServiceAccount(w.ServiceAccountName, namespace).WithLabels(labels).WithOwnerReferences(owner)
 	w.Role = rbacv1ac.Role(name, namespace).WithLabels(labels).WithOwnerReferences(owner).WithRules(rules(class.Name, only, served, in.CloudConfigs)...)
 	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(namespace))
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(w.ServiceAccountName).WithNamespace(namespace))
 	w.Deployment = deployment(class, namespace, name, only, in.SharedProviderNamespace, labels, owner)
 	return w
 }
@@ -296,9 +318,9 @@ func referenced(served []v1alpha1.Provider) (secrets, configMaps []string) {
 // Args are the provider container's arguments. sharedNamespace is the
 // install's shared-Provider namespace, which the provider's machine check
 // must agree on with the scheduler (omitted when empty: the default).
-func Args(class *v1alpha1.ProviderClass, namespace, name, only, sharedNamespace string) []string {
+func Args(class *v1alpha1.ProviderClass, namespace, only, sharedNamespace string) []string {
 	args := []string{"provider", class.Spec.Backend, "--namespace=" + namespace, "--leader-elect",
-		"--service-account=" + namespace + ":" + name,
+		"--service-account=" + namespace + ":" + ServiceAccountName(class.Name, only),
 		"--metrics-bind-address=:" + strconv.Itoa(MetricsPort), "--health-probe-bind-address=:" + strconv.Itoa(HealthPort)}
 	if only != "" {
 		args = append(args, "--provider="+only)
@@ -321,7 +343,7 @@ func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedName
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health")))
 	}
 	container := corev1ac.Container().WithName("provider").WithImage(class.Spec.Image).
-		WithArgs(Args(class, namespace, name, only, sharedNamespace)...).
+		WithArgs(Args(class, namespace, only, sharedNamespace)...).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort)).
 		WithReadinessProbe(probe("/readyz")).
@@ -329,7 +351,7 @@ func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedName
 		WithResources(resources(class.Spec.Resources)).
 		WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	pod := corev1ac.PodSpec().WithServiceAccountName(name).
+	pod := corev1ac.PodSpec().WithServiceAccountName(ServiceAccountName(class.Name, only)).
 		WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(65532).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(container)

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/utils/ptr"
 
@@ -84,12 +85,15 @@ func TestForProvider(t *testing.T) {
 	}
 	args := w.Deployment.Spec.Template.Spec.Containers[0].Args
 	for _, want := range []string{"provider", "vsphere", "--namespace=banlieue-system", "--provider=prod", "--leader-elect",
-		"--service-account=banlieue-system:banlieue-provider-vsphere-prod", "-v=2", "--shared-provider-namespace=infra"} {
+		"--service-account=banlieue-system:banlieue-provider.prod", "-v=2", "--shared-provider-namespace=infra"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args lack %q: %q", want, args)
 		}
 	}
-	if *w.Deployment.Spec.Replicas != 1 || *w.Deployment.Spec.Template.Spec.ServiceAccountName != w.Name {
+	// Never shortened: the machines' admission policy reads the Provider
+	// back from it.
+	if *w.Deployment.Spec.Replicas != 1 || *w.Deployment.Spec.Template.Spec.ServiceAccountName != "banlieue-provider.prod" ||
+		*w.ServiceAccount.Name != "banlieue-provider.prod" || *w.RoleBinding.Subjects[0].Name != "banlieue-provider.prod" {
 		t.Errorf("replicas %d, service account %s", *w.Deployment.Spec.Replicas, *w.Deployment.Spec.Template.Spec.ServiceAccountName)
 	}
 	if sel := w.Deployment.Spec.Selector.MatchLabels; sel[ProviderLabel] != "prod" {
@@ -135,6 +139,9 @@ func TestNames(t *testing.T) {
 	if Name("vsphere", long) == Name("vsphere", long[:62]) {
 		t.Error("two long names shortened to one")
 	}
+	if sa := ServiceAccountName("vsphere", long); sa != ProviderServiceAccountPrefix+long || len(validation.IsDNS1123Subdomain(sa)) > 0 {
+		t.Errorf("ServiceAccountName of a long Provider = %q: want it whole and valid", sa)
+	}
 	if n := BackendClusterRoleBinding("libvirt"); n != "banlieue-provider-libvirt-workloads" {
 		t.Errorf("BackendClusterRoleBinding = %q", n)
 	}
@@ -149,8 +156,8 @@ func TestSubjects(t *testing.T) {
 	shared.Name, shared.Spec.DeploymentStrategy, shared.Spec.Namespace = "vsphere-shared", v1alpha1.ProviderDeploymentShared, "infra"
 	got := Subjects([]Served{{per, "b"}, {shared, "x"}, {per, "a"}, {shared, "y"}, {per, "a"}})
 	want := []rbacv1.Subject{
-		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-a", Namespace: "banlieue-system"},
-		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-b", Namespace: "banlieue-system"},
+		{Kind: "ServiceAccount", Name: "banlieue-provider.a", Namespace: "banlieue-system"},
+		{Kind: "ServiceAccount", Name: "banlieue-provider.b", Namespace: "banlieue-system"},
 		{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-shared", Namespace: "infra"},
 	}
 	if !slices.Equal(got, want) {

@@ -397,7 +397,7 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, class, namespace, only 
 		&appsv1.Deployment{ObjectMeta: meta(namespace, name)},
 		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, name)},
 		&rbacv1.Role{ObjectMeta: meta(namespace, name)},
-		&corev1.ServiceAccount{ObjectMeta: meta(namespace, name)},
+		&corev1.ServiceAccount{ObjectMeta: meta(namespace, workload.ServiceAccountName(class, only))},
 	} {
 		if err := r.Client.Delete(ctx, obj, background); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)

@@ -152,6 +152,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil || !ours {
 		return ctrl.Result{}, err // another process's, or not yet known
 	}
+	if err := r.stamp(ctx, m, provider); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Paused (Cluster API, e.g. clusterctl move) means hands off, deletion
 	// included: the VM must survive its object leaving this cluster.
 	paused, why, err := r.paused(ctx, m)
@@ -699,4 +702,29 @@ func (r *MachineReconciler) provider(ctx context.Context, m infrav1.Machine) (*v
 		}
 	}
 	return nil, false, nil
+}
+
+// stamp names provider in the banlieue.io/provider annotation of a machine
+// found by failure domain (a Cluster API machine), before anything else is
+// written to it: from then on the machine stays with the Provider that
+// took it, and a per-Provider workload, whose writes an admission policy
+// limits to its own Provider's machines
+// (artifacts/deploy/operator/policy.yaml), may write it.
+func (r *MachineReconciler) stamp(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider) error {
+	if _, named := annotatedProvider(m); named || provider == nil {
+		return nil
+	}
+	// Optimistic: of two Providers whose failure domains both hold the
+	// machine, one names itself and the other meets a conflict.
+	patch := client.MergeFromWithOptions(copyOf(m), client.MergeFromWithOptimisticLock{})
+	annotations := m.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[infrav1.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
+	m.SetAnnotations(annotations)
+	if err := r.Client.Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("naming Provider %s/%s on the machine: %w", provider.Namespace, provider.Name, err)
+	}
+	return nil
 }

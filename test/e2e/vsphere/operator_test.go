@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/operator"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/loopback"
@@ -97,10 +98,14 @@ func TestOperatorWorkloads(t *testing.T) {
 		if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != p.UID {
 			t.Errorf("the Deployment's controller is %v, want Provider op-a", ref)
 		}
-		for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		for _, obj := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: a}, obj); err != nil {
 				t.Errorf("%T %s: %v", obj, a, err)
 			}
+		}
+		if sa := workload.ServiceAccountName("vsphere", "op-a"); c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: sa}, &corev1.ServiceAccount{}) != nil ||
+			d.Spec.Template.Spec.ServiceAccountName != sa {
+			t.Errorf("the workload does not run as ServiceAccount %s", sa)
 		}
 		eventually(t, time.Minute, func() error {
 			w := getProvider(t, "op-a").Status.Workload
@@ -117,7 +122,7 @@ func TestOperatorWorkloads(t *testing.T) {
 
 	t.Run("grants", func(t *testing.T) {
 		waitDeployment(t, b)
-		sa := "system:serviceaccount:" + opNS + ":" + a
+		sa := "system:serviceaccount:" + opNS + ":" + workload.ServiceAccountName("vsphere", "op-a")
 		for _, q := range []struct {
 			args []string
 			want string
@@ -179,7 +184,7 @@ func TestOperatorWorkloads(t *testing.T) {
 	t.Run("no identity widens its grants", func(t *testing.T) {
 		// The workload's identity asks to rename the Secret its Role
 		// grants: RBAC refuses the Provider write outright...
-		sa := "system:serviceaccount:" + opNS + ":" + a
+		sa := "system:serviceaccount:" + opNS + ":" + workload.ServiceAccountName("vsphere", "op-a")
 		_, errOut, err := kubectlAs(t, sa, "-n", opNS, "patch", "provider", "op-a", "--dry-run=server", "--type=merge",
 			"-p", `{"spec":{"connection":{"credentialsRef":{"name":"vsphere-creds"}}}}`)
 		if err == nil || !strings.Contains(errOut, "forbidden") {
@@ -272,6 +277,81 @@ func TestOperatorWorkloads(t *testing.T) {
 		if lines, err := env.ReconcileErrors("workload-op-a", "forbidden"); err != nil || len(lines) > 0 {
 			t.Errorf("the workload was refused something (%v): %q", err, lines)
 		}
+	})
+
+	// RBAC grants a workload its backend's machines everywhere; the
+	// shipped admission policy keeps a per-Provider one to its Provider's.
+	t.Run("writes only its own Provider's machines", func(t *testing.T) {
+		sa := "system:serviceaccount:" + opNS + ":" + workload.ServiceAccountName("vsphere", "op-a")
+		markTemplate(t, "DC0", "ubuntu-22.04-cloudinit")
+		ensureImage(t, "ubuntu-22.04-cloudinit")
+		own := tenantMachine(opNS, "own-a", opNS+"/op-a", nil)
+		other := tenantMachine(opNS, "of-b", opNS+"/op-b", nil)
+		found := tenantMachine(opNS, "found-by-domain", "", func(m *infrav1.VSphereMachine) {
+			delete(m.Annotations, infrav1.ProviderAnnotation)
+			for _, fd := range getProvider(t, "op-a").Status.FailureDomains {
+				if fd.Datacenter == m.Spec.Datacenter && fd.Cluster == m.Spec.Cluster && fd.Host == "" {
+					m.Spec.FailureDomain = fd.Name
+				}
+			}
+		})
+		for _, m := range []*infrav1.VSphereMachine{own, other, found} {
+			if err := c.Create(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Delete(context.Background(), m) })
+		}
+		// The workload builds its own, and takes the Cluster API-style
+		// machine of its failure domain by naming its Provider on it.
+		for _, name := range []string{"own-a", "found-by-domain"} {
+			waitMachineIn(t, opNS, name, "PoweredOn")
+		}
+		if got := getMachineIn(t, opNS, "found-by-domain").Annotations[infrav1.ProviderAnnotation]; got != opNS+"/op-a" {
+			t.Errorf("the machine found by failure domain is annotated %q, want %s/op-a", got, opNS)
+		}
+		for _, q := range []struct {
+			name, patch, refused string // refused: "" when allowed
+		}{
+			{"own-a", `{"metadata":{"labels":{"touched":"yes"}}}`, ""},
+			{"of-b", `{"metadata":{"labels":{"touched":"yes"}}}`, "may change only its own Provider's machines"},
+			{"of-b", `{"metadata":{"annotations":{"banlieue.io/provider":"` + opNS + `/op-a"}}}`, "may change only its own Provider's machines"},
+			{"own-a", `{"metadata":{"annotations":{"banlieue.io/provider":"` + opNS + `/op-b"}}}`, "must be annotated banlieue.io/provider=" + opNS + "/op-a"},
+		} {
+			_, errOut, err := kubectlAs(t, sa, "-n", opNS, "patch", "vspheremachine", q.name, "--dry-run=server", "--type=merge", "-p", q.patch)
+			switch {
+			case q.refused == "" && err != nil:
+				t.Errorf("the workload could not patch %s with %s: %s", q.name, q.patch, errOut)
+			case q.refused != "" && (err == nil || !strings.Contains(errOut, q.refused)):
+				t.Errorf("patching %s with %s as the workload: err %v, %q; want refused with %q", q.name, q.patch, err, errOut, q.refused)
+			}
+		}
+		asSA := *env.Admin
+		asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS, "system:authenticated"}}
+		saClient, err := client.New(&asSA, client.Options{Scheme: c.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := getMachineIn(t, opNS, "of-b")
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Status.FailureDomain = "elsewhere"
+		if err := saClient.Status().Patch(ctx, m, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "may change only its own Provider's machines") {
+			t.Errorf("the workload wrote another Provider's machine's status: %v", err)
+		}
+		for _, m := range []*infrav1.VSphereMachine{own, other, found} {
+			if err := c.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, time.Minute, func() error {
+			var list infrav1.VSphereMachineList
+			if err := c.List(ctx, &list, client.InNamespace(opNS)); err != nil {
+				return err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Errorf("%d machines are not gone, the first %s", len(list.Items), list.Items[0].Name)
+			}
+			return nil
+		})
 	})
 
 	t.Run("missing class", func(t *testing.T) {
@@ -462,6 +542,16 @@ func kubectlAnswer(t *testing.T, args ...string) string {
 
 // kubectlAs runs kubectl as a ServiceAccount user (with its groups) and
 // returns its stdout, stderr and error.
+// getMachineIn reads the VSphereMachine namespace/name.
+func getMachineIn(t *testing.T, namespace, name string) *infrav1.VSphereMachine {
+	t.Helper()
+	m := &infrav1.VSphereMachine{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func kubectlAs(t *testing.T, user string, args ...string) (string, string, error) {
 	t.Helper()
 	saNamespace := strings.Split(user, ":")[2]
