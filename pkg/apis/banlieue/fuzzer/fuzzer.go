@@ -34,7 +34,7 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			c.FillNoCustom(s)
 			powerStates := []banlieue.PowerState{banlieue.PowerStatePoweredOn, banlieue.PowerStatePoweredOff, banlieue.PowerStateSuspended}
 			s.DesiredPowerState = powerStates[c.Intn(len(powerStates))]
-			if s.Placement != nil && s.Placement.ProviderSelector == nil && s.Placement.FailureDomainSelector == nil {
+			if s.Placement != nil && s.Placement.ProviderSelector == nil && s.Placement.FailureDomainSelector == nil && len(s.Placement.AntiAffinity) == 0 {
 				s.Placement = nil
 			}
 			if o := s.HardwareOverride; o != nil {

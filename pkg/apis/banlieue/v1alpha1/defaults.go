@@ -49,7 +49,7 @@ func SetDefaults_VirtualMachineSpec(obj *VirtualMachineSpec) {
 		defaultKey(obj.UserData.SecretRef, DefaultUserDataKey)
 		defaultKey(obj.UserData.ConfigMapRef, DefaultUserDataKey)
 	}
-	if p := obj.Placement; p != nil && p.ProviderSelector == nil && p.FailureDomainSelector == nil {
+	if p := obj.Placement; p != nil && p.ProviderSelector == nil && p.FailureDomainSelector == nil && len(p.AntiAffinity) == 0 {
 		obj.Placement = nil
 	}
 	obj.HardwareOverride = normaliseHardwareOverride(obj.HardwareOverride)

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/utils/ptr"
@@ -61,6 +62,11 @@ func TestVirtualMachineDefaults(t *testing.T) {
 				NetworkOverrides: []NetworkOverride{{Name: "eth0"}},
 			},
 			want: VirtualMachineSpec{DesiredPowerState: PowerStatePoweredOn},
+		},
+		{
+			name: "a placement with only anti-affinity is kept",
+			in:   VirtualMachineSpec{Placement: &Placement{AntiAffinity: []AntiAffinityTerm{{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, TopologyKey: "provider"}}}},
+			want: VirtualMachineSpec{DesiredPowerState: PowerStatePoweredOn, Placement: &Placement{AntiAffinity: []AntiAffinityTerm{{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, TopologyKey: "provider", Mode: AntiAffinityRequired}}}},
 		},
 		{
 			name: "omitted override fields stay omitted",
