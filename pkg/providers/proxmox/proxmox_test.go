@@ -379,7 +379,7 @@ func TestSeedRemovedAfterFirstBoot(t *testing.T) {
 		}
 	}
 	after := sim.Requests()
-	for _, mutating := range []string{"POST upload", "POST qemu config POST", "DELETE storage delete"} {
+	for _, mutating := range []string{"POST upload", "POST qemu config POST", "DELETE storage delete", "POST qemu start"} {
 		if after[mutating] != before[mutating] {
 			t.Errorf("converging after the seed's removal sent %s", mutating)
 		}
