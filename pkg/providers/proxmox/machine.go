@@ -105,7 +105,13 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	}
 	st, err := c.observe(ctx, vm)
 	st.Created = created
-	return st, err
+	if err != nil || st.IPAddress == "" {
+		return st, err
+	}
+	if err := c.removeSeed(ctx, vm, spec, record, h); err != nil {
+		return st, fmt.Errorf("configuring %s: %w", spec.Name, err)
+	}
+	return st, nil
 }
 
 // resume waits for the task a recorded handle names. Its outcome is read
@@ -347,8 +353,12 @@ func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec p
 	return want, nil
 }
 
-// attachSeed puts the cloud-init seed on ide2 when it is not there.
+// attachSeed puts the cloud-init seed on ide2 when it is not there, and
+// it was never removed from the VM.
 func (c *Client) attachSeed(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
+	if seedState(vm.VirtualMachineConfig.Description) != "" {
+		return nil // consumed: never uploaded or attached again
+	}
 	var macs []string
 	for i := range spec.NICs {
 		macs = append(macs, strings.ToLower(macOf(vm.VirtualMachineConfig.Nets[fmt.Sprintf("net%d", i)])))
@@ -374,7 +384,7 @@ func (c *Client) seed(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 	if err != nil {
 		return "", err
 	}
-	name := "banlieue-" + spec.InstanceUUID + ".iso"
+	name := seedName(spec.InstanceUUID)
 	volid := storage + ":iso/" + name
 	if cur := vm.VirtualMachineConfig.IDEs["ide2"]; strings.HasPrefix(cur, volid+",") {
 		return cur, nil
@@ -580,17 +590,98 @@ func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, 
 			return fmt.Errorf("destroying %s: %w", spec.Name, err)
 		}
 	}
-	return c.deleteSeed(ctx, spec)
+	return c.deleteSeed(ctx, spec.Location.Host, spec.InstanceUUID)
 }
 
-// deleteSeed removes the VM's seed ISO from the node's ISO storage.
-func (c *Client) deleteSeed(ctx context.Context, spec providers.MachineSpec) error {
-	node := spec.Location.Host
+// The states of a VM's seed after first boot, each a line of its
+// description (with ownerMark), so a restarted provider reads them from
+// the VM: ejected from the CD-ROM drive, then removed from storage.
+const (
+	seedEjected = "ejected"
+	seedRemoved = "removed"
+)
+
+// seedMarkPrefix starts the description line of the seed's state.
+const seedMarkPrefix = "banlieue-seed: "
+
+// seedState is the seed's state a description records: "" (attached, or
+// to be), seedEjected or seedRemoved.
+func seedState(description string) string {
+	for _, line := range strings.Split(description, "\n") {
+		if state, ok := strings.CutPrefix(strings.TrimSpace(line), seedMarkPrefix); ok {
+			return state
+		}
+	}
+	return ""
+}
+
+// withSeedState is description with its seed state line set to state.
+func withSeedState(description, state string) string {
+	var lines []string
+	for _, line := range strings.Split(description, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), seedMarkPrefix) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(append(lines, seedMarkPrefix+state), "\n")
+}
+
+// removeSeed takes the cloud-init seed away from a VM whose guest booted
+// (the guest agent reports an address: cloud-init's NoCloud datasource
+// read the seed in its local stage, before the network came up). The seed
+// holds the user data, often Cluster API's bootstrap data with its join
+// token, on storage that is often shared: it should not outlive its use.
+// The CD-ROM is ejected first (ide2=none: a change of medium PVE applies
+// to a running VM, where deleting the drive would wait, pending, for a
+// restart), then the ISO deleted: PVE deletes an ISO a VM still names
+// (the storage API checks no VM config), and that VM would then fail to
+// start. Each step is recorded in the description before the next, so
+// an interrupted removal goes on from where it stopped, and a VM whose
+// seed went is never given it again.
+func (c *Client) removeSeed(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {
+	configure := func(opts ...proxmox.VirtualMachineOption) error {
+		task, err := vm.Config(ctx, opts...)
+		if err != nil {
+			return err
+		}
+		if err := c.wait(ctx, task, record, h.String()); err != nil {
+			return err
+		}
+		return vm.Ping(ctx)
+	}
+	desc := vm.VirtualMachineConfig.Description
+	switch seedState(desc) {
+	case seedRemoved:
+		return nil
+	case "":
+		opts := []proxmox.VirtualMachineOption{{Name: "description", Value: withSeedState(desc, seedEjected)}}
+		if strings.Contains(vm.VirtualMachineConfig.IDEs["ide2"], seedName(spec.InstanceUUID)) {
+			opts = append(opts, proxmox.VirtualMachineOption{Name: "ide2", Value: "none,media=cdrom"})
+		}
+		if err := configure(opts...); err != nil {
+			return fmt.Errorf("ejecting the cloud-init seed: %w", err)
+		}
+	}
+	if err := c.deleteSeed(ctx, vm.Node, spec.InstanceUUID); err != nil {
+		return err
+	}
+	if err := configure(proxmox.VirtualMachineOption{Name: "description", Value: withSeedState(vm.VirtualMachineConfig.Description, seedRemoved)}); err != nil {
+		return fmt.Errorf("recording the cloud-init seed's removal: %w", err)
+	}
+	return nil
+}
+
+// seedName is the file name of the seed ISO of the VM of uid.
+func seedName(uid string) string { return "banlieue-" + uid + ".iso" }
+
+// deleteSeed removes the seed ISO of the VM of uid from node's ISO
+// storage; one already gone is fine.
+func (c *Client) deleteSeed(ctx context.Context, node, uid string) error {
 	storage, err := c.isoStorage(ctx, node)
 	if err != nil {
 		return err
 	}
-	volid := storage + ":iso/banlieue-" + spec.InstanceUUID + ".iso"
+	volid := storage + ":iso/" + seedName(uid)
 	var upid proxmox.UPID
 	err = c.api.Delete(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", node, storage, volid), &upid)
 	if err != nil {

@@ -308,3 +308,104 @@ func TestCloneOntoAnotherNode(t *testing.T) {
 		t.Errorf("VMs %+v, handle %s", vms, st.Handle)
 	}
 }
+
+// TestSeedRemovedAfterFirstBoot: the cloud-init seed (the user data, on
+// storage other VMs share) is attached until the guest has booted, then
+// ejected and deleted, and never uploaded or attached again: not by a
+// later reconcile with the user data given, not by a restarted provider.
+// pvesim plays the guest: its agent answers, with the address of
+// ipconfig0, AgentDelay after the start, as a guest that ran cloud-init's
+// network stage would. A removal cut off between its steps (the ISO's
+// deletion failing) goes on from where it stopped.
+func TestSeedRemovedAfterFirstBoot(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	spec := machine("team.boot", "5e6f7a8b-2222-4c3d-8e9f-0a1b2c3d4e5f")
+	iso := "pve1/local:iso/banlieue-" + spec.InstanceUUID + ".iso"
+	seeded := func() (ide2, description string, onStorage bool) {
+		t.Helper()
+		vms := namedVMs(sim, spec.Name)
+		if len(vms) != 1 {
+			t.Fatalf("%d VMs named %s", len(vms), spec.Name)
+		}
+		ide2, _ = vms[0].Config["ide2"].(string)
+		description, _ = vms[0].Config["description"].(string)
+		return ide2, description, slices.Contains(sim.Volumes(), iso)
+	}
+	rec := &recorder{}
+	// The first boot fails to remove the seed: its deletion task fails.
+	sim.FailTasks("imgdel", "simulated storage failure")
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ide2, _, onStorage := seeded(); !strings.HasPrefix(ide2, "local:iso/banlieue-"+spec.InstanceUUID+".iso,") || !onStorage {
+		t.Fatalf("before the guest booted: ide2 %q, ISO on storage %v", ide2, onStorage)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st.IPAddress == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		spec.TaskRef = rec.last()
+		st, err = c.EnsureMachine(ctx, spec, rec.record)
+	}
+	if st.IPAddress == "" || err == nil || !strings.Contains(err.Error(), "simulated storage failure") {
+		t.Fatalf("the guest's address %q and %v, want the address and the failed deletion", st.IPAddress, err)
+	}
+	if ide2, desc, onStorage := seeded(); ide2 != "none,media=cdrom" || !onStorage || !strings.Contains(desc, "banlieue-seed: ejected") {
+		t.Fatalf("after a failed deletion: ide2 %q, ISO on storage %v, description %q", ide2, onStorage, desc)
+	}
+
+	sim.FailTasks("imgdel", "")
+	spec.TaskRef = rec.last()
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	ide2, desc, onStorage := seeded()
+	if ide2 != "none,media=cdrom" || onStorage || !strings.Contains(desc, "banlieue-seed: removed") || !strings.Contains(desc, ownerMark(spec.InstanceUUID)) {
+		t.Fatalf("after the first boot: ide2 %q, ISO on storage %v, description %q", ide2, onStorage, desc)
+	}
+
+	// Again, and from a restarted provider, with the user data given: no
+	// upload, no config change, the seed stays gone.
+	before := sim.Requests()
+	restarted, err := Connect(ctx, connection(sim, sim.Secret), Options{TaskPoll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []*Client{c, restarted} {
+		spec.TaskRef = rec.last()
+		if _, err := client.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := sim.Requests()
+	for _, mutating := range []string{"POST upload", "POST qemu config POST", "DELETE storage delete", "POST qemu start"} {
+		if after[mutating] != before[mutating] {
+			t.Errorf("converging after the seed's removal sent %s", mutating)
+		}
+	}
+	if ide2, _, onStorage := seeded(); ide2 != "none,media=cdrom" || onStorage {
+		t.Errorf("the seed came back: ide2 %q, ISO on storage %v", ide2, onStorage)
+	}
+	// Deleting the VM does not miss a seed that is gone already.
+	spec.TaskRef = rec.last()
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSeedState: the description line that records the seed's state.
+func TestSeedState(t *testing.T) {
+	for _, tc := range []struct{ desc, state, ejected string }{
+		{"banlieue-uid: u", "", "banlieue-uid: u\nbanlieue-seed: ejected"},
+		{"banlieue-uid: u\nbanlieue-seed: ejected", "ejected", "banlieue-uid: u\nbanlieue-seed: ejected"},
+		{"banlieue-uid: u\nbanlieue-seed: removed\nnotes", "removed", "banlieue-uid: u\nnotes\nbanlieue-seed: ejected"},
+	} {
+		if got := seedState(tc.desc); got != tc.state {
+			t.Errorf("seedState(%q) = %q, want %q", tc.desc, got, tc.state)
+		}
+		if got := withSeedState(tc.desc, seedEjected); got != tc.ejected {
+			t.Errorf("withSeedState(%q) = %q, want %q", tc.desc, got, tc.ejected)
+		}
+	}
+}

@@ -16,10 +16,13 @@ limitations under the License.
 package vsphere
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -42,12 +45,96 @@ const (
 	guestInfoNetworkKargs     = "guestinfo.afterburn.initrd.network-kargs"
 )
 
+// userDataRemoved marks a VM whose bootstrap data the provider removed
+// once its guest had read it: from then on the data is never written to
+// that VM again, by this process or a restarted one (the mark is in the
+// VM, not in memory). It is not a guestinfo key: the guest can neither
+// read nor set it.
+const userDataRemoved = "banlieue.userdata.removed"
+
+// bootstrapKeys carry the user data itself: Cluster API's bootstrap data
+// holds join tokens and certificates, and anyone who may read the VM in
+// vCenter reads its extraConfig. The metadata (instance ID, host name,
+// network) stays: cloud-init finds its datasource by it at every later
+// boot and sees the same instance, where without it a reboot would look
+// like a new instance and run the first-boot modules again, with no user
+// data. Afterburn's network arguments are no secret either.
+var bootstrapKeys = []string{guestInfoUserData, guestInfoUserDataEncoding, guestInfoIgnition, guestInfoIgnitionEncoding}
+
+// bootstrapConsumed tells that the guest has read its bootstrap data: the
+// VM is on, VMware Tools run in it and report an address. cloud-init's
+// VMware datasource reads guestinfo in its local stage, before the
+// network is up, and Ignition in the initramfs, before Tools start: an
+// address reported by Tools comes after both.
+func bootstrapConsumed(m mo.VirtualMachine) bool {
+	return m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && m.Guest != nil &&
+		m.Guest.ToolsRunningStatus == string(types.VirtualMachineToolsRunningStatusGuestToolsRunning) && m.Guest.IpAddress != ""
+}
+
+// bootstrapRemoval is the ExtraConfig that removes the bootstrap data
+// from a VM whose guest consumed it (an empty value deletes a key), with
+// the mark that it was removed; nil when there is none to remove. A key
+// that is not there is not sent: vCenter would take an empty value for a
+// new key as a change.
+func bootstrapRemoval(extra []types.BaseOptionValue) []types.BaseOptionValue {
+	var changes []types.BaseOptionValue
+	for _, o := range extra {
+		v := o.GetOptionValue()
+		if v == nil {
+			continue
+		}
+		if v.Key == userDataRemoved {
+			return nil
+		}
+		for _, k := range bootstrapKeys {
+			if v.Key == k {
+				changes = append(changes, &types.OptionValue{Key: k, Value: ""})
+			}
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return append(changes, &types.OptionValue{Key: userDataRemoved, Value: "true"})
+}
+
+// removeBootstrap removes the bootstrap data from vm, read as m, once its
+// guest consumed it; nothing is sent otherwise.
+func removeBootstrap(ctx context.Context, vm *object.VirtualMachine, m mo.VirtualMachine) error {
+	if m.Config == nil || !bootstrapConsumed(m) {
+		return nil
+	}
+	changes := bootstrapRemoval(m.Config.ExtraConfig)
+	if len(changes) == 0 {
+		return nil
+	}
+	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: changes})
+	if err == nil {
+		_, err = awaitTask(ctx, task)
+	}
+	if err != nil {
+		return fmt.Errorf("removing the consumed bootstrap data: %w", err)
+	}
+	return nil
+}
+
 // guestInfoChanges is the ExtraConfig that hands the user data to the
 // guest's agent (cloud-init: user data and metadata; Ignition: its config
 // and Afterburn's network arguments), or nil when the VM already carries
 // it (or there is no user data: then guest customization configures
-// static addresses).
-func guestInfoChanges(cfg *types.VirtualMachineConfigInfo, spec providers.MachineSpec) ([]types.BaseOptionValue, error) {
+// static addresses). A VM whose guest consumed it (m's power, Tools and
+// address say so) gets it removed instead, and one it was removed from
+// never gets it again.
+func guestInfoChanges(m mo.VirtualMachine, spec providers.MachineSpec) ([]types.BaseOptionValue, error) {
+	cfg := m.Config
+	for _, o := range cfg.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil && v.Key == userDataRemoved {
+			return nil, nil
+		}
+	}
+	if bootstrapConsumed(m) {
+		return bootstrapRemoval(cfg.ExtraConfig), nil
+	}
 	if spec.UserData == nil {
 		return nil, nil
 	}

@@ -90,9 +90,18 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := power(ctx, vm, spec.PowerState); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
-	st, err := observe(ctx, vm, spec.Name)
+	st, m, err := observe(ctx, vm, spec.Name)
 	st.Created = created
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	// A guest that reported its address since converge read the VM has
+	// consumed its bootstrap data: it goes now, not on a reconcile that
+	// may not come (an addressed, converged VM is not polled).
+	if err := removeBootstrap(ctx, vm, m); err != nil {
+		return st, fmt.Errorf("configuring %s: %w", spec.Name, err)
+	}
+	return st, nil
 }
 
 // GuestAddress reads the guest's address and power state alone: one call
@@ -108,7 +117,7 @@ func (c *Client) GuestAddress(ctx context.Context, spec providers.MachineSpec) (
 		return "", false, err
 	}
 	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime.powerState", "guest.ipAddress"}, &m); err != nil {
+	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime.powerState", "guest.ipAddress", "guest.toolsRunningStatus"}, &m); err != nil {
 		return "", false, fmt.Errorf("reading %s: %w", spec.Name, c.refs.forgetIfGone(err))
 	}
 	if powerState(m.Runtime.PowerState) != spec.PowerState {
@@ -117,14 +126,28 @@ func (c *Client) GuestAddress(ctx context.Context, spec providers.MachineSpec) (
 	if m.Guest == nil {
 		return "", true, nil
 	}
+	if bootstrapConsumed(m) {
+		// The address is the last this poll reads of the VM (the caller
+		// converges it no more): its bootstrap data goes with it, the
+		// extraConfig read this once per VM.
+		var extra mo.VirtualMachine // a read fills all of its target anew
+		if err := vm.Properties(ctx, vm.Reference(), []string{"config.extraConfig"}, &extra); err != nil {
+			return "", false, fmt.Errorf("reading %s: %w", spec.Name, c.refs.forgetIfGone(err))
+		}
+		m.Config = extra.Config
+		if err := removeBootstrap(ctx, vm, m); err != nil {
+			return "", false, fmt.Errorf("%s: %w", spec.Name, c.refs.forgetIfGone(err))
+		}
+	}
 	return m.Guest.IpAddress, true, nil
 }
 
-// observe reads what the backend reports of vm (named name).
-func observe(ctx context.Context, vm *object.VirtualMachine, name string) (providers.MachineStatus, error) {
+// observe reads what the backend reports of vm (named name), and returns
+// what it read.
+func observe(ctx context.Context, vm *object.VirtualMachine, name string) (providers.MachineStatus, mo.VirtualMachine, error) {
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "guest"}, &m); err != nil {
-		return providers.MachineStatus{}, fmt.Errorf("reading %s: %w", name, err)
+		return providers.MachineStatus{}, m, fmt.Errorf("reading %s: %w", name, err)
 	}
 	st := providers.MachineStatus{PowerState: powerState(m.Runtime.PowerState)}
 	if m.Config != nil {
@@ -144,7 +167,7 @@ func observe(ctx context.Context, vm *object.VirtualMachine, name string) (provi
 	if m.Guest != nil {
 		st.IPAddress = m.Guest.IpAddress
 	}
-	return st, nil
+	return st, m, nil
 }
 
 // findMachine returns the VM with spec's instance UUID (by name when the spec has
@@ -344,7 +367,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		addsNIC = addsNIC || c.GetVirtualDeviceConfigSpec().Operation == types.VirtualDeviceConfigSpecOperationAdd
 	}
 	if !addsNIC {
-		if cs.ExtraConfig, err = guestInfoChanges(m.Config, spec); err != nil {
+		if cs.ExtraConfig, err = guestInfoChanges(m, spec); err != nil {
 			return fmt.Errorf("guestinfo: %w", err)
 		}
 	}
@@ -359,7 +382,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		if err := reread(); err != nil {
 			return err
 		}
-		extra, err := guestInfoChanges(m.Config, spec)
+		extra, err := guestInfoChanges(m, spec)
 		if err != nil {
 			return fmt.Errorf("guestinfo: %w", err)
 		}
@@ -372,14 +395,14 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 	return nil
 }
 
-// settled reads vm's configuration and power state once no task runs on it:
-// a reconfigure or power task an interrupted call (a provider killed, a
-// reconcile cancelled) left running is waited for, not sent again against
-// a configuration it has not changed yet. The tasks come with the read
+// settled reads vm's configuration, power state and Tools' report once no
+// task runs on it: a reconfigure or power task an interrupted call (a
+// provider killed, a reconcile cancelled) left running is waited for, not
+// sent again against a configuration it has not changed yet. The tasks come with the read
 // (recentTask); their states cost a call only when there are any.
 func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine, error) {
 	var m mo.VirtualMachine
-	if err := vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState", "recentTask"}, &m); err != nil || len(m.RecentTask) == 0 {
+	if err := vm.Properties(ctx, vm.Reference(), settledProperties("recentTask"), &m); err != nil || len(m.RecentTask) == 0 {
 		return m, err
 	}
 	tasks, err := taskStates(ctx, vm.Client(), m.RecentTask)
@@ -400,7 +423,14 @@ func settled(ctx context.Context, vm *object.VirtualMachine) (mo.VirtualMachine,
 		return m, nil
 	}
 	m = mo.VirtualMachine{}
-	return m, vm.Properties(ctx, vm.Reference(), []string{"config", "runtime.powerState"}, &m)
+	return m, vm.Properties(ctx, vm.Reference(), settledProperties(), &m)
+}
+
+// settledProperties are what converge reads of a VM, and more: its power
+// state, and what Tools report (whether the guest consumed its bootstrap
+// data).
+func settledProperties(more ...string) []string {
+	return append([]string{"config", "runtime.powerState", "guest.toolsRunningStatus", "guest.ipAddress"}, more...)
 }
 
 // inFlight tells that t has not ended: queued or running.

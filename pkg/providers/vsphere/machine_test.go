@@ -645,3 +645,180 @@ func TestDeleteFindsTheVMAnywhere(t *testing.T) {
 		t.Errorf("the VM built in DC0 survived a delete naming DC1: %v %v", ref, err)
 	}
 }
+
+// guestBoots plays the guest of vm: vcsim runs no guest, and reports
+// VMware Tools not running and no address for a VM it powered on. The test
+// steps in as the guest that booted, read its guestinfo and brought its
+// network up: vcsim's SET.guest.* keys set what Tools would report.
+func guestBoots(t *testing.T, c *Client, dc, name, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := vmNamed(t, c, dc, name).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+		&types.OptionValue{Key: "SET.guest.toolsRunningStatus", Value: string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)},
+		&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip},
+	}})
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("playing the guest of %s: %v", name, err)
+	}
+}
+
+// TestBootstrapDataRemoved: the user data (possibly Cluster API's join
+// token) stays in guestinfo only until the guest consumed it. Before
+// that (off, on without Tools) it is there; once Tools run and report an
+// address, the next EnsureMachine, or the address poll alone, removes it
+// and marks the VM; later calls, from this client or a restarted
+// provider's, with the user data given again, never write it back. The
+// metadata stays (cloud-init finds its datasource by it at every boot).
+func TestBootstrapDataRemoved(t *testing.T) {
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Logout(context.Background()) })
+	tmpl := template(t, c, "DC0")
+	spec := providers.MachineSpec{
+		Name: "ns-boot-0", InstanceUUID: "8a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		NICs:     []providers.NIC{{Name: "eth0", Network: "VM Network"}},
+		UserData: []byte("#cloud-config\nruncmd: [kubeadm join --token abcdef.0123456789abcdef]\n"), PowerState: "PoweredOn",
+	}
+	present := func(c *Client, name string) bool {
+		t.Helper()
+		m := vmProps(t, c, "DC0", name)
+		if extraConfig(m, "guestinfo.metadata") == "" {
+			t.Errorf("%s lost its guestinfo.metadata", name)
+		}
+		ud, enc := extraConfig(m, "guestinfo.userdata"), extraConfig(m, "guestinfo.userdata.encoding")
+		if (ud == "") != (enc == "") {
+			t.Errorf("%s: guestinfo.userdata %q with encoding %q", name, ud, enc)
+		}
+		if removed := extraConfig(m, userDataRemoved) == "true"; removed == (ud != "") {
+			t.Errorf("%s: guestinfo.userdata present %t, marked removed %t", name, ud != "", removed)
+		}
+		return ud != ""
+	}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	// On, but vcsim's VM runs no Tools and has no address: not consumed.
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	if addr, _, err := c.GuestAddress(ctx, spec); err != nil || addr != "" {
+		t.Fatalf("GuestAddress before the guest booted: %q, %v", addr, err)
+	}
+	if !present(c, spec.Name) {
+		t.Fatal("guestinfo.userdata missing before the guest consumed it")
+	}
+
+	guestBoots(t, c, "DC0", spec.Name, "192.0.2.41")
+	st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IPAddress != "192.0.2.41" {
+		t.Errorf("address %q, want the guest's", st.IPAddress)
+	}
+	if present(c, spec.Name) {
+		t.Fatal("guestinfo.userdata still there after the guest consumed it")
+	}
+
+	// Another reconcile, and one by a restarted provider (a new session,
+	// no cache), with the user data given again: nothing is written.
+	reconfigures := providers.BackendRequests.WithLabelValues("vsphere", "ReconfigVM_Task")
+	before := testutil.ToFloat64(reconfigures)
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restarted.Logout(context.Background()) })
+	if _, err := restarted.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(reconfigures) - before; got != 0 {
+		t.Errorf("%v reconfigures after the removal, want none", got)
+	}
+	if present(restarted, spec.Name) {
+		t.Error("guestinfo.userdata written back after the removal")
+	}
+
+	// The address poll alone (a converged VM is polled so, not converged
+	// again) removes it as well.
+	polled := spec
+	polled.Name, polled.InstanceUUID = "ns-boot-1", "8a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5e"
+	if _, err := c.EnsureMachine(ctx, polled, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	guestBoots(t, c, "DC0", polled.Name, "192.0.2.42")
+	if addr, steady, err := c.GuestAddress(ctx, polled); err != nil || !steady || addr != "192.0.2.42" {
+		t.Fatalf("GuestAddress = %q, %v, %v", addr, steady, err)
+	}
+	if present(c, polled.Name) {
+		t.Error("guestinfo.userdata still there after the address poll saw the guest's address")
+	}
+}
+
+// TestBootstrapRemoval: what says the guest consumed its bootstrap data,
+// and what is removed then.
+func TestBootstrapRemoval(t *testing.T) {
+	running := string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
+	on, off := types.VirtualMachinePowerStatePoweredOn, types.VirtualMachinePowerStatePoweredOff
+	for _, tc := range []struct {
+		name     string
+		power    types.VirtualMachinePowerState
+		guest    *types.GuestInfo
+		consumed bool
+	}{
+		{"off", off, &types.GuestInfo{ToolsRunningStatus: running, IpAddress: "192.0.2.1"}, false},
+		{"on, no guest info", on, nil, false},
+		{"on, Tools not running", on, &types.GuestInfo{ToolsRunningStatus: string(types.VirtualMachineToolsRunningStatusGuestToolsNotRunning), IpAddress: "192.0.2.1"}, false},
+		{"on, Tools running, no address", on, &types.GuestInfo{ToolsRunningStatus: running}, false},
+		{"on, Tools running, an address", on, &types.GuestInfo{ToolsRunningStatus: running, IpAddress: "192.0.2.1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mo.VirtualMachine{Runtime: types.VirtualMachineRuntimeInfo{PowerState: tc.power}, Guest: tc.guest}
+			if got := bootstrapConsumed(m); got != tc.consumed {
+				t.Errorf("consumed %t, want %t", got, tc.consumed)
+			}
+		})
+	}
+
+	opt := func(kv ...string) []types.BaseOptionValue {
+		var o []types.BaseOptionValue
+		for i := 0; i < len(kv); i += 2 {
+			o = append(o, &types.OptionValue{Key: kv[i], Value: kv[i+1]})
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []types.BaseOptionValue
+		want  string
+	}{
+		{"cloud-init", opt("guestinfo.userdata", "x", "guestinfo.userdata.encoding", "base64", "guestinfo.metadata", "m", "guestinfo.metadata.encoding", "base64"),
+			"guestinfo.userdata= guestinfo.userdata.encoding= banlieue.userdata.removed=true"},
+		{"ignition", opt("guestinfo.ignition.config.data", "x", "guestinfo.ignition.config.data.encoding", "base64", "guestinfo.afterburn.initrd.network-kargs", "k"),
+			"guestinfo.ignition.config.data= guestinfo.ignition.config.data.encoding= banlieue.userdata.removed=true"},
+		{"removed already", opt("guestinfo.userdata", "x", "banlieue.userdata.removed", "true"), ""},
+		{"no user data", opt("guestinfo.metadata", "m"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, o := range bootstrapRemoval(tc.extra) {
+				v := o.GetOptionValue()
+				got = append(got, fmt.Sprintf("%s=%v", v.Key, v.Value))
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("removal %q, want %q", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}

@@ -148,6 +148,11 @@ func sortedKeys(m map[string]any) []string {
 	return out
 }
 
+// Drives a running VM cannot lose: qemu-server does not unplug them live
+// (vmconfig_hotplug_pending), so deleting one stays pending. A CD-ROM's
+// medium, ide2=none,media=cdrom included, changes live.
+var coldDrive = regexp.MustCompile(`^(efidisk|ide|sata|tpmstate)\d+$`)
+
 // Keys a running VM takes only at its next start (PVE keeps them pending).
 var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true}
 
@@ -182,9 +187,18 @@ func (s *Simulator) configure(v *vm, p params, async bool) (any, *apiError) {
 	}
 	apply := func() string {
 		for _, k := range drop {
+			if v.status == "running" && coldDrive.MatchString(k) {
+				// qemu-server skips their hot unplug: the deletion waits.
+				if v.unplug == nil {
+					v.unplug = map[string]bool{}
+				}
+				v.unplug[k] = true
+				continue
+			}
 			s.detach(v, k)
 		}
 		for _, k := range sortedKeysS(changes) {
+			delete(v.unplug, k) // a value set replaces a pending deletion
 			val := s.allocate(v, k, changes[k])
 			if v.status == "running" && coldKeys[k] {
 				v.pending[k] = val
@@ -420,6 +434,10 @@ func (s *Simulator) applyPending(v *vm) {
 		v.config[k] = val
 	}
 	v.pending = map[string]any{}
+	for k := range v.unplug {
+		s.detach(v, k)
+	}
+	v.unplug = nil
 }
 
 // destroy deletes a stopped VM; purge and destroy-unreferenced-disks also

@@ -130,10 +130,14 @@ type storage struct {
 }
 
 type vm struct {
-	vmid     int
-	node     string
-	config   map[string]any
-	pending  map[string]any
+	vmid    int
+	node    string
+	config  map[string]any
+	pending map[string]any
+	// unplug are keys deleted while the VM ran that PVE cannot unplug
+	// live (IDE and SATA drives, EFI and TPM state): gone at the next
+	// start, "delete": 1 in GET pending until then.
+	unplug   map[string]bool
 	status   string // running, stopped
 	paused   bool
 	lock     string

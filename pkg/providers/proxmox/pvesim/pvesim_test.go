@@ -208,3 +208,53 @@ func TestFaults(t *testing.T) {
 		t.Errorf("an unauthenticated GET: %v %v", resp, err)
 	}
 }
+
+// TestDriveDeletionWhileRunning: as qemu-server, a running VM's IDE drive
+// is not unplugged: its deletion stays pending ("delete": 1) until the VM
+// stops. A CD-ROM's medium changes live, ejected (none) included.
+func TestDriveDeletionWhileRunning(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	tmpl, _ := c.NodeRef("pve1").VirtualMachine(ctx, 9000)
+	id, task, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 102, Name: "cd", Full: true})
+	if err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	vm := c.NodeRef("pve1").VirtualMachineRef(id)
+	config := func(opts ...proxmox.VirtualMachineOption) {
+		t.Helper()
+		task, err := vm.Config(ctx, opts...)
+		if err != nil || wait(t, task) != nil {
+			t.Fatalf("config %v: %v", opts, err)
+		}
+		if err := vm.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config(proxmox.VirtualMachineOption{Name: "ide2", Value: "local:cloudinit,media=cdrom"})
+	if task, err = vm.Start(ctx); err != nil || wait(t, task) != nil {
+		t.Fatalf("start: %v", err)
+	}
+	config(proxmox.VirtualMachineOption{Name: "ide2", Value: "none,media=cdrom"})
+	if got := vm.VirtualMachineConfig.IDEs["ide2"]; got != "none,media=cdrom" {
+		t.Errorf("ejected while running: ide2 %q", got)
+	}
+	config(proxmox.VirtualMachineOption{Name: "delete", Value: "ide2"})
+	var pending []map[string]any
+	if err := c.Get(ctx, "/nodes/pve1/qemu/102/pending", &pending); err != nil {
+		t.Fatal(err)
+	}
+	deleting := false
+	for _, p := range pending {
+		deleting = deleting || p["key"] == "ide2" && p["delete"] == float64(1)
+	}
+	if got := vm.VirtualMachineConfig.IDEs["ide2"]; got != "none,media=cdrom" || !deleting {
+		t.Errorf("ide2 deleted while running: config %q, pending delete %v (%v)", got, deleting, pending)
+	}
+	if task, err = vm.Stop(ctx); err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Ping(ctx); err != nil || vm.VirtualMachineConfig.IDEs["ide2"] != "" {
+		t.Errorf("after the stop: ide2 %q, %v", vm.VirtualMachineConfig.IDEs["ide2"], err)
+	}
+}

@@ -339,6 +339,9 @@ func (v *vm) pendingView() []map[string]any {
 		if val, ok := v.pending[k]; ok {
 			e["pending"] = val
 		}
+		if v.unplug[k] {
+			e["delete"] = 1
+		}
 		out = append(out, e)
 	}
 	return out
