@@ -39,7 +39,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:          "controller",
-		Short:        "Run banlieue's core controllers: scheduling, VSphereMachine lifecycle, status mirroring, VSphereCluster aggregation",
+		Short:        "Run banlieue's core controllers: scheduling, each backend's infrastructure machines, status mirroring, migration, IP pools, VSphereCluster aggregation",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {

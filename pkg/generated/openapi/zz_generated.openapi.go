@@ -1439,7 +1439,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderClassSpec(ref common.ReferenceCal
 				Properties: map[string]spec.Schema{
 					"backend": {
 						SchemaProps: spec.SchemaProps{
-							Description: "backend is the provider banlieue runs (\"banlieue provider BACKEND\"): vsphere or libvirt. Today it must equal the class's name, which Providers and VMImage sources use as the backend's name. Immutable.",
+							Description: "backend is the provider banlieue runs (\"banlieue provider BACKEND\"): vsphere, libvirt or proxmox. Today it must equal the class's name, which Providers and VMImage sources use as the backend's name. Immutable.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -1540,7 +1540,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 					},
 					"credentialsRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "credentialsRef names a Secret in the Provider's namespace with the keys username and password.",
+							Description: "credentialsRef names a Secret in the Provider's namespace holding the backend's credentials: for vsphere the keys username and password; for proxmox an API token, tokenID (USER@REALM!TOKENID) and tokenSecret; for libvirt a TLS client certificate, tls.crt and tls.key (qemu+tls).",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
@@ -1764,7 +1764,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"providerClassRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "providerClassRef names the backend implementation: vsphere or libvirt. Immutable.",
+							Description: "providerClassRef names the backend implementation: vsphere, libvirt or proxmox. Immutable.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},

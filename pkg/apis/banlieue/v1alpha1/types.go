@@ -976,7 +976,7 @@ const (
 // ProviderClassSpec describes a backend's provider workloads.
 type ProviderClassSpec struct {
 	// backend is the provider banlieue runs ("banlieue provider BACKEND"):
-	// vsphere or libvirt. Today it must equal the class's name, which
+	// vsphere, libvirt or proxmox. Today it must equal the class's name, which
 	// Providers and VMImage sources use as the backend's name. Immutable.
 	Backend string `json:"backend" protobuf:"bytes,1,opt,name=backend"`
 	// image of the provider workloads: a banlieue release image.
@@ -1050,7 +1050,8 @@ type Provider struct {
 
 // ProviderSpec declares a backend.
 type ProviderSpec struct {
-	// providerClassRef names the backend implementation: vsphere or libvirt.
+	// providerClassRef names the backend implementation: vsphere, libvirt
+	// or proxmox.
 	// Immutable.
 	ProviderClassRef LocalObjectReference `json:"providerClassRef" protobuf:"bytes,1,opt,name=providerClassRef"`
 	// connection tells the provider how to reach and authenticate to the backend.
@@ -1083,8 +1084,10 @@ type ProviderConnection struct {
 	// +listType=map
 	// +listMapKey=name
 	Hosts []ProviderHost `json:"hosts,omitempty" protobuf:"bytes,2,rep,name=hosts"`
-	// credentialsRef names a Secret in the Provider's namespace with the keys
-	// username and password.
+	// credentialsRef names a Secret in the Provider's namespace holding the
+	// backend's credentials: for vsphere the keys username and password; for
+	// proxmox an API token, tokenID (USER@REALM!TOKENID) and tokenSecret; for
+	// libvirt a TLS client certificate, tls.crt and tls.key (qemu+tls).
 	CredentialsRef LocalObjectReference `json:"credentialsRef" protobuf:"bytes,3,opt,name=credentialsRef"`
 	// insecureSkipTLSVerify disables TLS verification of the endpoint.
 	// Self-signed test endpoints only; prefer caBundle. Cannot be combined

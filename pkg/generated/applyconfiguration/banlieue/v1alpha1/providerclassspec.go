@@ -28,7 +28,7 @@ import (
 // ProviderClassSpec describes a backend's provider workloads.
 type ProviderClassSpecApplyConfiguration struct {
 	// backend is the provider banlieue runs ("banlieue provider BACKEND"):
-	// vsphere or libvirt. Today it must equal the class's name, which
+	// vsphere, libvirt or proxmox. Today it must equal the class's name, which
 	// Providers and VMImage sources use as the backend's name. Immutable.
 	Backend *string `json:"backend,omitempty"`
 	// image of the provider workloads: a banlieue release image.

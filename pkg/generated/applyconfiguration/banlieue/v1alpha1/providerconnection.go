@@ -32,8 +32,10 @@ type ProviderConnectionApplyConfiguration struct {
 	// a failure domain named after it; instead of endpoint. They share
 	// credentialsRef and caBundle.
 	Hosts []ProviderHostApplyConfiguration `json:"hosts,omitempty"`
-	// credentialsRef names a Secret in the Provider's namespace with the keys
-	// username and password.
+	// credentialsRef names a Secret in the Provider's namespace holding the
+	// backend's credentials: for vsphere the keys username and password; for
+	// proxmox an API token, tokenID (USER@REALM!TOKENID) and tokenSecret; for
+	// libvirt a TLS client certificate, tls.crt and tls.key (qemu+tls).
 	CredentialsRef *LocalObjectReferenceApplyConfiguration `json:"credentialsRef,omitempty"`
 	// insecureSkipTLSVerify disables TLS verification of the endpoint.
 	// Self-signed test endpoints only; prefer caBundle. Cannot be combined

@@ -23,7 +23,8 @@ package v1alpha1
 //
 // ProviderSpec declares a backend.
 type ProviderSpecApplyConfiguration struct {
-	// providerClassRef names the backend implementation: vsphere or libvirt.
+	// providerClassRef names the backend implementation: vsphere, libvirt
+	// or proxmox.
 	// Immutable.
 	ProviderClassRef *LocalObjectReferenceApplyConfiguration `json:"providerClassRef,omitempty"`
 	// connection tells the provider how to reach and authenticate to the backend.
