@@ -28,6 +28,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
 
@@ -138,6 +140,9 @@ func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDoma
 		for k, v := range extra[p] {
 			labels[k] = v
 		}
+		for key, value := range p.Labels() {
+			labels[key] = value
+		}
 		labels["name"] = name
 		out = append(out, v1alpha1.FailureDomain{
 			Name: name, Datacenter: p.Datacenter, Cluster: p.Cluster, Host: p.Host, Labels: labels,
@@ -155,6 +160,46 @@ func Resolve(provider string, pairs []Location, overrides []v1alpha1.FailureDoma
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// Label keys a failure domain's location is published under, beside
+// "name", so that a placement.failureDomainSelector can pick a backend's
+// datacenter, cluster or host (a libvirt host, a Proxmox node) by the name
+// the backend reports.
+const (
+	LabelDatacenter = "datacenter"
+	LabelCluster    = "cluster"
+	LabelHost       = "host"
+)
+
+// Labels are the location's parts as labels: those that are valid label
+// values (a vCenter name may hold spaces; such a part is matched by the
+// failure domain's name instead).
+func (l Location) Labels() map[string]string {
+	out := map[string]string{}
+	for key, value := range map[string]string{LabelDatacenter: l.Datacenter, LabelCluster: l.Cluster, LabelHost: l.Host} {
+		if value != "" && len(validation.IsValidLabelValue(value)) == 0 {
+			out[key] = value
+		}
+	}
+	return out
+}
+
+// UnusedOverrides are the indices of the overrides whose location is none
+// of the failure domains published: a typo, or a cluster since renamed,
+// that would otherwise silently rename nothing.
+func UnusedOverrides(published []v1alpha1.FailureDomain, overrides []v1alpha1.FailureDomainNameOverride) []int {
+	here := map[Location]bool{}
+	for _, fd := range published {
+		here[LocationOf(fd)] = true
+	}
+	var out []int
+	for i, o := range overrides {
+		if !here[Location{o.Datacenter, o.Cluster, o.Host}] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // LocationOf is the place a published failure domain stands for.

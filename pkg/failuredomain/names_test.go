@@ -17,6 +17,8 @@ package failuredomain
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,8 +71,10 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fds[0].Labels["controlPlane"] != "false" || len(fds[0].Labels) != 2 || len(fds[1].Labels) != 1 {
-		t.Errorf("override labels: %v and %v", fds[0].Labels, fds[1].Labels)
+	want0 := map[string]string{"controlPlane": "false", "name": "cluster-01", "datacenter": "DC-East", "cluster": "Compute-Cluster-A"}
+	want1 := map[string]string{"name": "prod-vsphere-dc-east-compute-cluster-b", "datacenter": "DC-East", "cluster": "Compute-Cluster-B"}
+	if !maps.Equal(fds[0].Labels, want0) || !maps.Equal(fds[1].Labels, want1) {
+		t.Errorf("labels: %v and %v, want %v and %v", fds[0].Labels, fds[1].Labels, want0, want1)
 	}
 	var names []string
 	for _, fd := range fds {
@@ -113,5 +117,39 @@ func TestResolveHosts(t *testing.T) {
 	var collision *CollisionError
 	if !errors.As(err, &collision) || !strings.Contains(err.Error(), "a.b and a-b") {
 		t.Errorf("err = %v, want a collision naming both hosts", err)
+	}
+}
+
+// A location part that is no valid label value is published by name only.
+func TestLocationLabels(t *testing.T) {
+	for _, tc := range []struct {
+		in   Location
+		want map[string]string
+	}{
+		{Location{Datacenter: "DC0", Cluster: "DC0_C1"}, map[string]string{"datacenter": "DC0", "cluster": "DC0_C1"}},
+		{Location{Host: "kvm-01.lab"}, map[string]string{"host": "kvm-01.lab"}},
+		{Location{Datacenter: "DC East", Cluster: "C1"}, map[string]string{"cluster": "C1"}},
+		{Location{Host: strings.Repeat("h", 64)}, map[string]string{}},
+	} {
+		if got := tc.in.Labels(); !maps.Equal(got, tc.want) {
+			t.Errorf("%v: labels %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestUnusedOverrides(t *testing.T) {
+	published := []v1alpha1.FailureDomain{{Name: "a", Datacenter: "DC0", Cluster: "C1"}, {Name: "h", Host: "kvm-01"}}
+	overrides := []v1alpha1.FailureDomainNameOverride{
+		{Datacenter: "DC0", Cluster: "C1", Name: "a"},
+		{Datacenter: "DC0", Cluster: "C9", Name: "typo"},
+		{Host: "kvm-01", Name: "h"},
+		{Host: "kvm-02", Name: "gone"},
+		{Datacenter: "DC0", Name: "dc-only"},
+	}
+	if got := UnusedOverrides(published, overrides); !slices.Equal(got, []int{1, 3, 4}) {
+		t.Errorf("UnusedOverrides = %v, want [1 3 4]", got)
+	}
+	if got := UnusedOverrides(published, nil); len(got) != 0 {
+		t.Errorf("no overrides: %v", got)
 	}
 }

@@ -313,6 +313,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, cond)
+	if err == nil && degraded == nil {
+		// A degraded walk misses its dead hosts' locations: their
+		// overrides are not unused.
+		overridesApplied(p)
+	}
 	p.Status.ObservedGeneration = p.Generation
 	if !apiequality.Semantic.DeepEqual(before, &p.Status) {
 		if err := r.Client.Status().Update(ctx, p); err != nil {
@@ -323,6 +328,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.notReadyRetry()}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// overridesApplied reports, on a Provider with failureDomainNameOverrides,
+// each one that matches no failure domain the walk found.
+func overridesApplied(p *v1alpha1.Provider) {
+	overrides := p.Spec.FailureDomainNameOverrides
+	if len(overrides) == 0 {
+		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.ProviderOverridesApplied)
+		return
+	}
+	cond := metav1.Condition{Type: v1alpha1.ProviderOverridesApplied, Status: metav1.ConditionTrue, ObservedGeneration: p.Generation,
+		Reason: v1alpha1.ProviderReasonOverridesUsed, Message: fmt.Sprintf("all %d overrides name a failure domain", len(overrides))}
+	if unused := failuredomain.UnusedOverrides(p.Status.FailureDomains, overrides); len(unused) > 0 {
+		var names []string
+		for _, i := range unused {
+			o := overrides[i]
+			names = append(names, fmt.Sprintf("spec.failureDomainNameOverrides[%d]: the backend reports no %s (name %s unused)", i,
+				failuredomain.Location{Datacenter: o.Datacenter, Cluster: o.Cluster, Host: o.Host}, o.Name))
+		}
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ProviderReasonOverrideUnused
+		cond.Message = strings.Join(names, "; ")
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, cond)
 }
 
 // backend reads p's credentials and returns its logged-in backend. Failures

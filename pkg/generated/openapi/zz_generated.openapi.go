@@ -1834,7 +1834,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready, with reasons SecretMissing, SecretInvalid, ConnectFailed or InventoryFailed when False.",
+							Description: "conditions: Ready, with reasons SecretMissing, SecretInvalid, SecretForbidden, ConnectFailed or InventoryFailed when False; and, with failureDomainNameOverrides, OverridesApplied (False, OverrideUnused, naming each override that matches no location).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

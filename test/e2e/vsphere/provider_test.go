@@ -289,7 +289,8 @@ func TestProviderReasons(t *testing.T) {
 			s.Connection.CABundle, s.Connection.InsecureSkipTLSVerify = nil, true
 		}},
 		{"overrides", "good", "InventoryWalked", "6 failure domains", func(s *v1alpha1.ProviderSpec) {
-			s.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC1", Cluster: "DC1_C2", Name: "cluster-01"}}
+			s.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC1", Cluster: "DC1_C2", Name: "cluster-01"},
+				{Datacenter: "DC1", Cluster: "DC1_C9", Name: "typo"}}
 		}},
 		{"collision", "good", "FailureDomainNameCollision", `"collision-dc0-dc0-c1"`, func(s *v1alpha1.ProviderSpec) {
 			s.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Datacenter: "DC0", Cluster: "DC0_C0", Name: "collision-dc0-dc0-c1"}}
@@ -321,6 +322,19 @@ func TestProviderReasons(t *testing.T) {
 				}
 				if !found {
 					t.Errorf("override not applied: %+v", p.Status.FailureDomains)
+				}
+				// The failure domains carry their location as labels.
+				for _, fd := range p.Status.FailureDomains {
+					if fd.Labels["datacenter"] != fd.Datacenter || fd.Labels["cluster"] != fd.Cluster {
+						t.Errorf("failure domain %s has labels %v, want its datacenter and cluster", fd.Name, fd.Labels)
+					}
+				}
+				// An override of a location vCenter does not have renames
+				// nothing, and says so.
+				unused := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ProviderOverridesApplied)
+				if unused == nil || unused.Status != metav1.ConditionFalse || unused.Reason != v1alpha1.ProviderReasonOverrideUnused ||
+					!strings.Contains(unused.Message, "spec.failureDomainNameOverrides[1]") || strings.Contains(unused.Message, "[0]") {
+					t.Errorf("OverridesApplied = %+v, want False OverrideUnused naming spec.failureDomainNameOverrides[1] only", unused)
 				}
 			}
 		})

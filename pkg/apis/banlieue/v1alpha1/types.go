@@ -1249,13 +1249,25 @@ const (
 	ProviderReasonInventoryFailed = "InventoryFailed"
 )
 
+// The OverridesApplied condition of a Provider with
+// failureDomainNameOverrides: False (OverrideUnused) while one names a
+// location the backend does not report, which would otherwise rename
+// nothing, silently.
+const (
+	ProviderOverridesApplied     = "OverridesApplied"
+	ProviderReasonOverridesUsed  = "AllUsed"
+	ProviderReasonOverrideUnused = "OverrideUnused"
+)
+
 // ProviderStatus is the observed state of a Provider.
 type ProviderStatus struct {
 	// observedGeneration is the metadata.generation last reconciled.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: Ready, with reasons SecretMissing, SecretInvalid,
-	// ConnectFailed or InventoryFailed when False.
+	// SecretForbidden, ConnectFailed or InventoryFailed when False; and,
+	// with failureDomainNameOverrides, OverridesApplied (False,
+	// OverrideUnused, naming each override that matches no location).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -30,7 +30,9 @@ type ProviderStatusApplyConfiguration struct {
 	// observedGeneration is the metadata.generation last reconciled.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions: Ready, with reasons SecretMissing, SecretInvalid,
-	// ConnectFailed or InventoryFailed when False.
+	// SecretForbidden, ConnectFailed or InventoryFailed when False; and,
+	// with failureDomainNameOverrides, OverridesApplied (False,
+	// OverrideUnused, naming each override that matches no location).
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// failureDomains found in the backend, one per (datacenter, cluster).
 	FailureDomains []FailureDomainApplyConfiguration `json:"failureDomains,omitempty"`
