@@ -83,14 +83,15 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Datastore})
 	}
 	fields := providers.Fields{
-		Location:  "spec.datacenter, spec.cluster",
-		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
-		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
-		Image:     "spec.template",
-		Storage:   "Datastore",
-		Network:   "PortGroup",
-		ImageWord: "Template",
-		Features:  map[string]string{},
+		Location:        "spec.datacenter, spec.cluster",
+		LocationOptions: map[string]string{OptionResourcePool: "spec.resourcePool", OptionFolder: "spec.folder"},
+		Disk:            func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
+		NIC:             func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
+		Image:           "spec.template",
+		Storage:         "Datastore",
+		Network:         "PortGroup",
+		ImageWord:       "Template",
+		Features:        map[string]string{},
 	}
 	if vsm.Spec.CPUHotAdd {
 		fields.Features[FeatureHotAddCPU] = "spec.cpuHotAdd"
