@@ -44,6 +44,8 @@ func TestAdmit(t *testing.T) {
 	tenantOwn.Namespace = "team-a"
 	featured := shared.DeepCopy()
 	featured.Spec.Capabilities.Features = []string{"hotAddCPU", "vtpm"}
+	secure := shared.DeepCopy()
+	secure.Spec.Capabilities.Features = []string{"efiSecureBoot"}
 	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu"}, {ProviderClass: "proxmox", Kind: "Template", Ref: "9000"},
 	}}}, {Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "kairos"}},
@@ -107,6 +109,10 @@ func TestAdmit(t *testing.T) {
 		{"memory hot add, not advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.MemoryHotAdd = true }, ReasonFeatureNotPublished, "spec.memoryHotAdd"},
 		{"a vTPM, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
 		{"a vTPM, advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, "", ""},
+		// Secure boot is the Provider's to offer (placement.FirmwareFeature).
+		{"efi-secure, not advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi-secure" }, ReasonFeatureNotPublished, "spec.firmware"},
+		{"efi-secure, advertised", secure, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi-secure" }, "", ""},
+		{"efi, without efiSecureBoot", featured, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi" }, "", ""},
 	} {
 		m := good()
 		tc.mutate(m)
