@@ -102,6 +102,8 @@ func TestAdmit(t *testing.T) {
 		}, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
 		{"a resource pool wildcard", shared, func(m *infrav1.VSphereMachine) { m.Spec.ResourcePool = "*" }, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
 		{"an absolute folder path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "/DC1/vm" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
+		{"an absolute template path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "/DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
+		{"a template climbing out", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "../../DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
 		{"a folder by managed object reference", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "Folder:group-v3" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
 		// Features the machine uses must be the Provider's.
 		{"CPU hot add, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, ReasonFeatureNotPublished, "spec.cpuHotAdd"},

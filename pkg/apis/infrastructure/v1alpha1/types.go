@@ -170,7 +170,10 @@ const (
 type VSphereMachineSpec struct {
 	CommonMachineSpec `json:",inline"`
 
-	// template is the name of the vCenter VM template to clone.
+	// template is the vCenter VM template to clone: its path relative to
+	// the VM folder of the failure domain's datacenter ("ubuntu-22.04",
+	// "templates/ubuntu-22.04"), which must hold a template (not a VM). No
+	// absolute path, managed object reference, wildcard or "..".
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Template string `json:"template"`

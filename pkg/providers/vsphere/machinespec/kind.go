@@ -102,6 +102,8 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	for _, o := range []struct{ field, value, under string }{
 		{"spec.resourcePool", vsm.Spec.ResourcePool, "the root resource pool of the failure domain's cluster"},
 		{"spec.folder", vsm.Spec.Folder, "the VM folder of the failure domain's datacenter"},
+		// The template is looked up at its path under that folder too.
+		{"spec.template", vsm.Spec.Template, "the VM folder of the failure domain's datacenter"},
 	} {
 		if why := RelativePathError(o.value); why != "" {
 			fields.Invalid = append(fields.Invalid, providers.FieldError{Field: o.field, Reason: ReasonOutsideFailureDomain,
