@@ -29,6 +29,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -312,6 +313,9 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 		if f != VTPMFeature && !features.Has(f) {
 			missing = append(missing, fmt.Sprintf("feature %q", f))
 		}
+	}
+	if f := FirmwareFeature(string(r.Firmware)); f != "" && !features.Has(f) && !slices.Contains(r.Features, f) {
+		missing = append(missing, fmt.Sprintf("feature %q (firmware %s)", f, r.Firmware))
 	}
 	if len(missing) > 0 {
 		return stop(StageCapabilities, "does not advertise %s", strings.Join(missing, ", "))

@@ -134,6 +134,30 @@ func TestDecide(t *testing.T) {
 			wantReason: ReasonNoProviderMatched, wantMsg: `feature "gpuPassthrough"`,
 		},
 		{
+			// Secure boot is the Provider's to offer: efi-secure firmware
+			// needs efiSecureBoot even when the class does not list it.
+			name: "efi-secure without efiSecureBoot", image: seedImage("prod-vsphere"),
+			class: func(c *v1alpha1.VMClass) { c.Spec.Features = []string{"hotAddCPU", "hotAddMemory"} },
+			providers: []v1alpha1.Provider{func() v1alpha1.Provider {
+				p := provider("prod-vsphere", "fd-a")
+				p.Spec.Capabilities.Features = []string{"hotAddCPU", "hotAddMemory"}
+				return p
+			}()},
+			wantReason: ReasonNoProviderMatched, wantMsg: `feature "efiSecureBoot" (firmware efi-secure)`,
+		},
+		{
+			name: "efi without efiSecureBoot", image: seedImage("prod-vsphere"),
+			class: func(c *v1alpha1.VMClass) {
+				c.Spec.Firmware, c.Spec.Features = v1alpha1.FirmwareEFI, []string{"hotAddCPU", "hotAddMemory"}
+			},
+			providers: []v1alpha1.Provider{func() v1alpha1.Provider {
+				p := provider("prod-vsphere", "fd-a")
+				p.Spec.Capabilities.Features = []string{"hotAddCPU", "hotAddMemory"}
+				return p
+			}()},
+			wantReason: ReasonScheduled, wantFD: "fd-a",
+		},
+		{
 			name: "tpm unsupported", image: seedImage("prod-vsphere"),
 			class:      func(c *v1alpha1.VMClass) { c.Spec.TPMEnabled, c.Spec.Firmware = true, v1alpha1.FirmwareEFI },
 			providers:  []v1alpha1.Provider{provider("prod-vsphere", "fd-a")},
@@ -392,6 +416,18 @@ func TestCandidateNamespaces(t *testing.T) {
 			if MayServe(providerNS, tc.vm, tc.shared) != listed {
 				t.Errorf("MayServe(%q, %q, %q) = %v, want %v", providerNS, tc.vm, tc.shared, !listed, listed)
 			}
+		}
+	}
+}
+
+// TestFirmwareFeature: efi-secure is the only firmware a Provider must
+// advertise a feature for.
+func TestFirmwareFeature(t *testing.T) {
+	for firmware, want := range map[string]string{
+		"efi-secure": EFISecureBootFeature, "efi": "", "bios": "", "": "",
+	} {
+		if got := FirmwareFeature(firmware); got != want {
+			t.Errorf("FirmwareFeature(%q) = %q, want %q", firmware, got, want)
 		}
 	}
 }

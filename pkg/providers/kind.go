@@ -53,6 +53,11 @@ type Fields struct {
 	// Location is the field(s) naming the place ("spec.datacenter,
 	// spec.cluster"); empty when the failure domain alone says it.
 	Location string
+	// LocationOptions are the MachineSpec.Options that say where the VM
+	// is besides its Location (vSphere's resource pool and folder), each
+	// with its spec field: recorded with the location before the VM is
+	// built, and taken from that record ever after.
+	LocationOptions map[string]string
 	// Disk and NIC are the field of disk or NIC i's target.
 	Disk func(i int) string
 	NIC  func(i int) string

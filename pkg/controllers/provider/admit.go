@@ -134,8 +134,8 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 }
 
 // admitFeatures refuses a machine using a feature p does not advertise:
-// a vTPM (placement's rule for the classes it schedules) or whatever the
-// backend says its spec uses (fields.Features).
+// a vTPM or efi-secure firmware (placement's rules for the classes it
+// schedules) or whatever the backend says its spec uses (fields.Features).
 func admitFeatures(spec providers.MachineSpec, fields providers.Fields, p *v1alpha1.Provider) *refusal {
 	uses := map[string]string{}
 	for f, field := range fields.Features {
@@ -143,6 +143,9 @@ func admitFeatures(spec providers.MachineSpec, fields providers.Fields, p *v1alp
 	}
 	if spec.TPM {
 		uses[placement.VTPMFeature] = "spec.tpmEnabled"
+	}
+	if f := placement.FirmwareFeature(spec.Firmware); f != "" {
+		uses[f] = "spec.firmware"
 	}
 	var missing []string
 	for f := range uses {

@@ -44,6 +44,8 @@ func TestAdmit(t *testing.T) {
 	tenantOwn.Namespace = "team-a"
 	featured := shared.DeepCopy()
 	featured.Spec.Capabilities.Features = []string{"hotAddCPU", "vtpm"}
+	secure := shared.DeepCopy()
+	secure.Spec.Capabilities.Features = []string{"efiSecureBoot"}
 	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
 		{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu"}, {ProviderClass: "proxmox", Kind: "Template", Ref: "9000"},
 	}}}, {Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "kairos"}},
@@ -100,6 +102,8 @@ func TestAdmit(t *testing.T) {
 		}, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
 		{"a resource pool wildcard", shared, func(m *infrav1.VSphereMachine) { m.Spec.ResourcePool = "*" }, vspheremachines.ReasonOutsideFailureDomain, "spec.resourcePool"},
 		{"an absolute folder path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "/DC1/vm" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
+		{"an absolute template path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "/DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
+		{"a template climbing out", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "../../DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
 		{"a folder by managed object reference", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "Folder:group-v3" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
 		// Features the machine uses must be the Provider's.
 		{"CPU hot add, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, ReasonFeatureNotPublished, "spec.cpuHotAdd"},
@@ -107,6 +111,10 @@ func TestAdmit(t *testing.T) {
 		{"memory hot add, not advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.MemoryHotAdd = true }, ReasonFeatureNotPublished, "spec.memoryHotAdd"},
 		{"a vTPM, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
 		{"a vTPM, advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, "", ""},
+		// Secure boot is the Provider's to offer (placement.FirmwareFeature).
+		{"efi-secure, not advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi-secure" }, ReasonFeatureNotPublished, "spec.firmware"},
+		{"efi-secure, advertised", secure, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi-secure" }, "", ""},
+		{"efi, without efiSecureBoot", featured, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = "efi" }, "", ""},
 	} {
 		m := good()
 		tc.mutate(m)

@@ -209,7 +209,7 @@ func servedBy(m infrav1.Machine, p *v1alpha1.Provider) bool {
 		return key == client.ObjectKeyFromObject(p)
 	}
 	for _, fd := range p.Status.FailureDomains {
-		if fd.Name == m.CommonSpec().FailureDomain {
+		if fd.Name == builtFailureDomain(m) {
 			return true
 		}
 	}

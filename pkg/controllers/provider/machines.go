@@ -172,8 +172,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The Provider it names does not exist (yet): look again later.
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
-	spec, fields := r.machineSpec(m, provider)
-	if refused, err := r.admit(ctx, m, spec, fields, provider); refused || err != nil {
+	// Admitted and built where its status recorded it is built, if it
+	// did: a location edited since (moved) is refused below, not followed.
+	spec, fields, moved := r.builtSpec(m, provider)
+	if refused, err := r.admit(ctx, m, builtIn(m), spec, fields, provider); refused || err != nil {
 		// Neither VMImages nor Providers requeue machines: a refusal is
 		// looked at again slowly, so publishing the missing part admits it.
 		return ctrl.Result{RequeueAfter: addressPollFactor * r.Poll}, err
@@ -190,14 +192,19 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
-	if res, done, err := r.awaitAddress(ctx, m, backend, spec); done {
-		return res, err
+	if len(moved) == 0 {
+		if res, done, err := r.awaitAddress(ctx, m, backend, spec); done {
+			return res, err
+		}
 	}
 	spec.UserDataOmitted = userDataSettled(m)
 	if !spec.UserDataOmitted {
 		if res, held, err := r.withUserData(ctx, m, provider, &spec); held {
 			return res, err
 		}
+	}
+	if err := r.recordLocation(ctx, m, spec, fields); err != nil {
+		return ctrl.Result{}, err
 	}
 	st, err := backend.EnsureMachine(ctx, spec, record)
 	if errors.Is(err, providers.ErrUserDataNeeded) {
@@ -248,7 +255,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
 	r.Kind.Observe(m, st)
 	m.CommonStatus().PowerState = infrav1.PowerState(st.PowerState)
-	m.CommonStatus().FailureDomain = m.CommonSpec().FailureDomain
+	m.CommonStatus().FailureDomain = builtFailureDomain(m)
 	m.CommonStatus().ObservedGeneration = m.GetGeneration()
 	m.CommonStatus().VMName = spec.Name
 	m.CommonStatus().Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
@@ -263,6 +270,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonRestarting, fmt.Sprintf("VM %s is restarting to apply its CPUs and memory", spec.Name)
 	case !ready:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, m.CommonSpec().PowerState)
+	}
+	if len(moved) > 0 {
+		// The VM was converged where it is; the edit is not followed.
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonLocationChanged, locationChanged(spec.Name, m.CommonStatus().Location, moved)
+		if c := meta.FindStatusCondition(m.CommonStatus().Conditions, infrav1.ReadyCondition); c == nil || c.Reason != cond.Reason || c.Message != cond.Message {
+			log.FromContext(ctx).Info("Refused a location edit of a machine whose VM is placed", "vm", spec.Name, "fields", moved)
+			r.event(m, corev1.EventTypeWarning, ReasonLocationChanged, "Admit", cond.Message)
+		}
 	}
 	meta.SetStatusCondition(&m.CommonStatus().Conditions, cond)
 	if err := r.patchStatus(ctx, base, m); err != nil {
@@ -391,7 +406,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 	}
 	spec := providers.MachineSpec{Name: VMName(m), InstanceUUID: string(m.GetUID()), TaskRef: m.CommonStatus().TaskRef}
 	if provider != nil {
-		spec, _ = r.machineSpec(builtIn(m), provider)
+		spec, _, _ = r.builtSpec(m, provider)
 	}
 	if provider == nil {
 		log.FromContext(ctx).Info("Releasing a machine whose Provider is gone; its VM, if any, stays in the backend", "vm", spec.Name)
@@ -414,31 +429,19 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
 }
 
-// builtIn is m as its VM was built: in the failure domain its status
-// recorded then, whatever its spec says now (the CRDs refuse a location
-// edited once spec.providerID is set, but an object of an older CRD, or
-// edited before its providerID was written, may say another), so its
-// deletion looks for the VM where it is.
-func builtIn(m infrav1.Machine) infrav1.Machine {
-	fd := m.CommonStatus().FailureDomain
-	if fd == "" || fd == m.CommonSpec().FailureDomain {
-		return m
-	}
-	built := copyOf(m)
-	built.CommonSpec().FailureDomain = fd
-	return built
-}
-
 // admit refuses, before any backend call, a machine its Provider does not
 // publish (see admit in admit.go): Ready=False with the field's reason and
 // an Event (once per distinct refusal).
-func (r *MachineReconciler) admit(ctx context.Context, m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, provider *v1alpha1.Provider) (bool, error) {
+//
+// built is m in the failure domain it is built in (builtIn), which the
+// spec is admitted for; the condition is written to m.
+func (r *MachineReconciler) admit(ctx context.Context, m, built infrav1.Machine, spec providers.MachineSpec, fields providers.Fields, provider *v1alpha1.Provider) (bool, error) {
 	var images v1alpha1.VMImageList
 	// Read only: no deep copy of every image on every reconcile.
 	if err := r.Client.List(ctx, &images, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	refused := admit(m, spec, fields, provider, r.SharedProviderNamespace, r.Class, images.Items)
+	refused := admit(built, spec, fields, provider, r.SharedProviderNamespace, r.Class, images.Items)
 	if refused == nil {
 		return false, nil
 	}
@@ -460,6 +463,24 @@ func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Pr
 	spec.CPUs, spec.MemoryMiB, spec.Firmware, spec.TPM = c.CPUs, c.MemoryMiB, string(c.Firmware), c.TPMEnabled
 	spec.PowerState, spec.TaskRef = string(c.PowerState), m.CommonStatus().TaskRef
 	return spec, fields
+}
+
+// recordLocation writes where m's VM is built (spec's place) to
+// status.location before the backend is first asked to build it; nothing
+// reaches the backend unless that write succeeded, so a restarted provider
+// reads it back. The write is conditional on the resourceVersion read: a
+// cache that does not show a record just written yet (and a spec edited
+// since) must not replace the record with another place.
+func (r *MachineReconciler) recordLocation(ctx context.Context, m infrav1.Machine, spec providers.MachineSpec, fields providers.Fields) error {
+	if m.CommonStatus().Location != nil {
+		return nil
+	}
+	base := copyOf(m)
+	m.CommonStatus().Location = builtLocation(builtFailureDomain(m), spec, fields)
+	if err := r.Client.Status().Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording where VM %s is built: %w", spec.Name, err)
+	}
+	return nil
 }
 
 // recorder stores the backend task in flight in status.taskRef before the
@@ -696,7 +717,7 @@ func (r *MachineReconciler) provider(ctx context.Context, m infrav1.Machine) (*v
 			continue
 		}
 		for _, fd := range p.Status.FailureDomains {
-			if fd.Name == m.CommonSpec().FailureDomain {
+			if fd.Name == builtFailureDomain(m) {
 				return p, true, nil
 			}
 		}

@@ -17,14 +17,19 @@ limitations under the License.
 package provider
 
 import (
+	"slices"
 	"testing"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
+	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // TestWaitingForAddress: only a machine whose VM is built, converged to
@@ -115,5 +120,82 @@ func TestDeletionWhereBuilt(t *testing.T) {
 	}
 	if m.Spec.FailureDomain != "kvm-02" {
 		t.Errorf("the object itself was changed: %q", m.Spec.FailureDomain)
+	}
+}
+
+// TestBuiltSpec (issue 31): once status.location records where a VM is
+// built, every call builds, converges and deletes it there, whatever its
+// spec's location fields say since; each field edited since is named
+// (LocationChanged), and a machine without a record is built where its
+// spec says.
+func TestBuiltSpec(t *testing.T) {
+	p := &v1alpha1.Provider{Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{
+		{Name: "kvm-01", Host: "kvm-01.lab"}, {Name: "kvm-02", Host: "kvm-02.lab"},
+		{Name: "dc0-c0", Datacenter: "DC0", Cluster: "C0"}, {Name: "dc1-c1", Datacenter: "DC1", Cluster: "C1"}}}}
+	libvirt := func(fd string, rec *infrav1.BuiltLocation) infrav1.Machine {
+		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: fd}}}
+		m.Status.Location = rec
+		return m
+	}
+	vsphere := func(fd, dc, cluster, folder string, rec *infrav1.BuiltLocation) infrav1.Machine {
+		m := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+			Spec: infrav1.VSphereMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: fd},
+				Datacenter: dc, Cluster: cluster, Folder: folder}}
+		m.Status.Location = rec
+		return m
+	}
+	dc0 := &infrav1.BuiltLocation{FailureDomain: "dc0-c0", Datacenter: "DC0", Cluster: "C0", Options: map[string]string{"folder": "team-a"}}
+	for name, c := range map[string]struct {
+		kind       providers.MachineKind
+		m          infrav1.Machine
+		want       failuredomain.Location
+		wantFolder string
+		moved      []string
+	}{
+		"libvirt, not recorded": {libvirtmachines.MachineKind(), libvirt("kvm-02", nil), failuredomain.Location{Host: "kvm-02.lab"}, "", nil},
+		"libvirt, recorded where the spec says": {libvirtmachines.MachineKind(),
+			libvirt("kvm-01", &infrav1.BuiltLocation{FailureDomain: "kvm-01", Host: "kvm-01.lab"}), failuredomain.Location{Host: "kvm-01.lab"}, "", nil},
+		"libvirt, failureDomain edited": {libvirtmachines.MachineKind(),
+			libvirt("kvm-02", &infrav1.BuiltLocation{FailureDomain: "kvm-01", Host: "kvm-01.lab"}), failuredomain.Location{Host: "kvm-01.lab"}, "",
+			[]string{"spec.failureDomain"}},
+		"vsphere, recorded where the spec says": {vspheremachines.MachineKind(), vsphere("dc0-c0", "DC0", "C0", "team-a", dc0),
+			failuredomain.Location{Datacenter: "DC0", Cluster: "C0"}, "team-a", nil},
+		"vsphere, folder edited": {vspheremachines.MachineKind(), vsphere("dc0-c0", "DC0", "C0", "team-b", dc0),
+			failuredomain.Location{Datacenter: "DC0", Cluster: "C0"}, "team-a", []string{"spec.folder"}},
+		"vsphere, moved to another failure domain": {vspheremachines.MachineKind(), vsphere("dc1-c1", "DC1", "C1", "", dc0),
+			failuredomain.Location{Datacenter: "DC0", Cluster: "C0"}, "team-a",
+			[]string{"spec.datacenter, spec.cluster", "spec.failureDomain", "spec.folder"}},
+		"vsphere, datacenter edited alone": {vspheremachines.MachineKind(), vsphere("dc0-c0", "DC1", "C0", "team-a", dc0),
+			failuredomain.Location{Datacenter: "DC0", Cluster: "C0"}, "team-a", []string{"spec.datacenter, spec.cluster"}},
+	} {
+		r := &MachineReconciler{Kind: c.kind}
+		before := c.m.DeepCopyObject()
+		spec, _, moved := r.builtSpec(c.m, p)
+		if spec.Location != c.want {
+			t.Errorf("%s: built in %v, want %v", name, spec.Location, c.want)
+		}
+		if got := spec.Options[vspheremachines.OptionFolder]; got != c.wantFolder {
+			t.Errorf("%s: built in folder %q, want %q", name, got, c.wantFolder)
+		}
+		if !slices.Equal(moved, c.moved) {
+			t.Errorf("%s: moved %q, want %q", name, moved, c.moved)
+		}
+		if !apiequality.Semantic.DeepEqual(before, c.m) {
+			t.Errorf("%s: the object itself was changed", name)
+		}
+	}
+}
+
+// TestBuiltLocation: the record holds the failure domain, the place and
+// the location options the backend names (and no empty ones).
+func TestBuiltLocation(t *testing.T) {
+	fields := providers.Fields{LocationOptions: map[string]string{"folder": "spec.folder", "resourcePool": "spec.resourcePool"}}
+	spec := providers.MachineSpec{Location: failuredomain.Location{Datacenter: "DC0", Cluster: "C0"},
+		Options: map[string]string{"folder": "team-a", "resourcePool": "", "cpuHotAdd": "true"}}
+	got := builtLocation("dc0-c0", spec, fields)
+	want := &infrav1.BuiltLocation{FailureDomain: "dc0-c0", Datacenter: "DC0", Cluster: "C0", Options: map[string]string{"folder": "team-a"}}
+	if !apiequality.Semantic.DeepEqual(got, want) {
+		t.Errorf("builtLocation = %+v, want %+v", got, want)
 	}
 }

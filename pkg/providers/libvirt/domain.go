@@ -19,6 +19,7 @@ package libvirt
 import (
 	"crypto/sha256"
 	"fmt"
+	"regexp"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -35,6 +36,17 @@ type attachedDisk struct {
 // "-UID." part.
 func volumeName(spec providers.MachineSpec, part, ext string) string {
 	return fmt.Sprintf("%s-%s-%s.%s", spec.Name, part, spec.InstanceUUID, ext)
+}
+
+// machineVolumeName is volumeName's shape: "-UID.EXT" ends it.
+var machineVolumeName = regexp.MustCompile(`-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.[A-Za-z0-9]+$`)
+
+// machineVolume tells whether a volume named name is (or could be) one
+// of a machine's (volumeName). No image may be: a machine's overlay would
+// then be backed by another machine's disk, and as no base image has a
+// machine's name, no overlay's name is ever a base image's.
+func machineVolume(name string) bool {
+	return machineVolumeName.MatchString(name)
 }
 
 // macAddress is NIC i's MAC: QEMU's 52:54:00 prefix and three bytes of a

@@ -53,6 +53,9 @@ func (c *Client) lookupVolume(ref string) (golibvirt.StorageVol, error) {
 	if !ok || pool == "" || name == "" {
 		return golibvirt.StorageVol{}, fmt.Errorf("image %q: want POOL/VOLUME", ref)
 	}
+	if machineVolume(name) {
+		return golibvirt.StorageVol{}, fmt.Errorf("image %q (spec.image) is a machine's volume, not a base image", ref)
+	}
 	p, err := c.l.StoragePoolLookupByName(pool)
 	if err != nil {
 		return golibvirt.StorageVol{}, fmt.Errorf("storage pool %s: %w", pool, err)

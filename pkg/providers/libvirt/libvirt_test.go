@@ -530,3 +530,24 @@ func TestDeferredInstall(t *testing.T) {
 		t.Errorf("the installer image went with the machine: %v", err)
 	}
 }
+
+// TestMachineVolumeNames (issue 31): every volume name a machine gets is
+// refused as an image, and base images' names are not, so a machine's
+// overlay is never backed by another machine's disk, nor named like a
+// base image.
+func TestMachineVolumeNames(t *testing.T) {
+	spec := providers.MachineSpec{Name: "ubuntu-22.04-cloudinit", InstanceUUID: "9b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e"}
+	for name, want := range map[string]bool{
+		volumeName(spec, "root", "qcow2"): true,
+		volumeName(spec, "data", "raw"):   true,
+		volumeName(spec, "seed", "iso"):   true,
+		"guest.qcow2":                     false,
+		"ubuntu-22.04-cloudinit.qcow2":    false,
+		"debian-12-generic-amd64.qcow2":   false,
+		"ubuntu-24.04-live-server.iso":    false,
+	} {
+		if got := machineVolume(name); got != want {
+			t.Errorf("machineVolume(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -136,11 +136,19 @@ func (c *Client) Inventory(ctx context.Context) ([]failuredomain.Location, error
 // with VMID ref (on loc's node when loc names one).
 func (c *Client) ImageExists(ctx context.Context, loc failuredomain.Location, ref string) (bool, error) {
 	t, err := c.template(ctx, loc.Host, ref)
-	return t != nil, err
+	if t == nil || err != nil {
+		return false, err
+	}
+	// Reported per node: a template elsewhere serves this node's clones
+	// only through a target node, which the image's status does not claim.
+	return loc.Host == "" || t.Node == loc.Host, nil
 }
 
-// template finds a template by name or VMID: on node when given, else on
-// any node (nil when none).
+// template finds a template by name or VMID, preferring one on node
+// (the failure domain's: no copy across nodes) to one on another node (a
+// clone with a target node); nil when none. Only templates are found: a
+// VM named like one (a tenant's "<namespace>.<name>" can be) is never
+// taken for it.
 func (c *Client) template(ctx context.Context, node, ref string) (*proxmox.VirtualMachine, error) {
 	cl, err := c.api.Cluster(ctx)
 	if err != nil {
@@ -150,15 +158,20 @@ func (c *Client) template(ctx context.Context, node, ref string) (*proxmox.Virtu
 	if err != nil {
 		return nil, fmt.Errorf("listing VMs: %w", err)
 	}
+	var elsewhere *proxmox.VirtualMachine
 	for _, r := range resources {
-		if r.Type != "qemu" || r.Template != 1 || (node != "" && r.Node != node) {
+		if r.Type != "qemu" || r.Template != 1 || (r.Name != ref && fmt.Sprint(r.VMID) != ref) {
 			continue
 		}
-		if r.Name == ref || fmt.Sprint(r.VMID) == ref {
-			return c.api.NodeRef(r.Node).VirtualMachineRef(int(r.VMID)), nil
+		tmpl := c.api.NodeRef(r.Node).VirtualMachineRef(int(r.VMID))
+		if r.Node == node {
+			return tmpl, nil
+		}
+		if elsewhere == nil {
+			elsewhere = tmpl
 		}
 	}
-	return nil, nil
+	return elsewhere, nil
 }
 
 // wait records a task, then waits for it to stop; a task that stopped

@@ -190,7 +190,7 @@ func (c *Client) owned(ctx context.Context, node string, vmid int, uid string) (
 // refused and the next one is tried.
 func (c *Client) clone(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (*proxmox.VirtualMachine, error) {
 	node := spec.Location.Host
-	tmpl, err := c.template(ctx, "", spec.Image)
+	tmpl, err := c.template(ctx, node, spec.Image)
 	if err != nil {
 		return nil, err
 	}

@@ -309,6 +309,45 @@ func TestCloneOntoAnotherNode(t *testing.T) {
 	}
 }
 
+// TestTemplateNotADecoy (issue 31): a plain VM named exactly like the
+// template (a tenant's VM "<namespace>.<name>" can be), on the node a
+// machine is built on, is never cloned in its place: only a template is.
+func TestTemplateNotADecoy(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	small := func(name, uid string) providers.MachineSpec {
+		s := machine(name, uid)
+		s.Location.Host, s.Disks = "pve2", s.Disks[:1]
+		return s
+	}
+	if _, err := c.EnsureMachine(ctx, small("team.control", "1a2b3c4d-6666-4a5b-9c8d-7e6f5a4b3c2d"), (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	// The decoy, on pve2, has a disk no clone of the template has.
+	decoy := machine("debian-12-cloud", "1a2b3c4d-7777-4a5b-9c8d-7e6f5a4b3c2d")
+	decoy.Location.Host = "pve2"
+	decoy.Disks = append(decoy.Disks, providers.Disk{Name: "scratch", SizeGiB: 7, Target: "local-lvm"})
+	if _, err := c.EnsureMachine(ctx, decoy, (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnsureMachine(ctx, small("team.after", "1a2b3c4d-8888-4a5b-9c8d-7e6f5a4b3c2d"), (&recorder{}).record); err != nil {
+		t.Fatal(err)
+	}
+	control, after := namedVMs(sim, "team.control"), namedVMs(sim, "team.after")
+	if len(control) != 1 || len(after) != 1 || len(after[0].Volumes) != len(control[0].Volumes) {
+		t.Errorf("a clone beside a decoy named like the template has volumes %v, one made before it %v", after, control)
+	}
+	// The template is pve1's; the decoy on pve2 does not count as it.
+	if ok, err := c.ImageExists(ctx, failuredomain.Location{Host: "pve2"}, "debian-12-cloud"); ok || err != nil {
+		t.Errorf("ImageExists on pve2 = %v, %v; want false: only a template is the image", ok, err)
+	}
+	for _, v := range namedVMs(sim, "debian-12-cloud") {
+		if v.Node == "pve2" && v.Template {
+			t.Errorf("the decoy became a template: %+v", v)
+		}
+	}
+}
+
 // TestSeedRemovedAfterFirstBoot: the cloud-init seed (the user data, on
 // storage other VMs share) is attached until the guest has booted, then
 // ejected and deleted, and never uploaded or attached again: not by a

@@ -56,14 +56,20 @@ func (c *Client) ImageExists(ctx context.Context, location failuredomain.Locatio
 	return c.TemplateExists(ctx, location.Datacenter, template)
 }
 
-// TemplateExists tells whether datacenter holds a VM template named template.
+// TemplateExists tells whether datacenter holds a VM template at the
+// path template under its VM folder (a VM there is no template); a path
+// that could lead outside that folder is an error.
 func (c *Client) TemplateExists(ctx context.Context, datacenter, template string) (bool, error) {
 	l, err := c.locate(ctx, datacenter)
 	if err != nil {
 		return false, err
 	}
+	p, err := l.templatePath(template)
+	if err != nil {
+		return false, err
+	}
 	// Looked up afresh, not cached: this is the check of what exists.
-	vm, err := lookup(ctx, l.f, template)
+	vm, err := lookup(ctx, l.f, p)
 	if err != nil {
 		return false, fmt.Errorf("looking up %s in %s: %w", template, datacenter, err)
 	}

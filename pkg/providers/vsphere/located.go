@@ -18,6 +18,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 
@@ -80,11 +81,23 @@ func (l *located) get(kind, name string, find func() (object.Reference, string, 
 	})
 }
 
-// template is the VM template named name.
+// template is the VM template at the relative path name under the
+// datacenter's VM folder ("ubuntu", "templates/ubuntu"). A bare name
+// used to be searched for across the datacenter (across vCenter without
+// one), so any VM of that name, a tenant's "<namespace>.<name>" among
+// them, could be taken for the template; now the path is anchored as a
+// folder's is, and what is there must be a template.
 func (l *located) template(ctx context.Context, name string) (*object.VirtualMachine, error) {
+	p, err := l.templatePath(name)
+	if err != nil {
+		return nil, err
+	}
 	o, err := l.get("template", name, func() (object.Reference, string, error) {
-		vm, err := l.f.VirtualMachine(ctx, name)
+		vm, err := l.f.VirtualMachine(ctx, p)
 		if err != nil {
+			return nil, "", err
+		}
+		if err := mustBeTemplate(ctx, vm); err != nil {
 			return nil, "", err
 		}
 		return vm, vm.InventoryPath, nil
@@ -95,6 +108,32 @@ func (l *located) template(ctx context.Context, name string) (*object.VirtualMac
 	vm := object.NewVirtualMachine(l.c.gc.Client, o.ref)
 	vm.InventoryPath = o.path
 	return vm, nil
+}
+
+// templatePath is the inventory path of the template named by the
+// relative path name (an image's ref, spec.template): under the
+// datacenter's VM folder; nothing that could climb out of it.
+func (l *located) templatePath(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("the image names no template (spec.template)")
+	}
+	if why := machinespec.RelativePathError(name); why != "" {
+		return "", fmt.Errorf("template %q (spec.template) %s: it must be a path under the VM folder of the failure domain's datacenter", name, why)
+	}
+	return path.Join(l.dcPath(), "vm", name), nil
+}
+
+// mustBeTemplate refuses a VM that is not a template: cloning a running
+// VM someone named like a template would copy its disks and identity.
+func mustBeTemplate(ctx context.Context, vm *object.VirtualMachine) error {
+	ok, err := vm.IsTemplate(ctx)
+	if err != nil {
+		return fmt.Errorf("reading whether %s is a template: %w", vm.InventoryPath, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s (spec.template) is a virtual machine, not a template", vm.InventoryPath)
+	}
+	return nil
 }
 
 // folder is the VM folder at the relative path name under the

@@ -21,13 +21,18 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/utils/ptr"
 
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
@@ -218,5 +223,82 @@ func TestBackendRequestsCounted(t *testing.T) {
 	}
 	if m := method(&methods.RetrievePropertiesExBody{}); m != "RetrievePropertiesEx" {
 		t.Errorf("method named %q", m)
+	}
+}
+
+// TestTemplateByPath (issue 31): an image's template is the one at its
+// path under the failure domain's datacenter VM folder, and must be a
+// template. A plain VM named exactly like the template elsewhere in the
+// datacenter (a tenant's VM "<namespace>.<name>" can be, "ubuntu-22" +
+// "04-cloudinit") is never taken for it, a VM at the template's path is
+// refused, naming spec.template, and so is a path that leaves the folder.
+func TestTemplateByPath(t *testing.T) {
+	ctx := context.Background()
+	c := connected(t)
+	tmpl := template(t, c, "DC0")
+	finder := find.NewFinder(c.gc.Client, false)
+	vms, err := finder.VirtualMachineList(ctx, "/DC0/vm/*")
+	if err != nil || len(vms) < 3 {
+		t.Fatalf("VMs of DC0: %d, %v", len(vms), err)
+	}
+	real, err := finder.VirtualMachine(ctx, "/DC0/vm/"+tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain []*object.VirtualMachine
+	for _, vm := range vms {
+		if vm.Reference() != real.Reference() {
+			plain = append(plain, vm)
+		}
+	}
+	// The decoy: a plain VM of a tenant's folder, named like the template.
+	root, err := finder.Folder(ctx, "/DC0/vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, err := root.CreateFolder(ctx, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoy := plain[0]
+	if task, err := tenant.MoveInto(ctx, []types.ManagedObjectReference{decoy.Reference()}); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("moving the decoy: %v", err)
+	}
+	if task, err := decoy.Rename(ctx, tmpl); err != nil || task.Wait(ctx) != nil {
+		t.Fatalf("renaming the decoy: %v", err)
+	}
+
+	l, err := c.locate(ctx, "DC0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.template(ctx, tmpl)
+	if err != nil || got.Reference() != real.Reference() {
+		t.Fatalf("template %s = %v (%v), want the template %v, not the decoy %v", tmpl, got, err, real.Reference(), decoy.Reference())
+	}
+	if ok, err := c.TemplateExists(ctx, "DC0", tmpl); !ok || err != nil {
+		t.Errorf("TemplateExists(DC0, %s) = %v, %v beside a decoy", tmpl, ok, err)
+	}
+	spec := providers.MachineSpec{Name: "ubuntu-22.04-clone", InstanceUUID: "7a1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOff"}
+	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+		t.Fatalf("cloning %s beside a decoy: %v", tmpl, err)
+	}
+
+	// A VM, not a template, at the path; and paths out of the VM folder.
+	vmAtPath := plain[1].Name()
+	for _, ref := range []string{vmAtPath, "tenant/" + tmpl, "/DC1/vm/" + tmpl, "../vm/" + tmpl, "tenant/*"} {
+		bad := spec
+		bad.Name, bad.InstanceUUID, bad.Image = "ns.bad", "8b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e", ref
+		_, err := c.EnsureMachine(ctx, bad, (&recorder{}).record)
+		if err == nil || !strings.Contains(err.Error(), "spec.template") {
+			t.Errorf("cloning %q: %v, want a refusal naming spec.template", ref, err)
+		}
+		if ok, _ := c.TemplateExists(ctx, "DC0", ref); ok {
+			t.Errorf("TemplateExists(DC0, %q) is true", ref)
+		}
+	}
+	if ref, _ := object.NewSearchIndex(c.gc.Client).FindByUuid(ctx, nil, "8b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e", true, ptr.To(true)); ref != nil {
+		t.Errorf("a refused template was cloned: %v", ref)
 	}
 }

@@ -144,3 +144,87 @@ func waitReady(t *testing.T, name, reason string) *infrav1.ProxmoxMachine {
 	})
 	return m
 }
+
+// TestLocationEditedDuringFirstBuild (issue 31): the provider records
+// where it builds a VM (status.location) before its first Proxmox call;
+// a failureDomain edited while that first clone runs, before providerID
+// is set (the CRD's rule does not hold yet), is not followed: the VM is
+// finished on the recorded node, the edit is named (Ready=False,
+// LocationChanged on spec.failureDomain), and deleting the machine
+// destroys the VM where it was built.
+func TestLocationEditedDuringFirstBuild(t *testing.T) {
+	ctx := context.Background()
+	p := proxmoxProvider(t, "moved-proxmox", "proxmox-token", nil)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = waitProvider(t, "moved-proxmox", "InventoryWalked")
+	ensureImage(t)
+	if len(p.Status.FailureDomains) < 2 {
+		t.Fatalf("the simulator's Provider has failure domains %+v, the test wants 2", p.Status.FailureDomains)
+	}
+	fd, other := p.Status.FailureDomains[0], p.Status.FailureDomains[1]
+	name := providers.BackendName(ns, "moved-0")
+	before := len(vmsNamed(name))
+	// A long clone: the first build is held while the spec is edited.
+	sim.SetTaskDelay(6 * time.Second)
+	defer sim.SetTaskDelay(100 * time.Millisecond)
+	m := &infrav1.ProxmoxMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "moved-0", Namespace: ns, Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/moved-proxmox"}},
+		Spec: infrav1.ProxmoxMachineSpec{Template: "debian-12-cloud",
+			CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: fd.Name, CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn}},
+	}
+	if err := c.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err
+		}
+		if m.Status.Location == nil || sim.RunningTasks("qmclone") == 0 {
+			return fmt.Errorf("no clone running yet for a recorded location (status.location %+v)", m.Status.Location)
+		}
+		return nil
+	})
+	if m.Spec.ProviderID != "" {
+		t.Fatalf("providerID %q is set already: the clone was not held", m.Spec.ProviderID)
+	}
+	if got := m.Status.Location; got.FailureDomain != fd.Name || got.Host != fd.Host {
+		t.Errorf("status.location %+v, want failure domain %s on %s", got, fd.Name, fd.Host)
+	}
+	moved := m.DeepCopy()
+	moved.Spec.FailureDomain = other.Name
+	if err := c.Patch(ctx, moved, client.MergeFrom(m)); err != nil {
+		t.Fatalf("editing the failure domain before providerID is set: %v (the CRD allows it)", err)
+	}
+	sim.SetTaskDelay(100 * time.Millisecond)
+	got := waitReady(t, m.Name, "LocationChanged")
+	if cond := meta.FindStatusCondition(got.Status.Conditions, infrav1.ReadyCondition); !strings.Contains(cond.Message, "spec.failureDomain") {
+		t.Errorf("the refusal does not name the field: %q", cond.Message)
+	}
+	if got.Status.FailureDomain != fd.Name || got.Status.Location.FailureDomain != fd.Name {
+		t.Errorf("status failureDomain %q, location %+v: want the recorded %s", got.Status.FailureDomain, got.Status.Location, fd.Name)
+	}
+	vms := vmsNamed(name)
+	if len(vms) != before+1 {
+		t.Fatalf("%d VMs named %s after the build, want %d: %+v", len(vms), name, before+1, vms)
+	}
+	if vms[0].Node != fd.Host {
+		t.Errorf("the VM was built on %s, want the recorded %s", vms[0].Node, fd.Host)
+	}
+	if err := c.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(m), &infrav1.ProxmoxMachine{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s still there (%v)", m.Name, err)
+		}
+		return nil
+	})
+	if vms := vmsNamed(name); len(vms) != before {
+		t.Errorf("the machine's VM outlived it: %+v", vms)
+	}
+	if err := c.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -144,6 +144,7 @@ func TestRogueMachinesRefused(t *testing.T) {
 		{tenantMachine(rogue, "vtpm", shared, func(m *infrav1.VSphereMachine) {
 			m.Spec.Firmware, m.Spec.TPMEnabled = infrav1.FirmwareEFI, true
 		}), "FeatureNotPublished"},
+		{tenantMachine(rogue, "secure-boot", shared, func(m *infrav1.VSphereMachine) { m.Spec.Firmware = infrav1.FirmwareEFISecure }), "FeatureNotPublished"},
 	}
 	for _, x := range machines {
 		if err := c.Create(ctx, x.m); err != nil {

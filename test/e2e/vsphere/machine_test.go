@@ -97,11 +97,11 @@ func TestMachineInTenantNamespace(t *testing.T) {
 	}
 	secret(t, ns, "tenant-creds", map[string]string{"username": user, "password": password})
 	ensureImage(t, "ubuntu-22.04-cloudinit")
-	// web-0's vTPM needs the Provider's feature vtpm (FeatureNotPublished
-	// otherwise, TestRogueMachinesRefused).
+	// web-0's vTPM and secure boot need the Provider's features vtpm and
+	// efiSecureBoot (FeatureNotPublished otherwise, TestRogueMachinesRefused).
 	if err := c.Create(ctx, provider("tenant-vsphere", "tenant-creds", func(s *v1alpha1.ProviderSpec) {
 		publishing([]string{"VM Network", "DC0_DVPG0"}, nil)(s)
-		s.Capabilities.Features = []string{"vtpm"}
+		s.Capabilities.Features = []string{"vtpm", "efiSecureBoot"}
 	})); err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,10 @@ const (
 type VSphereMachineSpec struct {
 	CommonMachineSpec `json:",inline"`
 
-	// template is the name of the vCenter VM template to clone.
+	// template is the vCenter VM template to clone: its path relative to
+	// the VM folder of the failure domain's datacenter ("ubuntu-22.04",
+	// "templates/ubuntu-22.04"), which must hold a template (not a VM). No
+	// absolute path, managed object reference, wildcard or "..".
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Template string `json:"template"`
@@ -348,6 +351,15 @@ type CommonMachineStatus struct {
 	// +optional
 	FailureDomain string `json:"failureDomain,omitempty"`
 
+	// location is where the VM is built: written before the backend is
+	// first asked to create it, and where every later call (converge,
+	// power, delete) looks for it, whatever the spec's location fields say
+	// since. Between that first call and providerID being set the CRD
+	// lets those fields change; the provider then keeps the VM here and
+	// reports the edit (Ready=False, LocationChanged).
+	// +optional
+	Location *BuiltLocation `json:"location,omitempty"`
+
 	// powerState the VM is in.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
@@ -367,6 +379,33 @@ type CommonMachineStatus struct {
 	// observedGeneration is the metadata.generation last reconciled.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// BuiltLocation is the place a machine's VM is built at, in the
+// backend's terms.
+type BuiltLocation struct {
+	// failureDomain is the spec.failureDomain the VM was built for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// datacenter and cluster (vSphere), or host (libvirt, Proxmox VE), are
+	// the failure domain's place in the backend.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Datacenter string `json:"datacenter,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Cluster string `json:"cluster,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Host string `json:"host,omitempty"`
+
+	// options are the backend's own location settings, by name (vSphere:
+	// resourcePool, folder); absent means the backend's default.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	Options map[string]string `json:"options,omitempty"`
 }
 
 // VSphereMachineStatus is the observed state of a VSphereMachine, in the

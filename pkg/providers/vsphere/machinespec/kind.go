@@ -83,14 +83,15 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Datastore})
 	}
 	fields := providers.Fields{
-		Location:  "spec.datacenter, spec.cluster",
-		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
-		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
-		Image:     "spec.template",
-		Storage:   "Datastore",
-		Network:   "PortGroup",
-		ImageWord: "Template",
-		Features:  map[string]string{},
+		Location:        "spec.datacenter, spec.cluster",
+		LocationOptions: map[string]string{OptionResourcePool: "spec.resourcePool", OptionFolder: "spec.folder"},
+		Disk:            func(i int) string { return fmt.Sprintf("spec.disks[%d].datastore", i) },
+		NIC:             func(i int) string { return fmt.Sprintf("spec.network[%d].portGroup", i) },
+		Image:           "spec.template",
+		Storage:         "Datastore",
+		Network:         "PortGroup",
+		ImageWord:       "Template",
+		Features:        map[string]string{},
 	}
 	if vsm.Spec.CPUHotAdd {
 		fields.Features[FeatureHotAddCPU] = "spec.cpuHotAdd"
@@ -101,6 +102,8 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	for _, o := range []struct{ field, value, under string }{
 		{"spec.resourcePool", vsm.Spec.ResourcePool, "the root resource pool of the failure domain's cluster"},
 		{"spec.folder", vsm.Spec.Folder, "the VM folder of the failure domain's datacenter"},
+		// The template is looked up at its path under that folder too.
+		{"spec.template", vsm.Spec.Template, "the VM folder of the failure domain's datacenter"},
 	} {
 		if why := RelativePathError(o.value); why != "" {
 			fields.Invalid = append(fields.Invalid, providers.FieldError{Field: o.field, Reason: ReasonOutsideFailureDomain,
