@@ -174,7 +174,10 @@ func (c *Client) eject(dom golibvirt.Domain, name string) error {
 	}
 	views := []view{{golibvirt.DomainXMLInactive, golibvirt.DomainDeviceModifyConfig}}
 	if active == 1 {
-		views = append(views, view{0, golibvirt.DomainDeviceModifyLive})
+		// Forced: a guest that has the medium open keeps the tray
+		// locked, and an eject it is only asked for never happens
+		// (libvirt gives up waiting for the tray).
+		views = append(views, view{0, golibvirt.DomainDeviceModifyLive | golibvirt.DomainDeviceModifyForce})
 	}
 	for _, v := range views {
 		doc, err := c.l.DomainGetXMLDesc(dom, v.xmlFlags)
@@ -190,8 +193,7 @@ func (c *Client) eject(dom golibvirt.Domain, name string) error {
 			continue
 		}
 		// The drive as it is, without its medium: libvirt takes that
-		// as an eject (QEMU opens the tray by force if the guest
-		// locked it).
+		// as an eject.
 		empty := libvirtxml.DomainDisk{Device: drive.Device, Driver: drive.Driver, Target: drive.Target, ReadOnly: drive.ReadOnly}
 		diskXML, err := empty.Marshal()
 		if err != nil {

@@ -136,7 +136,7 @@ func TestSeedRemovalResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.DomainUpdateDeviceFlags(dom, doc, golibvirt.DomainDeviceModifyLive); err != nil {
+	if err := l.DomainUpdateDeviceFlags(dom, doc, golibvirt.DomainDeviceModifyLive|golibvirt.DomainDeviceModifyForce); err != nil {
 		t.Fatal(err)
 	}
 	_ = l.Disconnect()
