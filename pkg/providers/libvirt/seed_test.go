@@ -158,6 +158,28 @@ func TestSeedRemovalResumes(t *testing.T) {
 	if def := domainXMLOf(t, spec.Name); !strings.Contains(def, metadataURI) {
 		t.Errorf("the running domain lost the seed's record:\n%s", def)
 	}
+	// A definition written whole (converge's redefinition) keeps the
+	// record in the form domainXML writes it.
+	l, err = daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	def, err := (&Client{l: l}).definition(dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def.Metadata = seedMetadata(seedRemoved)
+	doc, err = def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DomainDefineXML(doc); err != nil {
+		t.Fatal(err)
+	}
+	if state, err := (&Client{l: l}).seedState(dom); err != nil || state != seedRemoved {
+		t.Errorf("after a redefinition: seed state %q, %v", state, err)
+	}
 	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
 		t.Fatal(err)
 	}
