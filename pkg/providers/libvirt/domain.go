@@ -85,7 +85,8 @@ func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, 
 		},
 		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
 		OnPoweroff: "destroy", OnReboot: "restart", OnCrash: "destroy",
-		Devices: &libvirtxml.DomainDeviceList{},
+		Devices:  &libvirtxml.DomainDeviceList{},
+		Metadata: seedMetadata(vols.seedState),
 	}
 	cdromBus := "ide"
 	switch spec.Firmware {

@@ -121,8 +121,9 @@ func (r *recorder) record(_ context.Context, ref string) error { r.ref = ref; re
 
 // A machine's whole life on a real host: defined with an overlay, a data
 // disk and a seed; booted, its guest running the user data and taking a
-// DHCP lease; ensured again without a twin; powered off gracefully; and
-// deleted with nothing left behind.
+// DHCP lease; ensured again without a twin, the seed removed once the
+// lease is seen and never back; powered off gracefully; and deleted with
+// nothing left behind.
 func TestMachineLifecycle(t *testing.T) {
 	ctx := context.Background()
 	c := connect(t)
@@ -157,6 +158,11 @@ func TestMachineLifecycle(t *testing.T) {
 			t.Errorf("disk %s: %d of %d bytes allocated, want full=%t", d.name, allocation, capacity, d.full)
 		}
 	}
+	// Until the guest has booted, its seed is on the pool and attached.
+	seed := volumeName(spec, "seed", "iso")
+	if live, config, onPool, state := seedOf(t, spec.Name, seed); !live || !config || !onPool || state != "" {
+		t.Errorf("before first boot: seed live %t, defined %t, on the pool %t, state %q", live, config, onPool, state)
+	}
 	log := waitSerial(t, spec.Name, "BANLIEUE-READY")
 	for _, want := range []string{"BANLIEUE-BOOT web-0", "BANLIEUE-USERDATA marker-lifecycle-42", "BANLIEUE-DISK vda 1024", "BANLIEUE-DISK vdb 2048", "BANLIEUE-DISK vdc 1024", "BANLIEUE-DISK vdd 3072",
 		"BANLIEUE-NET eth0 " + st.MACAddresses[0] + " " + libvirtd.Subnet + "."} {
@@ -177,6 +183,23 @@ func TestMachineLifecycle(t *testing.T) {
 	}
 	if n := domainsNamed(t, spec.Name); n != 1 {
 		t.Errorf("%d domains named %s, want 1", n, spec.Name)
+	}
+	// The ensure that saw the lease removed the seed: ejected from the
+	// running guest and the definition, deleted, recorded. Converging
+	// again, also from another client and without the user data, brings
+	// nothing back.
+	if live, config, onPool, state := seedOf(t, spec.Name, seed); live || config || onPool || state != seedRemoved {
+		t.Errorf("after first boot: seed live %t, defined %t, on the pool %t, state %q", live, config, onPool, state)
+	}
+	omitted := spec
+	omitted.UserData, omitted.UserDataOmitted = nil, true
+	for i, s := range []providers.MachineSpec{spec, omitted} {
+		if _, err := connect(t).EnsureMachine(ctx, s, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		if live, config, onPool, state := seedOf(t, spec.Name, seed); live || config || onPool || state != seedRemoved {
+			t.Errorf("ensure %d after first boot: seed live %t, defined %t, on the pool %t, state %q", i, live, config, onPool, state)
+		}
 	}
 
 	// Graceful power-off: the guest handles ACPI well within the grace.

@@ -67,7 +67,15 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := ignitionStatic(spec); err != nil {
 		return providers.MachineStatus{}, err
 	}
-	vols, err := c.ensureVolumes(spec, fresh)
+	seedState := ""
+	if !fresh {
+		// A seed removed after first boot is the desired state from then
+		// on: neither made again nor attached (ensureFirstBoot, domainXML).
+		if seedState, err = c.seedState(dom); err != nil {
+			return providers.MachineStatus{}, err
+		}
+	}
+	vols, err := c.ensureVolumes(spec, fresh, seedState)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
@@ -105,7 +113,15 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 	}
 	st, err := c.observe(dom, spec)
 	st.Created, st.Restarting = created, restarting
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	// Once the guest booted, its seed goes: here, as the reconciler
+	// converges a libvirt machine until it reports an address.
+	if err := c.removeSeed(dom, spec, vols.pool, seedState); err != nil {
+		return st, fmt.Errorf("removing the seed of %s: %w", spec.Name, err)
+	}
+	return st, nil
 }
 
 // ensureVolumes creates, when missing, the boot overlay of the image, the
@@ -114,7 +130,8 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 // yet (fresh): a crash between creating the seed and filling it is then
 // repaired by the retry, and a defined domain's seed is never rewritten
 // (cloud-init's first boot data stays what the VM was created with).
-func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) (volumes, error) {
+// seedState is what the domain records of its seed (removeSeed).
+func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool, seedState string) (volumes, error) {
 	base, err := c.lookupVolume(spec.Image)
 	if err != nil {
 		return volumes{}, err
@@ -167,24 +184,30 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool) (volumes,
 		}
 		out = append(out, attachedDisk{path: path, format: format, dev: diskDev(i)})
 	}
-	vols := volumes{disks: out}
+	vols := volumes{disks: out, pool: base.Pool, seedState: seedState}
 	if spec.ImageIsInstaller {
 		vols.installer = attachedDisk{path: baseXML.Target.Path, format: "raw"}
 		if f := baseXML.Target.Format; f != nil && f.Type != "" && f.Type != "iso" {
 			vols.installer.format = f.Type // an ISO is raw to QEMU
 		}
 	}
-	vols.seed, err = c.ensureFirstBoot(spec, base.Pool, fresh)
+	if seedState == "" {
+		vols.seed, err = c.ensureFirstBoot(spec, base.Pool, fresh)
+	}
 	return vols, err
 }
 
 // volumes are what a domain attaches: its disks, the first-boot data
 // (a seed ISO or an Ignition config; "" for none) and, for an image used
-// as an installer, that image (a CD-ROM).
+// as an installer, that image (a CD-ROM). pool holds the first-boot
+// data; seedState is the seed's state after first boot (removeSeed),
+// which the definition carries in its metadata.
 type volumes struct {
 	disks     []attachedDisk
 	seed      string
 	installer attachedDisk
+	pool      string
+	seedState string
 }
 
 // ensureFirstBoot creates the volume the guest's agent reads its first
@@ -503,7 +526,8 @@ func powerState(s golibvirt.DomainState) string {
 
 // observe reads back what the domain is: identity, power, size, disks,
 // networks, firmware, and the first IPv4 address (the DHCP lease of a
-// libvirt network, else the static address the spec gave).
+// libvirt network or the host's ARP entry, else the static address the
+// spec gave).
 func (c *Client) observe(dom golibvirt.Domain, spec providers.MachineSpec) (providers.MachineStatus, error) {
 	def, err := c.definition(dom)
 	if err != nil {
@@ -557,14 +581,8 @@ func (c *Client) observe(dom golibvirt.Domain, spec providers.MachineSpec) (prov
 }
 
 func (c *Client) address(dom golibvirt.Domain, spec providers.MachineSpec) string {
-	if ifaces, err := c.l.DomainInterfaceAddresses(dom, uint32(golibvirt.DomainInterfaceAddressesSrcLease), 0); err == nil {
-		for _, i := range ifaces {
-			for _, a := range i.Addrs {
-				if a.Type == int32(golibvirt.IPAddrTypeIpv4) {
-					return a.Addr
-				}
-			}
-		}
+	if a := c.guestAddress(dom); a != "" {
+		return a
 	}
 	for _, n := range spec.NICs {
 		if n.Static != nil {
