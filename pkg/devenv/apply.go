@@ -47,7 +47,7 @@ func ApplyFiles(ctx context.Context, cfg *restclient.Config, fsys fs.FS, names .
 		}
 		objs = append(objs, docs...)
 	}
-	return Apply(ctx, cfg, objs...)
+	return Apply(ctx, cfg, apply.Ordered(objs)...)
 }
 
 // YAMLFiles lists the .yaml files directly in dir of fsys.
