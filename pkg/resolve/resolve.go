@@ -32,8 +32,18 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
 
-// DefaultFirmware is the firmware of a VM whose class names none.
-const DefaultFirmware = v1alpha1.FirmwareBIOS
+// firmware is the class's, else the image template's, else none: the
+// backend then keeps the firmware of the template it clones, as forcing
+// BIOS would switch an EFI template to a firmware it cannot boot with.
+func firmware(class *v1alpha1.VMClass, image *v1alpha1.VMImage) (v1alpha1.Firmware, v1alpha1.Provenance) {
+	if class.Spec.Firmware != "" {
+		return class.Spec.Firmware, v1alpha1.ProvenanceClass
+	}
+	if t := image.Spec.Template; t != nil && t.Firmware != "" {
+		return t.Firmware, v1alpha1.ProvenanceImage
+	}
+	return "", v1alpha1.ProvenanceDefault
+}
 
 // CheckOverrides reports every override that names a disk or interface the
 // class does not define. The paths are those of the VirtualMachine's spec.
@@ -147,10 +157,7 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		}
 	}
 
-	spec.Firmware, spec.FirmwareFrom = class.Spec.Firmware, v1alpha1.ProvenanceClass
-	if spec.Firmware == "" {
-		spec.Firmware, spec.FirmwareFrom = DefaultFirmware, v1alpha1.ProvenanceDefault
-	}
+	spec.Firmware, spec.FirmwareFrom = firmware(class, image)
 	spec.Features = class.Spec.Features
 	spec.TPMEnabled = class.Spec.TPMEnabled
 

@@ -83,6 +83,7 @@ func TestResolveProvenance(t *testing.T) {
 		name       string
 		vm         *VirtualMachine
 		class      func(*VMClass)
+		image      func(*VMImage)
 		cpus       ResolvedInt32
 		memory     ResolvedInt64
 		disks      []ResolvedDisk
@@ -158,8 +159,22 @@ func TestResolveProvenance(t *testing.T) {
 				c.Spec.Hardware.Disks = []DiskSpec{{Name: "root", SizeGiB: 10}}
 			},
 			cpus: i32(8, ProvenanceClass), memory: i64(32768, ProvenanceClass),
-			disks:    []ResolvedDisk{{Name: "root", SizeGiB: i64(10, ProvenanceClass), Provisioning: DiskProvisioningThin}},
-			firmware: FirmwareBIOS, fwFrom: ProvenanceDefault,
+			disks: []ResolvedDisk{{Name: "root", SizeGiB: i64(10, ProvenanceClass), Provisioning: DiskProvisioningThin}},
+			// No firmware from anywhere: the backend keeps the template's.
+			firmware: "", fwFrom: ProvenanceDefault,
+		},
+		{
+			name:  "class without firmware takes the image template's",
+			vm:    vm(nil),
+			class: func(c *VMClass) { c.Spec.Firmware = "" },
+			image: func(i *VMImage) { i.Spec.Template = &ImageTemplate{Firmware: FirmwareEFI} },
+			cpus:  i32(8, ProvenanceClass), memory: i64(32768, ProvenanceClass),
+			disks: []ResolvedDisk{
+				{Name: "root", SizeGiB: i64(80, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningThin},
+				{Name: "data", SizeGiB: i64(500, ProvenanceClass), StorageClass: "gold", Provisioning: DiskProvisioningEagerZeroed},
+			},
+			interfaces: classIfaces,
+			firmware:   FirmwareEFI, fwFrom: ProvenanceImage,
 		},
 	}
 	for _, tc := range cases {
@@ -168,8 +183,12 @@ func TestResolveProvenance(t *testing.T) {
 			if tc.class != nil {
 				tc.class(class)
 			}
+			image := seedImage()
+			if tc.image != nil {
+				tc.image(image)
+			}
 			before := tc.vm.DeepCopy()
-			r, err := Resolve(tc.vm, class, seedImage())
+			r, err := Resolve(tc.vm, class, image)
 			if err != nil {
 				t.Fatal(err)
 			}

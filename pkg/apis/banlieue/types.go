@@ -487,6 +487,9 @@ const (
 	ProvenanceClass Provenance = "class"
 	// ProvenanceOverride: the value comes from the VM's override delta.
 	ProvenanceOverride Provenance = "override"
+	// ProvenanceImage: the value comes from the VMImage (its template
+	// block), the class naming none.
+	ProvenanceImage Provenance = "image"
 	// ProvenanceDefault: neither set it; banlieue's default applies.
 	ProvenanceDefault Provenance = "default"
 )
@@ -531,9 +534,13 @@ type ResolvedVirtualMachineSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Interfaces []ResolvedInterface `json:"interfaces,omitempty"`
-	// firmware is the effective boot firmware (bios when the class names none).
-	Firmware Firmware `json:"firmware"`
-	// firmwareFrom tells whether firmware came from the class or the default.
+	// firmware is the effective boot firmware: the class's, else the
+	// image template's, else empty: the backend keeps the firmware of what
+	// it clones (an EFI template stays EFI).
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+	// firmwareFrom tells whether firmware came from the class, the image or
+	// neither (default: the template's own).
 	FirmwareFrom Provenance `json:"firmwareFrom"`
 	// features the class requires of a Provider.
 	// +listType=set

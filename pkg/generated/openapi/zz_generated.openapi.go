@@ -2077,11 +2077,11 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInt32(ref common.ReferenceCallbac
 					},
 					"from": {
 						SchemaProps: spec.SchemaProps{
-							Description: "from is class, override or default.\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"override\"` : the value comes from the VM's override delta.",
+							Description: "from is class, override or default.\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"image\"` : the value comes from the VMImage (its template block), the class naming none.\n - `\"override\"` : the value comes from the VM's override delta.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"class", "default", "override"},
+							Enum:        []interface{}{"class", "default", "image", "override"},
 						},
 					},
 				},
@@ -2108,11 +2108,11 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInt64(ref common.ReferenceCallbac
 					},
 					"from": {
 						SchemaProps: spec.SchemaProps{
-							Description: "from is class, override or default.\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"override\"` : the value comes from the VM's override delta.",
+							Description: "from is class, override or default.\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"image\"` : the value comes from the VMImage (its template block), the class naming none.\n - `\"override\"` : the value comes from the VM's override delta.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"class", "default", "override"},
+							Enum:        []interface{}{"class", "default", "image", "override"},
 						},
 					},
 				},
@@ -2167,11 +2167,11 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref common.ReferenceCal
 					},
 					"from": {
 						SchemaProps: spec.SchemaProps{
-							Description: "from is where the IPAM came from: class, override, or default (DHCP).\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"override\"` : the value comes from the VM's override delta.",
+							Description: "from is where the IPAM came from: class, override, or default (DHCP).\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"image\"` : the value comes from the VMImage (its template block), the class naming none.\n - `\"override\"` : the value comes from the VM's override delta.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"class", "default", "override"},
+							Enum:        []interface{}{"class", "default", "image", "override"},
 						},
 					},
 				},
@@ -2313,8 +2313,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 					},
 					"firmware": {
 						SchemaProps: spec.SchemaProps{
-							Description: "firmware is the effective boot firmware (bios when the class names none).\n\nPossible enum values:\n - `\"bios\"` boots with legacy BIOS.\n - `\"efi\"` boots with UEFI.\n - `\"efi-secure\"` boots with UEFI and secure boot.",
-							Default:     "",
+							Description: "firmware is the effective boot firmware: the class's, else the image template's, else empty: the backend keeps the firmware of what it clones (an EFI template stays EFI).\n\nPossible enum values:\n - `\"bios\"` boots with legacy BIOS.\n - `\"efi\"` boots with UEFI.\n - `\"efi-secure\"` boots with UEFI and secure boot.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"bios", "efi", "efi-secure"},
@@ -2322,11 +2321,11 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 					},
 					"firmwareFrom": {
 						SchemaProps: spec.SchemaProps{
-							Description: "firmwareFrom tells whether firmware came from the class or the default.\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"override\"` : the value comes from the VM's override delta.",
+							Description: "firmwareFrom tells whether firmware came from the class, the image or neither (default: the template's own).\n\nPossible enum values:\n - `\"class\"` : the value comes from the VMClass.\n - `\"default\"` : neither set it; banlieue's default applies.\n - `\"image\"` : the value comes from the VMImage (its template block), the class naming none.\n - `\"override\"` : the value comes from the VM's override delta.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"class", "default", "override"},
+							Enum:        []interface{}{"class", "default", "image", "override"},
 						},
 					},
 					"features": {
@@ -2385,7 +2384,7 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedVirtualMachineSpec(ref common.Ref
 						},
 					},
 				},
-				Required: []string{"class", "cpus", "memoryMiB", "firmware", "firmwareFrom", "tpmEnabled", "image", "powerState"},
+				Required: []string{"class", "cpus", "memoryMiB", "firmwareFrom", "tpmEnabled", "image", "powerState"},
 			},
 		},
 		Dependencies: []string{

@@ -300,9 +300,10 @@ func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec p
 			keys := map[bool]string{true: "1", false: "0"}[spec.Firmware == "efi-secure"]
 			want["efidisk0"] = storage + ":1,efitype=4m,pre-enrolled-keys=" + keys
 		}
-	default:
+	case "bios":
 		want["bios"] = "seabios"
 	}
+	// No firmware named (neither class nor image): the template's stays.
 	if spec.TPM && cfg.TPMState0 == "" {
 		want["tpmstate0"] = storage + ":1,version=v2.0"
 	}

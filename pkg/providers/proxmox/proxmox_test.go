@@ -448,3 +448,29 @@ func TestSeedState(t *testing.T) {
 		}
 	}
 }
+
+// TestFirmwareLeftAsBuilt: a machine naming no firmware (neither its class
+// nor its image does) keeps the firmware its VM has: an EFI VM is not
+// switched to SeaBIOS, which it could not boot with.
+func TestFirmwareLeftAsBuilt(t *testing.T) {
+	sim, c := simulate(t)
+	ctx := context.Background()
+	spec := machine("team.efi", "3c4d5e6f-1111-4a5b-9c8d-7e6f5a4b3c2d")
+	spec.Firmware, spec.TPM, spec.Disks = "efi", false, spec.Disks[:1]
+	rec := &recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	spec.Firmware, spec.TaskRef = "", rec.last()
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms := namedVMs(sim, spec.Name)
+	if len(vms) != 1 {
+		t.Fatalf("%d VMs named %s", len(vms), spec.Name)
+	}
+	if bios, _ := vms[0].Config["bios"].(string); bios != "ovmf" || st.Firmware != "efi" {
+		t.Errorf("with no firmware named: bios %q, reported %q; want ovmf and efi kept", bios, st.Firmware)
+	}
+}

@@ -505,6 +505,9 @@ const (
 	ProvenanceClass Provenance = "class"
 	// ProvenanceOverride: the value comes from the VM's override delta.
 	ProvenanceOverride Provenance = "override"
+	// ProvenanceImage: the value comes from the VMImage (its template
+	// block), the class naming none.
+	ProvenanceImage Provenance = "image"
 	// ProvenanceDefault: neither set it; banlieue's default applies.
 	ProvenanceDefault Provenance = "default"
 )
@@ -549,9 +552,13 @@ type ResolvedVirtualMachineSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Interfaces []ResolvedInterface `json:"interfaces,omitempty" protobuf:"bytes,6,rep,name=interfaces"`
-	// firmware is the effective boot firmware (bios when the class names none).
-	Firmware Firmware `json:"firmware" protobuf:"bytes,7,opt,name=firmware,casttype=Firmware"`
-	// firmwareFrom tells whether firmware came from the class or the default.
+	// firmware is the effective boot firmware: the class's, else the
+	// image template's, else empty: the backend keeps the firmware of what
+	// it clones (an EFI template stays EFI).
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty" protobuf:"bytes,7,opt,name=firmware,casttype=Firmware"`
+	// firmwareFrom tells whether firmware came from the class, the image or
+	// neither (default: the template's own).
 	FirmwareFrom Provenance `json:"firmwareFrom" protobuf:"bytes,8,opt,name=firmwareFrom,casttype=Provenance"`
 	// features the class requires of a Provider.
 	// +listType=set
