@@ -28,7 +28,7 @@ import (
 func TestReservationName(t *testing.T) {
 	for _, tc := range []struct {
 		pool, address, want string
-		wantErr              bool
+		wantErr             bool
 	}{
 		{"lab", "192.168.150.200", "lab.192-168-150-200", false},
 		{"lab.example", "10.0.0.1", "lab.example.10-0-0-1", false},
