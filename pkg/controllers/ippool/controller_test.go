@@ -274,3 +274,112 @@ func TestTwoLeaders(t *testing.T) {
 		t.Errorf("%d claims without an address while their pool had room: %v", len(lost), lost)
 	}
 }
+
+// readyOf is a claim's Ready condition, once it has one.
+func readyOf(ctx context.Context, c client.Client, ns, name string) (*metav1.Condition, *ipamv1.IPAddressClaim, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim); err != nil {
+		return nil, nil, err
+	}
+	for _, cond := range claim.Status.Conditions {
+		if cond.Type == "Ready" {
+			return &cond, claim, nil
+		}
+	}
+	return nil, claim, fmt.Errorf("%s/%s has no Ready condition yet", ns, name)
+}
+
+// TestAllowedNamespacesAndRelease: a pool serves the namespaces its
+// spec.allowedNamespaces lists only, saying so to the others' claims; when
+// it is full, deleting a claim frees its reservation once its IPAddress is
+// gone, and a waiting claim gets the address, still never twice.
+func TestAllowedNamespacesAndRelease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ctrl.SetLogger(klog.NewKlogr())
+	admin, kubeconfig := controlPlane(ctx, t)
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	startReconciler(run, t, kubeconfig, 0)
+	for _, ns := range []string{"team-a", "team-b"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := &infrav1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "guarded"}, Spec: infrav1.IPPoolSpec{
+		Addresses: []string{"10.30.0.1-10.30.0.2"}, Prefix: 24, AllowedNamespaces: []string{"team-a"}}}
+	if err := admin.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*ipamv1.IPAddressClaim{claimOf("team-b", "b0", pool.Name), claimOf("team-a", "a0", pool.Name), claimOf("team-a", "a1", pool.Name)} {
+		if err := admin.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Minute, func() error {
+		cond, _, err := readyOf(ctx, admin, "team-b", "b0")
+		if err != nil {
+			return err
+		}
+		if cond.Status != metav1.ConditionFalse || cond.Reason != ippool.ReasonNamespaceNotAllowed ||
+			!strings.Contains(cond.Message, "spec.allowedNamespaces") || !strings.Contains(cond.Message, "team-b") {
+			return fmt.Errorf("team-b/b0 Ready: %+v", cond)
+		}
+		return nil
+	})
+	for _, name := range []string{"a0", "a1"} {
+		eventually(t, time.Minute, func() error {
+			if cond, _, err := readyOf(ctx, admin, "team-a", name); err != nil || cond.Status != metav1.ConditionTrue {
+				return fmt.Errorf("team-a/%s Ready: %+v (%v)", name, cond, err)
+			}
+			return nil
+		})
+	}
+	// Full: a third claim waits, and the pool says so.
+	if err := admin.Create(ctx, claimOf("team-a", "a2", pool.Name)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		cond, _, err := readyOf(ctx, admin, "team-a", "a2")
+		if err != nil {
+			return err
+		}
+		if cond.Reason != ippool.ReasonPoolExhausted {
+			return fmt.Errorf("team-a/a2 Ready: %+v", cond)
+		}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return err
+		}
+		if pool.Status.Used != 2 || pool.Status.Free != 0 || pool.Status.Total != 2 {
+			return fmt.Errorf("pool status %+v", pool.Status)
+		}
+		return nil
+	})
+	var reservations infrav1.IPAddressReservationList
+	if err := admin.List(ctx, &reservations); err != nil || len(reservations.Items) != 2 {
+		t.Fatalf("reservations: %d (%v), want 2", len(reservations.Items), err)
+	}
+	// Freed: the garbage collector deletes a0's IPAddress after it, then
+	// the controller its reservation, and a2 gets the address.
+	if err := admin.Delete(ctx, claimOf("team-a", "a0", pool.Name)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if cond, _, err := readyOf(ctx, admin, "team-a", "a2"); err != nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("team-a/a2 Ready: %+v (%v)", cond, err)
+		}
+		return nil
+	})
+	dup, dupAddresses := count.Duplicated(addresses(ctx, t, admin))
+	if dup > 0 {
+		t.Errorf("%d addresses handed out twice: %v", dup, dupAddresses)
+	}
+	if err := admin.List(ctx, &reservations); err != nil || len(reservations.Items) != 2 {
+		t.Errorf("reservations: %d (%v), want 2 (a1's and a2's)", len(reservations.Items), err)
+	}
+	for _, res := range reservations.Items {
+		if res.Spec.Claim.Name == "a0" {
+			t.Errorf("a0's reservation %s outlived it", res.Name)
+		}
+	}
+}
