@@ -129,7 +129,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 		case VSphereCluster:
 			err = (&vspherecluster.Reconciler{Client: mgr.GetClient(), SharedProviderNamespace: o.SharedProviderNamespace}).SetupWithManager(mgr)
 		case IPPool:
-			err = (&ippool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)
+			err = (&ippool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)
 		case CAPISpread:
 			var kinds *infrastructure.Registry
 			if kinds, err = backends.Infrastructure(); err == nil {

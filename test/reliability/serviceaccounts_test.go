@@ -128,6 +128,12 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"delete", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
 		{"patch", "ippools.infrastructure.banlieue.io", ""},
 		{"patch", "ippools.infrastructure.banlieue.io/status", ""},
+		// Reservations keep each pool address unique: only the controller
+		// makes and frees them, and nobody edits one.
+		{"create", "ipaddressreservations.infrastructure.banlieue.io", ""},
+		{"delete", "ipaddressreservations.infrastructure.banlieue.io", ""},
+		{"patch", "ipaddressreservations.infrastructure.banlieue.io", ""},
+		{"update", "ipaddressreservations.infrastructure.banlieue.io", ""},
 	}
 	libvirtUser := devenv.ProviderUserOf("libvirt")
 	proxmoxUser := devenv.ProviderUserOf("proxmox")
@@ -153,6 +159,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
 			{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
 			{"patch", "ippools.infrastructure.banlieue.io/status", ""},
+			{"create", "ipaddressreservations.infrastructure.banlieue.io", ""},
+			{"delete", "ipaddressreservations.infrastructure.banlieue.io", ""},
 		},
 		// Each provider writes its own kind's machines only, and gets only
 		// its own backend's credentials, by the names in its credentials

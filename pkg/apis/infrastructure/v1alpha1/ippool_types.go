@@ -46,6 +46,17 @@ type IPPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=96
 	ExcludedAddresses []string `json:"excludedAddresses,omitempty"`
+	// allowedNamespaces are the namespaces whose IPAddressClaims the pool
+	// serves; a claim from any other gets Ready=False, reason
+	// NamespaceNotAllowed. Unset or empty: every namespace may claim (the
+	// pool is cluster-scoped and was open to all before this field).
+	// Narrowing the list refuses new claims only: an address already handed
+	// out stays with its claim.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // IPPoolStatus counts the pool's addresses.
@@ -53,7 +64,7 @@ type IPPoolStatus struct {
 	// total addresses the pool can hand out.
 	// +optional
 	Total int `json:"total,omitempty"`
-	// used addresses (an IPAddress exists for each).
+	// used addresses (an IPAddressReservation exists for each).
 	// +optional
 	Used int `json:"used,omitempty"`
 	// free addresses.
@@ -71,6 +82,7 @@ type IPPoolStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=ippools,scope=Cluster,categories=banlieue-infra
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 213",message="an IPPool's name has at most 213 characters (its IPAddressReservations are named POOL.ADDRESS)"
 // +kubebuilder:printcolumn:name="Prefix",type=integer,JSONPath=`.spec.prefix`
 // +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.gateway`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
@@ -80,7 +92,9 @@ type IPPoolStatus struct {
 // IPPool is banlieue's in-cluster pool for Cluster API's IPAM contract: an
 // IPAddressClaim (ipam.cluster.x-k8s.io) whose poolRef names it gets an
 // IPAddress from it, and gives it back when deleted. Cluster-scoped: VMs
-// of every namespace draw from it.
+// of the namespaces spec.allowedNamespaces lists (all when unset) draw from
+// it. Each address handed out is held by an IPAddressReservation named
+// after the pool and the address, so no address is handed out twice.
 type IPPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -44,6 +44,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ProxmoxMachine{}, &ProxmoxMachineList{},
 		&ProxmoxMachineTemplate{}, &ProxmoxMachineTemplateList{},
 		&IPPool{}, &IPPoolList{},
+		&IPAddressReservation{}, &IPAddressReservationList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
