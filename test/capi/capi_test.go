@@ -256,10 +256,10 @@ func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv
 	t.Helper()
 	vsc := &infrav1.VSphereCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: infrav1.VSphereClusterSpec{
+		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{
 			ProviderSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
 			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
-		},
+		}},
 	}
 	if err := c.Create(ctx, vsc); err != nil {
 		t.Fatal(err)
@@ -275,14 +275,14 @@ func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	vsc.Status = infrav1.VSphereClusterStatus{
+	vsc.Status = infrav1.VSphereClusterStatus{CommonClusterStatus: infrav1.CommonClusterStatus{
 		Initialization: &infrav1.ClusterInitialization{Provisioned: ptr.To(true)},
 		FailureDomains: []infrav1.FailureDomain{
 			{Name: "prod-vsphere-dc0-c0", ControlPlane: ptr.To(true), Attributes: map[string]string{"datacenter": "DC0"}},
 			{Name: "prod-vsphere-dc0-c1", ControlPlane: ptr.To(false)},
 		},
 		Conditions: []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "FailureDomainsKnown", LastTransitionTime: metav1.Now()}},
-	}
+	}}
 	if err := c.Status().Update(ctx, vsc); err != nil {
 		t.Fatalf("VSphereCluster status: %v", err)
 	}
