@@ -42,6 +42,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/controllers/capispread"
 	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
@@ -533,3 +534,27 @@ func TestInfraClusterAggregation(t *testing.T) {
 	}
 }
 
+// TestUnplacedMachineReported: an infrastructure machine with no failure
+// domain, no Provider annotation and no Cluster API Machine is served by
+// no provider; the core says so on its Ready condition, naming
+// spec.failureDomain, instead of leaving it silent.
+func TestUnplacedMachineReported(t *testing.T) {
+	ctx := context.Background()
+	lm := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "unplaced", Namespace: ns},
+		Spec: infrav1.LibvirtMachineSpec{Image: "default/guest.qcow2", CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 256}}}
+	if err := c.Create(ctx, lm); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Delete(ctx, lm) }()
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lm), lm); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(lm.Status.Conditions, infrav1.ReadyCondition)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != capispread.ReasonFailureDomainRequired ||
+			!strings.Contains(ready.Message, "spec.failureDomain") {
+			return fmt.Errorf("Ready %+v", ready)
+		}
+		return nil
+	})
+}
