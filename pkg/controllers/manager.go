@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 // Package controllers assembles banlieue's core controllers (VirtualMachine
-// scheduling and lifecycle, VSphereCluster aggregation) into one
+// scheduling and lifecycle, every backend's InfraCluster aggregation) into one
 // controller-runtime manager with leader election. They reach banlieue.io
 // through kube-apiserver's aggregation layer like any other client.
 package controllers
@@ -35,16 +35,21 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/backends"
 	"github.com/firestoned/banlieue/pkg/controllers/capispread"
+	"github.com/firestoned/banlieue/pkg/controllers/infracluster"
 	"github.com/firestoned/banlieue/pkg/controllers/ippool"
 	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
-	"github.com/firestoned/banlieue/pkg/controllers/vspherecluster"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
 
 // Names of the controllers, for --controllers.
 const (
 	VirtualMachine = "virtualmachine"
-	VSphereCluster = "vspherecluster"
+	// InfraCluster serves every registered backend's InfraCluster kind.
+	InfraCluster = "infracluster"
+	// legacyInfraCluster is InfraCluster's name from when only vSphere had
+	// an InfraCluster, still accepted so existing --controllers lists keep
+	// working.
+	legacyInfraCluster = "vspherecluster"
 	// CAPISpread gives Cluster API machines their failure domains.
 	CAPISpread = "capispread"
 	// IPPool serves IPAddressClaims of banlieue's IPPools.
@@ -52,7 +57,7 @@ const (
 )
 
 // All is every core controller.
-var All = []string{VirtualMachine, VSphereCluster, CAPISpread, IPPool}
+var All = []string{VirtualMachine, InfraCluster, CAPISpread, IPPool}
 
 // Options configure the manager.
 type Options struct {
@@ -62,7 +67,7 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionNamespace string
 	// SharedProviderNamespace holds the Providers every namespace's VMs and
-	// VSphereClusters may use (--shared-provider-namespace).
+	// InfraClusters may use (--shared-provider-namespace).
 	SharedProviderNamespace string
 	// Serving: metrics, probes, pprof.
 	Serving
@@ -119,6 +124,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 	if err := AddHealthChecks(mgr); err != nil {
 		return nil, err
 	}
+	clustersServed := false
 	for _, name := range o.Controllers {
 		switch name {
 		case VirtualMachine:
@@ -126,8 +132,23 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 			if kinds, err = backends.Infrastructure(); err == nil {
 				err = (&virtualmachine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-scheduler"), Infrastructure: kinds, SharedProviderNamespace: o.SharedProviderNamespace}).SetupWithManager(mgr)
 			}
-		case VSphereCluster:
-			err = (&vspherecluster.Reconciler{Client: mgr.GetClient(), SharedProviderNamespace: o.SharedProviderNamespace}).SetupWithManager(mgr)
+		case InfraCluster, legacyInfraCluster:
+			if clustersServed {
+				continue // named under both names
+			}
+			clustersServed = true
+			var kinds *infrastructure.Registry
+			if kinds, err = backends.Infrastructure(); err == nil {
+				for _, kind := range kinds.Kinds() {
+					if kind.Cluster.Kind == "" {
+						continue // the backend has no InfraCluster
+					}
+					r := &infracluster.Reconciler{Client: mgr.GetClient(), Kind: kind, SharedProviderNamespace: o.SharedProviderNamespace}
+					if err = r.SetupWithManager(mgr); err != nil {
+						break
+					}
+				}
+			}
 		case IPPool:
 			err = (&ippool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)
 		case CAPISpread:

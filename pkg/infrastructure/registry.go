@@ -56,6 +56,12 @@ type Kind struct {
 	// QuietStatusFields are status fields whose changes alone tell the core
 	// nothing (a task in flight): such updates do not requeue the VM.
 	QuietStatusFields []string
+	// Cluster is the backend's Cluster API InfraCluster kind (zero: it has
+	// none). Its type embeds infrastructure.banlieue.io's
+	// CommonClusterSpec and CommonClusterStatus, so the core's generic
+	// cluster controller (pkg/controllers/infracluster) serves it,
+	// aggregating the failure domains of ProviderClass's Providers.
+	Cluster schema.GroupVersionKind
 }
 
 // Registry maps provider classes to their machine kinds.

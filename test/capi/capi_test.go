@@ -251,15 +251,18 @@ func machineSpec() infrav1.VSphereMachineSpec {
 
 // createCluster creates a VSphereCluster and a Cluster pointing at it, plays
 // the provider by reporting two failure domains, and waits until Cluster API
-// shows the cluster's infrastructure provisioned with those domains.
+// shows the cluster's infrastructure provisioned with those domains. Only
+// for the tests that run none of banlieue's processes (Cluster API's
+// reconcilers alone against our CRDs): where banlieue's controller runs,
+// createInfraCluster lets it write the status.
 func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv1.Cluster {
 	t.Helper()
 	vsc := &infrav1.VSphereCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: infrav1.VSphereClusterSpec{
+		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{
 			ProviderSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
 			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
-		},
+		}},
 	}
 	if err := c.Create(ctx, vsc); err != nil {
 		t.Fatal(err)
@@ -275,14 +278,14 @@ func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	vsc.Status = infrav1.VSphereClusterStatus{
+	vsc.Status = infrav1.VSphereClusterStatus{CommonClusterStatus: infrav1.CommonClusterStatus{
 		Initialization: &infrav1.ClusterInitialization{Provisioned: ptr.To(true)},
 		FailureDomains: []infrav1.FailureDomain{
 			{Name: "prod-vsphere-dc0-c0", ControlPlane: ptr.To(true), Attributes: map[string]string{"datacenter": "DC0"}},
 			{Name: "prod-vsphere-dc0-c1", ControlPlane: ptr.To(false)},
 		},
 		Conditions: []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "FailureDomainsKnown", LastTransitionTime: metav1.Now()}},
-	}
+	}}
 	if err := c.Status().Update(ctx, vsc); err != nil {
 		t.Fatalf("VSphereCluster status: %v", err)
 	}
@@ -304,6 +307,48 @@ func createCluster(t *testing.T, ctx context.Context, ns, name string) *clusterv
 			return fmt.Errorf("controlPlane flag lost")
 		}
 		if cluster.Spec.ControlPlaneEndpoint.Host != "192.0.2.10" {
+			return fmt.Errorf("control plane endpoint not copied: %+v", cluster.Spec.ControlPlaneEndpoint)
+		}
+		return nil
+	})
+	return cluster
+}
+
+// createInfraCluster creates ic (a LibvirtCluster, ProxmoxCluster, ...
+// selecting its Providers) and a Cluster pointing at it, and waits until
+// Cluster API shows the cluster's infrastructure provisioned with the
+// failure domains want, which banlieue's controller (running, started by
+// the test) aggregated into ic's status: the test writes no status.
+func createInfraCluster(t *testing.T, ctx context.Context, ic infrav1.Cluster, kind string, want []string) *clusterv1.Cluster {
+	t.Helper()
+	ic.CommonSpec().ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "192.0.2.30", Port: 6443}
+	if err := c.Create(ctx, ic); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: ic.GetName(), Namespace: ic.GetNamespace()},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupName, Kind: kind, Name: ic.GetName(),
+		}},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+			return fmt.Errorf("cluster infrastructure not provisioned yet: %+v", cluster.Status.Initialization)
+		}
+		var names []string
+		for _, fd := range cluster.Status.FailureDomains {
+			names = append(names, fd.Name)
+		}
+		if strings.Join(names, ",") != strings.Join(want, ",") {
+			return fmt.Errorf("cluster failure domains %v, want %v", names, want)
+		}
+		if cluster.Spec.ControlPlaneEndpoint.Host != "192.0.2.30" {
 			return fmt.Errorf("control plane endpoint not copied: %+v", cluster.Spec.ControlPlaneEndpoint)
 		}
 		return nil

@@ -72,7 +72,7 @@ func TestMachineOnLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt", Namespace: devenv.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "libvirt"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
 			Connection:       v1alpha1.ProviderConnection{Endpoint: daemon.URI},
@@ -112,7 +112,22 @@ func TestMachineOnLibvirt(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-libvirt", Namespace: devenv.Namespace}}}); err != nil {
 		t.Fatal(err)
 	}
-	createCluster(t, ctx, ns, "c4")
+	// banlieue's controller serves the LibvirtCluster: it aggregates the
+	// Provider's failure domains, and gives the machine below, which names
+	// none, its Machine's.
+	ctrlProc, err := env.StartController(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped cleanly, it hands its lease over at once to the next test's.
+	defer ctrlProc.Stop()
+	var fds []string
+	for _, fd := range p.Status.FailureDomains {
+		fds = append(fds, fd.Name)
+	}
+	createInfraCluster(t, ctx, &infrav1.LibvirtCluster{ObjectMeta: metav1.ObjectMeta{Name: "c4", Namespace: ns},
+		Spec: infrav1.LibvirtClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "libvirt"}}}}},
+		"LibvirtCluster", fds)
 	bootstrap := "#!/bin/sh\necho capi-bootstrap-m4\n"
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m4-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte(bootstrap)}}); err != nil {
@@ -121,10 +136,9 @@ func TestMachineOnLibvirt(t *testing.T) {
 	lm := &infrav1.LibvirtMachine{
 		// Labelled as Cluster API's own machines are: the provider waits
 		// for the owning Machine (and its bootstrap data) before building.
-		ObjectMeta: metav1.ObjectMeta{Name: "m4", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c4"},
-			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-libvirt"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "m4", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c4"}},
 		Spec: infrav1.LibvirtMachineSpec{
-			CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: p.Status.FailureDomains[0].Name, CPUs: 1, MemoryMiB: 256},
+			CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 256},
 			Image:             image,
 			Disks:             []infrav1.LibvirtDisk{{Name: "root", SizeGiB: 1, Pool: libvirtd.Pool}},
 			Network:           []infrav1.LibvirtNetworkDevice{{Name: "eth0", Network: libvirtd.Network, DHCP4: true}},
@@ -139,6 +153,7 @@ func TestMachineOnLibvirt(t *testing.T) {
 			ClusterName:       "c4",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m4-bootstrap")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "LibvirtMachine", Name: "m4"},
+			FailureDomain:     p.Status.FailureDomains[0].Name,
 		},
 	}
 	if err := c.Create(ctx, machine); err != nil {
@@ -160,6 +175,9 @@ func TestMachineOnLibvirt(t *testing.T) {
 	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(lm), lm); err != nil {
 		t.Fatal(err)
+	}
+	if lm.Spec.FailureDomain != machine.Spec.FailureDomain {
+		t.Errorf("LibvirtMachine failure domain %q, want its Machine's %q", lm.Spec.FailureDomain, machine.Spec.FailureDomain)
 	}
 	if machine.Spec.ProviderID != "libvirt://"+string(lm.UID) {
 		t.Errorf("Machine providerID %q, LibvirtMachine UID %s", machine.Spec.ProviderID, lm.UID)

@@ -59,7 +59,7 @@ func TestMachineOnProxmox(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox", Namespace: devenv.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "proxmox"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
 			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "capi-proxmox-token"},
@@ -100,16 +100,30 @@ func TestMachineOnProxmox(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-proxmox", Namespace: devenv.Namespace}}}); err != nil {
 		t.Fatal(err)
 	}
-	createCluster(t, ctx, ns, "c5")
+	// banlieue's controller serves the ProxmoxCluster: it aggregates the
+	// Provider's failure domains, and gives the machine below, which names
+	// none, its Machine's.
+	ctrlProc, err := env.StartController(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped cleanly, it hands its lease over at once to the next test's.
+	defer ctrlProc.Stop()
+	var fds []string
+	for _, fd := range p.Status.FailureDomains {
+		fds = append(fds, fd.Name)
+	}
+	createInfraCluster(t, ctx, &infrav1.ProxmoxCluster{ObjectMeta: metav1.ObjectMeta{Name: "c5", Namespace: ns},
+		Spec: infrav1.ProxmoxClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "proxmox"}}}}},
+		"ProxmoxCluster", fds)
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m5-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd: [echo capi-bootstrap-m5]\n")}}); err != nil {
 		t.Fatal(err)
 	}
 	pm := &infrav1.ProxmoxMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "m5", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c5"},
-			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-proxmox"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "m5", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c5"}},
 		Spec: infrav1.ProxmoxMachineSpec{
-			CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: p.Status.FailureDomains[1].Name, CPUs: 2, MemoryMiB: 2048},
+			CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 2, MemoryMiB: 2048},
 			Template:          "debian-12-cloud",
 			Disks:             []infrav1.ProxmoxDisk{{Name: "root", SizeGiB: 16, Storage: "local-lvm"}},
 			Network:           []infrav1.ProxmoxNetworkDevice{{Name: "eth0", Bridge: "vmbr0", DHCP4: true}},
@@ -124,6 +138,7 @@ func TestMachineOnProxmox(t *testing.T) {
 			ClusterName:       "c5",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m5-bootstrap")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "ProxmoxMachine", Name: "m5"},
+			FailureDomain:     p.Status.FailureDomains[1].Name,
 		},
 	}
 	if err := c.Create(ctx, machine); err != nil {
@@ -145,6 +160,9 @@ func TestMachineOnProxmox(t *testing.T) {
 	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
 		t.Fatal(err)
+	}
+	if pm.Spec.FailureDomain != machine.Spec.FailureDomain {
+		t.Errorf("ProxmoxMachine failure domain %q, want its Machine's %q", pm.Spec.FailureDomain, machine.Spec.FailureDomain)
 	}
 	if machine.Spec.ProviderID != "proxmox://"+string(pm.UID) {
 		t.Errorf("Machine providerID %q, ProxmoxMachine UID %s", machine.Spec.ProviderID, pm.UID)

@@ -299,8 +299,8 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 	}
 	// banlieue's controller, not the test, fills the VSphereCluster's status.
 	vsc := &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
-		Spec: infrav1.VSphereClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spread": "capi"}},
-			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.20", Port: 6443}}}
+		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spread": "capi"}},
+			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "192.0.2.20", Port: 6443}}}}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereCluster", Name: "spread"}}}
 	for _, o := range []client.Object{vsc, cluster} {

@@ -156,6 +156,11 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"delete", "libvirtmachines.infrastructure.banlieue.io", tenant},
 			{"create", "proxmoxmachines.infrastructure.banlieue.io", tenant},
 			{"delete", "proxmoxmachines.infrastructure.banlieue.io", tenant},
+			// Ready FailureDomainRequired of a machine no provider serves
+			// (pkg/controllers/capispread).
+			{"patch", "vspheremachines.infrastructure.banlieue.io/status", tenant},
+			{"patch", "libvirtmachines.infrastructure.banlieue.io/status", tenant},
+			{"patch", "proxmoxmachines.infrastructure.banlieue.io/status", tenant},
 			{"create", "ipaddressclaims.ipam.cluster.x-k8s.io", tenant},
 			{"create", "ipaddresses.ipam.cluster.x-k8s.io", tenant},
 			{"patch", "ippools.infrastructure.banlieue.io/status", ""},

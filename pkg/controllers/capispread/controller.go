@@ -21,6 +21,17 @@ limitations under the License.
 // machines, so replicas spread as the product guide says they do. It
 // writes spec.failureDomain of the infrastructure machine, which its
 // provider then builds in; it names no backend.
+//
+// It also owns the Ready condition of a machine that nothing places: no
+// spec.failureDomain, no banlieue.io/provider annotation, and no Cluster
+// API Machine (or Cluster) naming a failure domain for it. No provider
+// serves such a machine (a provider finds its machines by annotation or
+// failure domain), so without this it would stay silent forever; the
+// core, which knows no backend, is the one component that sees every
+// unplaced machine of every kind, so it reports Ready=False
+// FailureDomainRequired naming spec.failureDomain. Once the machine has a
+// failure domain or a Provider, this controller no longer looks at it and
+// the provider that takes it writes Ready from then on.
 package capispread
 
 import (
@@ -34,6 +45,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,9 +55,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
+
+// ReasonFailureDomainRequired is the Ready reason of a machine nothing
+// places: it needs spec.failureDomain (or a Cluster API Machine or
+// Cluster naming one).
+const ReasonFailureDomainRequired = "FailureDomainRequired"
 
 // clusterPoll is how often a machine whose Cluster reports no failure
 // domains yet is looked at again (a Cluster is not watched).
@@ -66,8 +84,8 @@ type Reconciler struct {
 	assumed map[types.UID]string
 }
 
-// SetupWithManager registers the controller for Kind's machines that a
-// Cluster API Machine owns and that have no failure domain.
+// SetupWithManager registers the controller for Kind's machines that have
+// no failure domain and name no Provider.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.assumed = map[types.UID]string{}
 	o, err := mgr.GetScheme().New(r.Kind.GroupVersionKind)
@@ -78,9 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if !ok {
 		return fmt.Errorf("infrastructure kind %s is not an object", r.Kind.GroupVersionKind)
 	}
-	unplaced := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return infrastructure.MachineOwner(o) != nil && failureDomainOf(o) == ""
-	})
+	unplaced := predicate.NewPredicateFuncs(unplaced)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("failuredomain-"+strings.ToLower(r.Kind.GroupVersionKind.Kind)).
 		For(obj, builder.WithPredicates(unplaced)).
@@ -90,12 +106,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile gives one machine its failure domain.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m, err := r.get(ctx, req.NamespacedName)
-	if err != nil || m == nil || failureDomainOf(m) != "" || !m.GetDeletionTimestamp().IsZero() {
+	if err != nil || m == nil || !unplaced(m) || !m.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, err
 	}
 	owner := infrastructure.MachineOwner(m)
 	if owner == nil {
-		return ctrl.Result{}, nil
+		if infrastructure.CAPIOwned(m) {
+			return ctrl.Result{}, nil // Cluster API adopts it soon: its owner's update brings it back
+		}
+		return ctrl.Result{}, r.unplaceable(ctx, m, "spec.failureDomain is empty and no banlieue.io/provider annotation names a Provider, "+
+			"so no provider serves this machine: set spec.failureDomain to a failure domain a Provider publishes (its status.failureDomains[].name)")
 	}
 	machine, err := r.read(ctx, owner.APIVersion, "Machine", m.GetNamespace(), owner.Name)
 	if err != nil || machine == nil {
@@ -111,8 +131,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	domains := clusterFailureDomains(cluster)
 	if len(domains) == 0 {
-		// Built where its template says; nothing to spread over yet.
-		return ctrl.Result{RequeueAfter: clusterPoll}, nil
+		// Nothing to spread over yet: a Cluster is not watched, so look
+		// again, and say why the machine waits meanwhile.
+		msg := fmt.Sprintf("spec.failureDomain is empty, Machine %s names no failure domain and Cluster %q reports none yet "+
+			"(its InfraCluster selects no Ready Provider publishing one): set spec.failureDomain, the Machine's, or the InfraCluster's providerSelector", owner.Name, clusterName)
+		return ctrl.Result{RequeueAfter: clusterPoll}, r.unplaceable(ctx, m, msg)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,6 +149,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.assumed[m.GetUID()] = fd
 	return ctrl.Result{}, nil
+}
+
+// unplaced tells whether nothing says where o goes: no spec.failureDomain
+// and no banlieue.io/provider annotation (a provider stamps the annotation
+// before it writes anything else, so a machine it built has one).
+func unplaced(o client.Object) bool {
+	return failureDomainOf(o) == "" && o.GetAnnotations()[infrastructure.ProviderAnnotation] == ""
+}
+
+// unplaceable reports m Ready=False FailureDomainRequired with msg (see the
+// package comment for why this controller owns that condition).
+func (r *Reconciler) unplaceable(ctx context.Context, m client.Object, msg string) error {
+	im, ok := m.(infrav1.Machine)
+	if !ok {
+		return fmt.Errorf("%s does not embed the common machine status", r.Kind.GroupVersionKind.Kind)
+	}
+	st := im.CommonStatus()
+	cond := metav1.Condition{Type: infrastructure.ReadyCondition, Status: metav1.ConditionFalse, Reason: ReasonFailureDomainRequired,
+		Message: msg, ObservedGeneration: m.GetGeneration()}
+	if !meta.SetStatusCondition(&st.Conditions, cond) {
+		return nil // said already
+	}
+	if err := r.Client.Status().Update(ctx, m); err != nil {
+		return fmt.Errorf("reporting %s %s unplaced: %w", r.Kind.GroupVersionKind.Kind, m.GetName(), err)
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, ReasonFailureDomainRequired, "Place", "%s", msg)
+	}
+	return nil
 }
 
 // LeastLoaded is the failure domain of domains with the fewest machines

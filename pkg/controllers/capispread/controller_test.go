@@ -16,7 +16,14 @@ limitations under the License.
 
 package capispread
 
-import "testing"
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
+)
 
 func TestLeastLoaded(t *testing.T) {
 	domains := []string{"fd-c", "fd-a", "fd-b"}
@@ -32,6 +39,28 @@ func TestLeastLoaded(t *testing.T) {
 	} {
 		if got := LeastLoaded(domains, tc.load); got != tc.want {
 			t.Errorf("load %v: %s, want %s", tc.load, got, tc.want)
+		}
+	}
+}
+
+// TestUnplaced: only a machine with neither a failure domain nor a
+// Provider annotation is this controller's to place or report.
+func TestUnplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		fd          string
+		annotations map[string]string
+		want        bool
+	}{
+		{"nothing says where", "", nil, true},
+		{"a failure domain", "fd-a", nil, false},
+		{"a Provider", "", map[string]string{infrastructure.ProviderAnnotation: "banlieue-system/pve"}, false},
+		{"other annotations only", "", map[string]string{"note": "x"}, true},
+	} {
+		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Annotations: tc.annotations}}
+		m.Spec.FailureDomain = tc.fd
+		if got := unplaced(m); got != tc.want {
+			t.Errorf("%s: unplaced = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

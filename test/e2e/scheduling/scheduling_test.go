@@ -42,6 +42,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/controllers/capispread"
 	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
@@ -130,6 +131,13 @@ func waitScheduled(t *testing.T, namespace, name, reason string) *v1alpha1.Virtu
 // readyProvider plays the vSphere provider: Ready with the given failure domains.
 func readyProvider(t *testing.T, name string, labels map[string]string, features []string, fds ...string) {
 	t.Helper()
+	readyProviderOf(t, "vsphere", name, labels, features, fds...)
+}
+
+// readyProviderOf is readyProvider for a Provider of class (vsphere,
+// libvirt or proxmox), its connection and targets in that class's shape.
+func readyProviderOf(t *testing.T, class, name string, labels map[string]string, features []string, fds ...string) {
+	t.Helper()
 	ctx := context.Background()
 	p := &v1alpha1.Provider{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)
@@ -137,7 +145,7 @@ func readyProvider(t *testing.T, name string, labels map[string]string, features
 		p = &v1alpha1.Provider{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec: v1alpha1.ProviderSpec{
-				ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
+				ProviderClassRef: v1alpha1.LocalObjectReference{Name: class},
 				Connection:       v1alpha1.ProviderConnection{Endpoint: "https://" + name + ".example.com/sdk", CredentialsRef: v1alpha1.LocalObjectReference{Name: "creds"}},
 				Capabilities: v1alpha1.ProviderCapabilities{
 					StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: name + "-ds"}}},
@@ -145,6 +153,16 @@ func readyProvider(t *testing.T, name string, labels map[string]string, features
 					Features:       features,
 				},
 			},
+		}
+		switch class {
+		case "libvirt":
+			p.Spec.Connection = v1alpha1.ProviderConnection{Endpoint: "qemu+unix:///system?socket=/run/" + name}
+			p.Spec.Capabilities.StorageClasses[0].Target = v1alpha1.StorageTarget{Pool: name + "-pool"}
+			p.Spec.Capabilities.NetworkClasses[0].Target = v1alpha1.NetworkTarget{Network: name + "-net"}
+		case "proxmox":
+			p.Spec.Connection.Endpoint = "https://" + name + ".example.com:8006/api2/json"
+			p.Spec.Capabilities.StorageClasses[0].Target = v1alpha1.StorageTarget{Storage: name + "-lvm"}
+			p.Spec.Capabilities.NetworkClasses[0].Target = v1alpha1.NetworkTarget{Bridge: "vmbr0"}
 		}
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
@@ -448,46 +466,95 @@ func controllerErrors(t *testing.T, substr string) []string {
 	return lines
 }
 
-// TestVSphereClusterAggregation: a VSphereCluster's failure domains follow
-// the Providers its selector picks, as they come and go.
-func TestVSphereClusterAggregation(t *testing.T) {
-	ctx := context.Background()
-	sel := map[string]string{"aggregate": "yes"}
-	readyProvider(t, "agg-1", sel, nil, "agg-1-a", "agg-1-b")
-	vsc := &infrav1.VSphereCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "multi-vcenter", Namespace: ns},
-		Spec:       infrav1.VSphereClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: sel}},
-	}
-	if err := c.Create(ctx, vsc); err != nil {
-		t.Fatal(err)
-	}
-	expect := func(want string) {
-		t.Helper()
-		eventually(t, time.Minute, func() error {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(vsc), vsc); err != nil {
-				return err
+// TestInfraClusterAggregation: every backend's InfraCluster, served by the
+// one generic controller, follows the Ready Providers of its own class that
+// its selector picks, as they come and go; another class's Providers with
+// the same labels are left out.
+func TestInfraClusterAggregation(t *testing.T) {
+	for _, tc := range []struct {
+		class string
+		new   func(name string) infrav1.Cluster
+	}{
+		{"vsphere", func(name string) infrav1.Cluster {
+			return &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		}},
+		{"libvirt", func(name string) infrav1.Cluster {
+			return &infrav1.LibvirtCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		}},
+		{"proxmox", func(name string) infrav1.Cluster {
+			return &infrav1.ProxmoxCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		}},
+	} {
+		t.Run(tc.class, func(t *testing.T) {
+			ctx := context.Background()
+			sel := map[string]string{"aggregate": "yes"}
+			p1, p2 := "agg-"+tc.class+"-1", "agg-"+tc.class+"-2"
+			readyProviderOf(t, tc.class, p1, sel, nil, p1+"-a", p1+"-b")
+			ic := tc.new("agg-" + tc.class)
+			ic.CommonSpec().ProviderSelector = &metav1.LabelSelector{MatchLabels: sel}
+			if err := c.Create(ctx, ic); err != nil {
+				t.Fatal(err)
 			}
-			var names []string
-			for _, fd := range vsc.Status.FailureDomains {
-				names = append(names, fd.Name)
+			expect := func(want string) {
+				t.Helper()
+				eventually(t, time.Minute, func() error {
+					if err := c.Get(ctx, client.ObjectKeyFromObject(ic), ic); err != nil {
+						return err
+					}
+					st := ic.CommonStatus()
+					var names []string
+					for _, fd := range st.FailureDomains {
+						names = append(names, fd.Name)
+					}
+					if strings.Join(names, ",") != want {
+						return fmt.Errorf("failure domains %v, want %s", names, want)
+					}
+					if st.Initialization == nil || !ptr.Deref(st.Initialization.Provisioned, false) {
+						return fmt.Errorf("not provisioned")
+					}
+					if !meta.IsStatusConditionTrue(st.Conditions, infrav1.ReadyCondition) {
+						return fmt.Errorf("not Ready: %+v", st.Conditions)
+					}
+					return nil
+				})
 			}
-			if strings.Join(names, ",") != want {
-				return fmt.Errorf("failure domains %v, want %s", names, want)
+			// Each subtest's Providers carry the same labels: a cluster
+			// aggregates its own class's only.
+			expect(p1 + "-a," + p1 + "-b")
+			readyProviderOf(t, tc.class, p2, sel, nil, p2+"-a")
+			expect(p1 + "-a," + p1 + "-b," + p2 + "-a")
+			if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: p1, Namespace: ns}}); err != nil {
+				t.Fatal(err)
 			}
-			if !ptr.Deref(vsc.Status.Initialization.Provisioned, false) {
-				return fmt.Errorf("not provisioned")
+			expect(p2 + "-a")
+			if fd := ic.CommonStatus().FailureDomains[0]; fd.Attributes["provider"] != p2 {
+				t.Errorf("attributes %v", fd.Attributes)
 			}
-			return nil
 		})
 	}
-	expect("agg-1-a,agg-1-b")
-	readyProvider(t, "agg-2", sel, nil, "agg-2-a")
-	expect("agg-1-a,agg-1-b,agg-2-a")
-	if err := c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "agg-1", Namespace: ns}}); err != nil {
+}
+
+// TestUnplacedMachineReported: an infrastructure machine with no failure
+// domain, no Provider annotation and no Cluster API Machine is served by
+// no provider; the core says so on its Ready condition, naming
+// spec.failureDomain, instead of leaving it silent.
+func TestUnplacedMachineReported(t *testing.T) {
+	ctx := context.Background()
+	lm := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "unplaced", Namespace: ns},
+		Spec: infrav1.LibvirtMachineSpec{Image: "default/guest.qcow2", CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 256}}}
+	if err := c.Create(ctx, lm); err != nil {
 		t.Fatal(err)
 	}
-	expect("agg-2-a")
-	if fd := vsc.Status.FailureDomains[0]; fd.Attributes["provider"] != "agg-2" || fd.Attributes["datacenter"] != "DC-agg-2-a" {
-		t.Errorf("attributes %v", fd.Attributes)
-	}
+	defer func() { _ = c.Delete(ctx, lm) }()
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lm), lm); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(lm.Status.Conditions, infrav1.ReadyCondition)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != capispread.ReasonFailureDomainRequired ||
+			!strings.Contains(ready.Message, "spec.failureDomain") {
+			return fmt.Errorf("Ready %+v", ready)
+		}
+		return nil
+	})
 }

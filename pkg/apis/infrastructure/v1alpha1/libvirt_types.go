@@ -214,3 +214,54 @@ type LibvirtMachineTemplateList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LibvirtMachineTemplate `json:"items"`
 }
+
+// ---------------------------------------------------------------------------
+// LibvirtCluster
+
+// LibvirtClusterSpec selects the libvirt Providers whose failure domains a
+// Cluster API cluster spreads its machines across.
+type LibvirtClusterSpec struct {
+	CommonClusterSpec `json:",inline"`
+}
+
+// LibvirtClusterStatus is the observed state, in the Cluster API v1beta2
+// InfraCluster shape.
+type LibvirtClusterStatus struct {
+	CommonClusterStatus `json:",inline"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=libvirtclusters,scope=Namespaced,shortName=lvc,categories=cluster-api;banlieue-infra
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// LibvirtCluster is Cluster API's InfraCluster for banlieue's libvirt
+// machines: it advertises the failure domains of the libvirt Providers it
+// selects, so a cluster can span several hosts.
+type LibvirtCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec selects the Providers.
+	// +optional
+	Spec LibvirtClusterSpec `json:"spec,omitempty"`
+	// status reports the aggregated failure domains.
+	// +optional
+	Status LibvirtClusterStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// LibvirtClusterList is a list of LibvirtClusters.
+type LibvirtClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LibvirtCluster `json:"items"`
+}

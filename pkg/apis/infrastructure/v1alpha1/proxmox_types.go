@@ -203,3 +203,54 @@ type ProxmoxMachineTemplateList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProxmoxMachineTemplate `json:"items"`
 }
+
+// ---------------------------------------------------------------------------
+// ProxmoxCluster
+
+// ProxmoxClusterSpec selects the Proxmox VE Providers whose failure domains a
+// Cluster API cluster spreads its machines across.
+type ProxmoxClusterSpec struct {
+	CommonClusterSpec `json:",inline"`
+}
+
+// ProxmoxClusterStatus is the observed state, in the Cluster API v1beta2
+// InfraCluster shape.
+type ProxmoxClusterStatus struct {
+	CommonClusterStatus `json:",inline"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=proxmoxclusters,scope=Namespaced,shortName=pxc,categories=cluster-api;banlieue-infra
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ProxmoxCluster is Cluster API's InfraCluster for banlieue's Proxmox VE
+// machines: it advertises the failure domains of the Proxmox VE Providers it
+// selects, so a cluster can span several nodes and Proxmox clusters.
+type ProxmoxCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec selects the Providers.
+	// +optional
+	Spec ProxmoxClusterSpec `json:"spec,omitempty"`
+	// status reports the aggregated failure domains.
+	// +optional
+	Status ProxmoxClusterStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// ProxmoxClusterList is a list of ProxmoxClusters.
+type ProxmoxClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProxmoxCluster `json:"items"`
+}

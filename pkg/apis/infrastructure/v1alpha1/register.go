@@ -41,8 +41,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VSphereCluster{}, &VSphereClusterList{},
 		&LibvirtMachine{}, &LibvirtMachineList{},
 		&LibvirtMachineTemplate{}, &LibvirtMachineTemplateList{},
+		&LibvirtCluster{}, &LibvirtClusterList{},
 		&ProxmoxMachine{}, &ProxmoxMachineList{},
 		&ProxmoxMachineTemplate{}, &ProxmoxMachineTemplateList{},
+		&ProxmoxCluster{}, &ProxmoxClusterList{},
 		&IPPool{}, &IPPoolList{},
 		&IPAddressReservation{}, &IPAddressReservationList{},
 	)

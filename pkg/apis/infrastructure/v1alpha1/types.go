@@ -59,7 +59,7 @@ const ProviderAnnotation = "banlieue.io/provider"
 const (
 	// ReadyCondition is true when the VM exists and is powered as desired
 	// (VSphereMachine; its addresses follow as the guest reports them), or
-	// when the failure domains are known (VSphereCluster).
+	// when the failure domains are known (the InfraClusters).
 	ReadyCondition = "Ready"
 )
 
@@ -556,11 +556,14 @@ type APIEndpoint struct {
 	Port int32 `json:"port,omitempty"`
 }
 
-// VSphereClusterSpec selects the banlieue Providers whose failure domains a
-// Cluster API cluster spreads its machines across.
-type VSphereClusterSpec struct {
-	// providerSelector selects banlieue Providers (in this namespace) by label;
-	// their status.failureDomains are aggregated into this object's status.
+// CommonClusterSpec is what every banlieue InfraCluster's spec has,
+// whatever its backend; each kind embeds it, so one generic controller
+// (pkg/controllers/infracluster) serves them all.
+type CommonClusterSpec struct {
+	// providerSelector selects, by label, the banlieue Providers of this
+	// kind's backend in this namespace and in the shared Provider
+	// namespace; their status.failureDomains are aggregated into this
+	// object's status. Empty selects every one.
 	// +optional
 	ProviderSelector *metav1.LabelSelector `json:"providerSelector,omitempty"`
 
@@ -569,9 +572,9 @@ type VSphereClusterSpec struct {
 	ControlPlaneEndpoint APIEndpoint `json:"controlPlaneEndpoint,omitempty"`
 }
 
-// VSphereClusterStatus is the observed state, in the Cluster API v1beta2
-// InfraCluster shape.
-type VSphereClusterStatus struct {
+// CommonClusterStatus is the observed state of any banlieue InfraCluster,
+// in the Cluster API v1beta2 InfraCluster shape.
+type CommonClusterStatus struct {
 	// initialization.provisioned is true once the failure domains are known.
 	// +optional
 	Initialization *ClusterInitialization `json:"initialization,omitempty"`
@@ -583,7 +586,7 @@ type VSphereClusterStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
 
-	// conditions: Ready.
+	// conditions: Ready (failure domains known) and FailureDomainsUnique.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -593,6 +596,18 @@ type VSphereClusterStatus struct {
 	// observedGeneration is the metadata.generation last reconciled.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// VSphereClusterSpec selects the vSphere Providers whose failure domains a
+// Cluster API cluster spreads its machines across.
+type VSphereClusterSpec struct {
+	CommonClusterSpec `json:",inline"`
+}
+
+// VSphereClusterStatus is the observed state, in the Cluster API v1beta2
+// InfraCluster shape.
+type VSphereClusterStatus struct {
+	CommonClusterStatus `json:",inline"`
 }
 
 // ClusterInitialization follows Cluster API's v1beta2 initialization shape.

@@ -48,13 +48,14 @@ const (
 	ImageReasonNoLibvirtSource = "NoLibvirtSource"
 )
 
-// Kind registers LibvirtMachine for the libvirt provider class. The
+// Kind registers LibvirtMachine and LibvirtCluster for the libvirt provider class. The
 // provider owns spec.providerID; status.taskRef alone tells the core
 // nothing.
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("LibvirtMachine"),
+		Cluster:           infrav1.GroupVersion.WithKind("LibvirtCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},

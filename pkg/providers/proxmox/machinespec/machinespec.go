@@ -54,12 +54,13 @@ const (
 	TokenSecretKey = "tokenSecret"
 )
 
-// Kind registers ProxmoxMachine for the proxmox provider class. The
+// Kind registers ProxmoxMachine and ProxmoxCluster for the proxmox provider class. The
 // provider owns spec.providerID.
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("ProxmoxMachine"),
+		Cluster:           infrav1.GroupVersion.WithKind("ProxmoxCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},

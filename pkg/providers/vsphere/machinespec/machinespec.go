@@ -30,13 +30,14 @@ import (
 // ProviderClass is the vSphere backend's providerClassRef.name.
 const ProviderClass = "vsphere"
 
-// Kind registers VSphereMachine for the vsphere provider class. The
+// Kind registers VSphereMachine and VSphereCluster for the vsphere provider class. The
 // provider owns spec.providerID; status.taskRef alone (a task in flight)
 // tells the core nothing.
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("VSphereMachine"),
+		Cluster:           infrav1.GroupVersion.WithKind("VSphereCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package vspherecluster
+package infracluster
 
 import (
 	"fmt"
@@ -55,5 +55,22 @@ func TestAggregate(t *testing.T) {
 	}
 	if len(dups) != 1 || !strings.Contains(dups[0], "banlieue-system/shared and own") {
 		t.Errorf("duplicates %v, want a reports naming both Providers", dups)
+	}
+}
+
+// TestAttributes: each backend's location fields, and only those it has.
+func TestAttributes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fd   v1alpha1.FailureDomain
+		want string
+	}{
+		{"vSphere", v1alpha1.FailureDomain{Name: "a", Datacenter: "DC0", Cluster: "C0"}, "map[cluster:C0 datacenter:DC0 provider:p]"},
+		{"libvirt or Proxmox VE", v1alpha1.FailureDomain{Name: "a", Host: "pve1"}, "map[host:pve1 provider:p]"},
+		{"no location", v1alpha1.FailureDomain{Name: "a"}, "map[provider:p]"},
+	} {
+		if got := fmt.Sprint(attributes("p", tc.fd)); got != tc.want {
+			t.Errorf("%s: attributes %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
