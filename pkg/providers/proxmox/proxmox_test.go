@@ -28,6 +28,7 @@ import (
 
 	goproxmox "github.com/luthermonson/go-proxmox"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
@@ -189,7 +190,10 @@ func TestMachineLifecycle(t *testing.T) {
 	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != "PoweredOn" {
 		t.Errorf("after a CPU change: %+v, %v", st, err)
 	}
-	for _, want := range []string{"Suspended", "PoweredOff", "PoweredOn"} {
+	// Each state in one call: Hard, as a soft power-off waits for the
+	// guest across calls (TestPowerOffModes).
+	spec.PowerOffMode = infrav1.PowerOffModeHard
+	for _, want := range []infrav1.PowerState{infrav1.PowerStateSuspended, infrav1.PowerStatePoweredOff, infrav1.PowerStatePoweredOn} {
 		spec.PowerState = want
 		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != want {
 			t.Errorf("power %s: %s, %v", want, st.PowerState, err)
