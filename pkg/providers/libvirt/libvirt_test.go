@@ -135,14 +135,14 @@ func TestMachineLifecycle(t *testing.T) {
 			{Name: "zeroed", SizeGiB: 1, Provisioning: "eagerZeroed"}, {Name: "sparse", SizeGiB: 3, Provisioning: "thin"}},
 		NICs:       []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
 		UserData:   []byte("#!/bin/sh\necho marker-lifecycle-42\n"),
-		PowerState: "PoweredOn",
+		PowerState: infrav1.PowerStatePoweredOn,
 	}
 	rec := &recorder{}
 	st, err := c.EnsureMachine(ctx, spec, rec.record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Created || st.ProviderID != "libvirt://"+spec.InstanceUUID || st.PowerState != "PoweredOn" || st.CPUs != 1 || st.MemoryMiB != 256 {
+	if !st.Created || st.ProviderID != "libvirt://"+spec.InstanceUUID || st.PowerState != infrav1.PowerStatePoweredOn || st.CPUs != 1 || st.MemoryMiB != 256 {
 		t.Errorf("status after create: %+v", st)
 	}
 	if fmt.Sprint(st.DiskSizesGiB) != "[1 2 1 3]" || fmt.Sprint(st.Networks) != "["+libvirtd.Network+"]" || len(st.MACAddresses) != 1 {
@@ -371,14 +371,14 @@ func TestFirmwareAndTPM(t *testing.T) {
 	for i, fw := range []string{"efi", "efi-secure"} {
 		spec := providers.MachineSpec{
 			Name: "fw-" + fw, HostName: "fw", InstanceUUID: fmt.Sprintf("3c1d2e4f-5a6b-4c7d-8e9f-00000000000%d", i),
-			Image: image, CPUs: 1, MemoryMiB: 256, Firmware: fw, TPM: true, PowerState: "PoweredOn",
+			Image: image, CPUs: 1, MemoryMiB: 256, Firmware: fw, TPM: true, PowerState: infrav1.PowerStatePoweredOn,
 			Disks: []providers.Disk{{Name: "root", SizeGiB: 1}},
 		}
 		st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
 		if err != nil {
 			t.Fatalf("%s: %v", fw, err)
 		}
-		if st.Firmware != fw || !st.TPM || st.PowerState != "PoweredOn" {
+		if st.Firmware != fw || !st.TPM || st.PowerState != infrav1.PowerStatePoweredOn {
 			t.Errorf("%s: status firmware %s tpm %t power %s", fw, st.Firmware, st.TPM, st.PowerState)
 		}
 		l, err := daemon.Connect()
@@ -456,7 +456,7 @@ func TestIgnition(t *testing.T) {
 		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
 		Disks:    []providers.Disk{{Name: "root", SizeGiB: 1}},
 		NICs:     []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
-		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: "PoweredOn",
+		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: infrav1.PowerStatePoweredOn,
 	}
 	static := spec
 	static.InstanceUUID = "0b7e1c43-8a0d-4d7e-9a53-4c3b2e1f0a98"
@@ -551,7 +551,7 @@ func TestDeferredInstall(t *testing.T) {
 		Name: "ns.kairos-0", HostName: "kairos-0", InstanceUUID: "5e7a9c1b-3d5f-4a6b-8c9d-0e1f2a3b4c5d",
 		Location: failuredomain.Location{Host: "h"}, Image: libvirtd.Pool + "/installer.iso", ImageIsInstaller: true,
 		CPUs: 1, MemoryMiB: 256, Disks: []providers.Disk{{Name: "root", SizeGiB: 2}},
-		NICs: []providers.NIC{{Name: "eth0", Network: libvirtd.Network}}, PowerState: "PoweredOn",
+		NICs: []providers.NIC{{Name: "eth0", Network: libvirtd.Network}}, PowerState: infrav1.PowerStatePoweredOn,
 	}
 	rec := &recorder{}
 	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
