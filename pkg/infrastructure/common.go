@@ -27,7 +27,7 @@ import (
 
 // CommonSpec is the part of every backend's machine spec that comes
 // straight from the resolved VM: failure domain, size, firmware, vTPM and
-// power. Spec builders start from it.
+// power (state, and how to power off). Spec builders start from it.
 func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine) infrav1.CommonMachineSpec {
 	spec := infrav1.CommonMachineSpec{
 		FailureDomain: vm.Status.Scheduled.FailureDomain,
@@ -36,6 +36,10 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 		Firmware:      infrav1.Firmware(r.Spec.Firmware),
 		TPMEnabled:    r.Spec.TPMEnabled,
 		PowerState:    infrav1.PowerState(r.Spec.PowerState),
+		// How to power off is the VM's own choice, not the class's: it
+		// comes from its spec as it is.
+		PowerOffMode:         infrav1.PowerOffMode(vm.Spec.PowerOffMode),
+		PowerOffGraceSeconds: vm.Spec.PowerOffGraceSeconds,
 	}
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		spec.UserDataFormat = infrav1.UserDataIgnition

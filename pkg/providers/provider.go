@@ -23,7 +23,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 )
 
@@ -126,8 +128,22 @@ type MachineSpec struct {
 	// building it without; one that keeps first-boot data for an existing
 	// VM leaves it as it is.
 	UserDataOmitted bool
-	// PowerState is PoweredOn, PoweredOff or Suspended.
-	PowerState string
+	// PowerState is PoweredOn, PoweredOff or Suspended (memory saved to
+	// disk, the VM not running), reached as package power decides.
+	PowerState infrav1.PowerState
+	// PowerOffMode is how PoweredOff is reached; TrySoft when empty.
+	PowerOffMode infrav1.PowerOffMode
+	// PowerOffGrace is how long TrySoft waits for the guest; the
+	// backend's default when zero.
+	PowerOffGrace time.Duration
+	// SoftPowerOffTime is when the guest was asked to shut down for the
+	// power-off in progress (the machine's status.softPowerOffTime); zero
+	// for none.
+	SoftPowerOffTime time.Time
+	// RecordSoftPowerOff persists the time of a guest shutdown request
+	// before it is sent, so a restarted provider counts the grace period
+	// from the first request; nil records nothing.
+	RecordSoftPowerOff func(ctx context.Context, at time.Time) error
 	// TaskRef is a task an earlier, interrupted call started (what a
 	// TaskRecorder was given): it is waited for before anything else.
 	TaskRef string
@@ -208,7 +224,7 @@ type MachineStatus struct {
 	Created      bool
 	BIOSUUID     string
 	InstanceUUID string
-	PowerState   string
+	PowerState   infrav1.PowerState
 	IPAddress    string
 	// ProviderID is the Cluster API providerID once the VM exists
 	// (vsphere://BIOS-UUID, libvirt://DOMAIN-UUID).

@@ -50,6 +50,19 @@ const (
 	PowerStateSuspended PowerState = "Suspended"
 )
 
+// PowerOffMode is how a virtual machine is driven to PoweredOff.
+type PowerOffMode string
+
+const (
+	// PowerOffModeHard cuts the power: the guest gets no say.
+	PowerOffModeHard PowerOffMode = "Hard"
+	// PowerOffModeSoft asks the guest to shut down and waits for it.
+	PowerOffModeSoft PowerOffMode = "Soft"
+	// PowerOffModeTrySoft asks the guest to shut down and cuts the power
+	// once the grace period has passed.
+	PowerOffModeTrySoft PowerOffMode = "TrySoft"
+)
+
 // Firmware is the boot firmware of a virtual machine.
 type Firmware string
 
@@ -112,6 +125,17 @@ type VirtualMachineSpec struct {
 	// PoweredOn, PoweredOff or Suspended. Defaults to PoweredOn.
 	// +optional
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+	// powerOffMode is how PoweredOff is reached: Hard cuts the power,
+	// Soft asks the guest to shut down and waits for it, TrySoft (also
+	// when empty) asks the guest and cuts the power after
+	// powerOffGraceSeconds.
+	// +optional
+	PowerOffMode PowerOffMode `json:"powerOffMode,omitempty"`
+	// powerOffGraceSeconds is how long TrySoft waits for the guest before
+	// cutting the power, 0 to 3600; the provider's default (120 seconds
+	// unless configured) when unset.
+	// +optional
+	PowerOffGraceSeconds *int32 `json:"powerOffGraceSeconds,omitempty"`
 	// userData references the cloud-init / ignition / sysprep payload: exactly
 	// one of secretRef or configMapRef. The key defaults to "user-data". Immutable.
 	// +optional

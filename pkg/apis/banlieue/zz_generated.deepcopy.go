@@ -1593,6 +1593,11 @@ func (in *VirtualMachineSpec) DeepCopyInto(out *VirtualMachineSpec) {
 		*out = new(Placement)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PowerOffGraceSeconds != nil {
+		in, out := &in.PowerOffGraceSeconds, &out.PowerOffGraceSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.UserData != nil {
 		in, out := &in.UserData, &out.UserData
 		*out = new(UserData)

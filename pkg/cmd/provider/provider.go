@@ -102,7 +102,7 @@ func libvirtBackend() backend {
 		sessions: func() sessionCache { return libvirt.NewSessions(opts) },
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&opts.DomainType, "domain-type", "kvm", "The libvirt domain type of new domains: kvm, or qemu (software emulation) where KVM does not work.")
-			f.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 2*time.Minute, "How long a guest may take to shut down on ACPI before its domain is destroyed.")
+			f.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 2*time.Minute, "How long a TrySoft power-off waits for a guest after the ACPI request before its domain is destroyed, for machines that set no powerOffGraceSeconds.")
 		},
 		machine: libvirtmachines.MachineKind(), image: libvirtmachines.ImageKind(), credentials: libvirtmachines.Credentials,
 	}

@@ -206,6 +206,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.recordLocation(ctx, m, spec, fields); err != nil {
 		return ctrl.Result{}, err
 	}
+	spec.RecordSoftPowerOff = r.softPowerOffRecorder(m)
 	st, err := backend.EnsureMachine(ctx, spec, record)
 	if errors.Is(err, providers.ErrUserDataNeeded) {
 		// The VM went missing since it was provisioned: build it again,
@@ -223,7 +224,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		log.FromContext(ctx).Info("Created VM", "vm", spec.Name, "image", spec.Image, "location", spec.Location.String(), "power", st.PowerState)
 		msg := fmt.Sprintf("Created VM %s from image %s in %s", spec.Name, spec.Image, spec.Location)
 		if err == nil && st.PowerState != "" {
-			msg += ", " + st.PowerState
+			msg += ", " + string(st.PowerState)
 		}
 		r.event(m, corev1.EventTypeNormal, r.Kind.CreatedReason, "Create", msg)
 	}
@@ -235,8 +236,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// A change of power, not a first sighting: the creation's Event says
 	// the first state, and a status the cache does not show yet reads as
 	// no state at all (it would tell the same power state twice).
-	if was := string(m.CommonStatus().PowerState); was != "" && was != st.PowerState && !st.Created {
-		r.event(m, corev1.EventTypeNormal, st.PowerState, "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
+	if was := m.CommonStatus().PowerState; was != "" && was != st.PowerState && !st.Created {
+		r.event(m, corev1.EventTypeNormal, string(st.PowerState), "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
 	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {
 		patch := client.MergeFrom(copyOf(m))
@@ -246,15 +247,16 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	base := copyOf(m)
-	if st.PowerState == string(m.CommonSpec().PowerState) && !st.Restarting {
+	if st.PowerState == m.CommonSpec().PowerState && !st.Restarting {
 		// Every task of this call has ended; one not in its state yet (a
-		// libvirt shutdown within its grace) keeps its record.
+		// guest shutting down within its grace) keeps its record.
 		m.CommonStatus().TaskRef = ""
+		m.CommonStatus().SoftPowerOffTime = nil
 	}
 	meta.SetStatusCondition(&m.CommonStatus().Conditions, notPaused(m))
 	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
 	r.Kind.Observe(m, st)
-	m.CommonStatus().PowerState = infrav1.PowerState(st.PowerState)
+	m.CommonStatus().PowerState = st.PowerState
 	m.CommonStatus().FailureDomain = builtFailureDomain(m)
 	m.CommonStatus().ObservedGeneration = m.GetGeneration()
 	m.CommonStatus().VMName = spec.Name
@@ -262,9 +264,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if st.IPAddress != "" {
 		m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
 	}
-	ready := st.PowerState == string(m.CommonSpec().PowerState) && !st.Restarting
+	ready := st.PowerState == m.CommonSpec().PowerState && !st.Restarting
 	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: m.GetGeneration(),
-		Status: metav1.ConditionTrue, Reason: st.PowerState, Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
+		Status: metav1.ConditionTrue, Reason: string(st.PowerState), Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
 	switch {
 	case st.Restarting:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonRestarting, fmt.Sprintf("VM %s is restarting to apply its CPUs and memory", spec.Name)
@@ -290,7 +292,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// changes start no reconcile: look again until the address is known
 	// (its VM is not Ready without one), slowly once the guest has had
 	// time to boot (a guest without tools never reports one).
-	if st.PowerState == string(infrav1.PowerStatePoweredOn) && st.IPAddress == "" {
+	if st.PowerState == infrav1.PowerStatePoweredOn && st.IPAddress == "" {
 		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, nil
 	}
 	return ctrl.Result{}, nil
@@ -461,7 +463,19 @@ func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Pr
 	spec, fields := r.Kind.Spec(m, fd)
 	spec.Name, spec.HostName, spec.InstanceUUID = VMName(m), providers.HostName(m.GetName()), string(m.GetUID())
 	spec.CPUs, spec.MemoryMiB, spec.Firmware, spec.TPM = c.CPUs, c.MemoryMiB, string(c.Firmware), c.TPMEnabled
-	spec.PowerState, spec.TaskRef = string(c.PowerState), m.CommonStatus().TaskRef
+	spec.PowerState, spec.TaskRef = c.PowerState, m.CommonStatus().TaskRef
+	spec.PowerOffMode = c.PowerOffMode
+	if g := c.PowerOffGraceSeconds; g != nil {
+		spec.PowerOffGrace = time.Duration(*g) * time.Second
+		if spec.PowerOffGrace == 0 {
+			// A grace of zero is asked for, not left to the backend's
+			// default: the shortest that still asks the guest first.
+			spec.PowerOffGrace = time.Nanosecond
+		}
+	}
+	if t := m.CommonStatus().SoftPowerOffTime; t != nil {
+		spec.SoftPowerOffTime = t.Time
+	}
 	return spec, fields
 }
 
@@ -493,6 +507,21 @@ func (r *MachineReconciler) recorder(m infrav1.Machine) providers.TaskRecorder {
 		patch := client.MergeFrom(copyOf(m))
 		m.CommonStatus().TaskRef = ref
 		return r.Client.Status().Patch(ctx, m, patch)
+	}
+}
+
+// softPowerOffRecorder stores in status.softPowerOffTime when the guest
+// is asked to shut down, before it is asked: a provider restarted within
+// the grace period counts from that request instead of starting again.
+// The record goes once the VM reaches its desired power state.
+func (r *MachineReconciler) softPowerOffRecorder(m infrav1.Machine) func(context.Context, time.Time) error {
+	return func(ctx context.Context, at time.Time) error {
+		patch := client.MergeFrom(copyOf(m))
+		m.CommonStatus().SoftPowerOffTime = &metav1.Time{Time: at}
+		if err := r.Client.Status().Patch(ctx, m, patch); err != nil {
+			return fmt.Errorf("recording the shutdown request of %s: %w", m.GetName(), err)
+		}
+		return nil
 	}
 }
 

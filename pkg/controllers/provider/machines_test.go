@@ -19,6 +19,7 @@ package provider
 import (
 	"slices"
 	"testing"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,6 +121,41 @@ func TestDeletionWhereBuilt(t *testing.T) {
 	}
 	if m.Spec.FailureDomain != "kvm-02" {
 		t.Errorf("the object itself was changed: %q", m.Spec.FailureDomain)
+	}
+}
+
+// TestMachineSpecPower: how to power off comes from the machine's spec,
+// and the time of a soft request in flight from its status, so the grace
+// period runs from the recorded request across provider restarts. No
+// grace leaves the backend's default; a grace of 0 still asks the guest
+// first.
+func TestMachineSpecPower(t *testing.T) {
+	p := &v1alpha1.Provider{Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "kvm-01", Host: "kvm-01.lab"}}}}
+	r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
+	asked := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		grace     *int32
+		requested *metav1.Time
+		wantGrace time.Duration
+		wantAsked time.Time
+	}{
+		{"defaults", nil, nil, 0, time.Time{}},
+		{"a grace and a request in flight", ptr.To[int32](30), &metav1.Time{Time: asked}, 30 * time.Second, asked},
+		{"no grace", ptr.To[int32](0), nil, time.Nanosecond, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+				Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "kvm-01",
+					PowerState: infrav1.PowerStatePoweredOff, PowerOffMode: infrav1.PowerOffModeSoft, PowerOffGraceSeconds: tc.grace}},
+				Status: infrav1.LibvirtMachineStatus{CommonMachineStatus: infrav1.CommonMachineStatus{SoftPowerOffTime: tc.requested}}}
+			spec, _ := r.machineSpec(m, p)
+			if spec.PowerState != infrav1.PowerStatePoweredOff || spec.PowerOffMode != infrav1.PowerOffModeSoft ||
+				spec.PowerOffGrace != tc.wantGrace || !spec.SoftPowerOffTime.Equal(tc.wantAsked) {
+				t.Errorf("power %s, mode %s, grace %s, asked %v; want PoweredOff, Soft, %s, %v", spec.PowerState, spec.PowerOffMode, spec.PowerOffGrace, spec.SoftPowerOffTime, tc.wantGrace, tc.wantAsked)
+			}
+		})
 	}
 }
 

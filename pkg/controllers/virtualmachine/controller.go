@@ -72,8 +72,8 @@ const (
 	reasonInfrastructureNotReady   = "InfrastructureNotReady"
 	reasonNotScheduled             = "NotScheduled"
 	reasonNotProvisioned           = "NotProvisioned"
-	reasonPoweredOff               = "PoweredOff"
-	reasonSuspended                = "Suspended"
+	reasonPoweredOff               = string(v1alpha1.PowerStatePoweredOff)
+	reasonSuspended                = string(v1alpha1.PowerStateSuspended)
 	reasonWaitingForAddress        = "WaitingForAddress"
 	reasonReachable                = "Reachable"
 	reasonPaused                   = "Paused"

@@ -3320,6 +3320,21 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 							Enum:        []interface{}{"PoweredOff", "PoweredOn", "Suspended"},
 						},
 					},
+					"powerOffMode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "powerOffMode is how PoweredOff is reached: Hard cuts the power, Soft asks the guest to shut down and waits for it, TrySoft (also when empty) asks the guest and cuts the power after powerOffGraceSeconds.\n\nPossible enum values:\n - `\"Hard\"` cuts the power: the guest gets no say.\n - `\"Soft\"` asks the guest to shut down and waits for it.\n - `\"TrySoft\"` asks the guest to shut down and cuts the power once the grace period has passed.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Hard", "Soft", "TrySoft"},
+						},
+					},
+					"powerOffGraceSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "powerOffGraceSeconds is how long TrySoft waits for the guest before cutting the power, 0 to 3600; the provider's default (120 seconds unless configured) when unset.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"userData": {
 						SchemaProps: spec.SchemaProps{
 							Description: "userData references the cloud-init / ignition / sysprep payload: exactly one of secretRef or configMapRef. The key defaults to \"user-data\". Immutable.",

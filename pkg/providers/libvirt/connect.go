@@ -46,8 +46,9 @@ type Options struct {
 	// DomainType is kvm, or qemu (software emulation) where KVM does not
 	// work (nested, CI).
 	DomainType string
-	// ShutdownGrace is how long a graceful (ACPI) shutdown may take
-	// before the domain is destroyed.
+	// ShutdownGrace is how long a TrySoft power-off waits for the guest
+	// after the ACPI request before the domain is destroyed, for machines
+	// that set no powerOffGraceSeconds.
 	ShutdownGrace time.Duration
 }
 

@@ -21,24 +21,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
 	"libvirt.org/go/libvirtxml"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+	"github.com/firestoned/banlieue/pkg/providers/power"
 )
 
 const gib = 1 << 30
-
-// shutdownTask is the TaskRef of a graceful shutdown begun at a time: a
-// provider restarted meanwhile keeps waiting out the same grace period
-// instead of asking again, then destroys the domain.
-const shutdownTask = "shutdown@"
 
 // EnsureMachine finds the domain by its UUID (the object's UID) or
 // defines it with its volumes and seed, grows disks, converges its
@@ -99,16 +94,16 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 		if err != nil {
 			return providers.MachineStatus{}, err
 		}
-		if pending && spec.PowerState == "PoweredOn" {
-			// New CPUs or memory apply at the next start: shut down
-			// (gracefully, within the grace) and the next call starts it.
-			spec.PowerState, restarting = "PoweredOff", true
+		if pending && spec.PowerState == infrav1.PowerStatePoweredOn {
+			// New CPUs or memory apply at the next start: power off (as
+			// spec.powerOffMode says) and the next call starts it.
+			spec.PowerState, restarting = infrav1.PowerStatePoweredOff, true
 		}
 	}
 	if err := c.growDisks(dom, spec, disks); err != nil {
 		return providers.MachineStatus{}, err
 	}
-	if err := c.power(ctx, dom, spec, record); err != nil {
+	if err := c.power(ctx, dom, spec); err != nil {
 		return providers.MachineStatus{}, err
 	}
 	st, err := c.observe(dom, spec)
@@ -452,59 +447,78 @@ func (c *Client) growDisks(dom golibvirt.Domain, spec providers.MachineSpec, dis
 	return nil
 }
 
-// power drives the domain to spec.PowerState. Powering off asks the guest
-// first (ACPI) and destroys the domain only when the grace period, started
-// at the recorded task, has passed; until then the domain reports
-// PoweredOn and the caller looks again.
-func (c *Client) power(ctx context.Context, dom golibvirt.Domain, spec providers.MachineSpec, record providers.TaskRecorder) error {
+// power drives the domain to spec.PowerState as package power decides.
+// Suspended is a managed save: the guest's memory is written to a file
+// on the host and the domain shut off; DomainCreate restores it.
+func (c *Client) power(ctx context.Context, dom golibvirt.Domain, spec providers.MachineSpec) error {
 	state, _, err := c.l.DomainGetState(dom, 0)
 	if err != nil {
 		return fmt.Errorf("domain %s state: %w", dom.Name, err)
 	}
-	have := powerState(golibvirt.DomainState(state))
-	switch want := spec.PowerState; {
-	case want == have:
-		return nil
-	case want == "PoweredOn" && have == "Suspended":
-		return c.l.DomainResume(dom)
-	case want == "PoweredOn" || want == "Suspended" && have == "PoweredOff":
-		if err := c.l.DomainCreate(dom); err != nil {
-			return fmt.Errorf("starting domain %s: %w", dom.Name, err)
+	if golibvirt.DomainState(state) == golibvirt.DomainPaused {
+		// banlieue never pauses a domain (Suspended saves its memory):
+		// one paused by hand, or by an earlier banlieue, runs again first,
+		// as a paused guest can neither be saved cleanly nor shut down.
+		if err := c.l.DomainResume(dom); err != nil {
+			return fmt.Errorf("resuming paused domain %s: %w", dom.Name, err)
 		}
-		if want == "Suspended" {
-			return c.l.DomainSuspend(dom)
-		}
-		return nil
-	case want == "Suspended":
-		return c.l.DomainSuspend(dom)
-	case want == "PoweredOff":
-		return c.shutdown(ctx, dom, spec.TaskRef, record)
 	}
-	return fmt.Errorf("power state %q: want PoweredOn, PoweredOff or Suspended", spec.PowerState)
+	grace := spec.PowerOffGrace
+	if grace <= 0 {
+		grace = c.opts.ShutdownGrace
+	}
+	return power.Drive(ctx, domainPower{c: c, dom: dom}, power.Request{Desired: spec.PowerState, Mode: spec.PowerOffMode,
+		Grace: grace, SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
 }
 
-func (c *Client) shutdown(ctx context.Context, dom golibvirt.Domain, taskRef string, record providers.TaskRecorder) error {
-	if since, ok := strings.CutPrefix(taskRef, shutdownTask); ok {
-		started, err := strconv.ParseInt(since, 10, 64)
-		if err == nil && time.Since(time.Unix(started, 0)) > c.opts.ShutdownGrace {
-			if err := c.l.DomainDestroy(dom); err != nil && !isNotRunning(err) {
-				return fmt.Errorf("destroying domain %s after a %s grace period: %w", dom.Name, c.opts.ShutdownGrace, err)
-			}
-			return nil
-		}
-		if err == nil {
-			return nil // still within the grace period
-		}
+// domainPower is a domain's power primitives.
+type domainPower struct {
+	c   *Client
+	dom golibvirt.Domain
+}
+
+func (p domainPower) Observe(context.Context) (infrav1.PowerState, error) {
+	return p.c.powerState(p.dom)
+}
+
+func (p domainPower) Start(context.Context) error {
+	if err := p.c.l.DomainCreate(p.dom); err != nil {
+		return fmt.Errorf("starting domain %s: %w", p.dom.Name, err)
 	}
-	if err := record(ctx, shutdownTask+strconv.FormatInt(time.Now().Unix(), 10)); err != nil {
-		return err
+	return nil
+}
+
+// Resume starts the domain, which restores its managed save.
+func (p domainPower) Resume(context.Context) error {
+	if err := p.c.l.DomainCreate(p.dom); err != nil {
+		return fmt.Errorf("restoring domain %s from its managed save: %w", p.dom.Name, err)
 	}
-	// A paused guest cannot handle ACPI: resume it first.
-	if state, _, err := c.l.DomainGetState(dom, 0); err == nil && golibvirt.DomainState(state) == golibvirt.DomainPaused {
-		_ = c.l.DomainResume(dom)
+	return nil
+}
+
+func (p domainPower) Suspend(context.Context) error {
+	if err := p.c.l.DomainManagedSave(p.dom, 0); err != nil {
+		return fmt.Errorf("saving domain %s: %w", p.dom.Name, err)
 	}
-	if err := c.l.DomainShutdown(dom); err != nil && !isNotRunning(err) {
-		return fmt.Errorf("shutting down domain %s: %w", dom.Name, err)
+	return nil
+}
+
+// SoftOff presses the ACPI power button.
+func (p domainPower) SoftOff(context.Context) error {
+	if err := p.c.l.DomainShutdown(p.dom); err != nil && !isNotRunning(err) {
+		return fmt.Errorf("shutting down domain %s: %w", p.dom.Name, err)
+	}
+	return nil
+}
+
+// HardOff destroys a running domain, or drops a shut-off one's managed
+// save.
+func (p domainPower) HardOff(context.Context) error {
+	if err := p.c.l.DomainDestroy(p.dom); err != nil && !isNotRunning(err) {
+		return fmt.Errorf("destroying domain %s: %w", p.dom.Name, err)
+	}
+	if err := p.c.l.DomainManagedSaveRemove(p.dom, 0); err != nil {
+		return fmt.Errorf("dropping the managed save of domain %s: %w", p.dom.Name, err)
 	}
 	return nil
 }
@@ -514,14 +528,27 @@ func isNotRunning(err error) bool {
 	return errors.As(err, &e) && golibvirt.ErrorNumber(e.Code) == golibvirt.ErrOperationInvalid
 }
 
-func powerState(s golibvirt.DomainState) string {
-	switch s {
-	case golibvirt.DomainRunning, golibvirt.DomainBlocked, golibvirt.DomainShutdown:
-		return "PoweredOn"
-	case golibvirt.DomainPaused, golibvirt.DomainPmsuspended:
-		return "Suspended"
+// powerState is the domain's power state: running (or shutting down, or
+// paused with its memory in the host's RAM) is PoweredOn; shut off with a
+// managed save is Suspended.
+func (c *Client) powerState(dom golibvirt.Domain) (infrav1.PowerState, error) {
+	state, _, err := c.l.DomainGetState(dom, 0)
+	if err != nil {
+		return "", fmt.Errorf("domain %s state: %w", dom.Name, err)
 	}
-	return "PoweredOff"
+	switch golibvirt.DomainState(state) {
+	case golibvirt.DomainShutoff, golibvirt.DomainCrashed, golibvirt.DomainNostate:
+	default:
+		return infrav1.PowerStatePoweredOn, nil
+	}
+	saved, err := c.l.DomainHasManagedSaveImage(dom, 0)
+	if err != nil {
+		return "", fmt.Errorf("domain %s managed save: %w", dom.Name, err)
+	}
+	if saved == 1 {
+		return infrav1.PowerStateSuspended, nil
+	}
+	return infrav1.PowerStatePoweredOff, nil
 }
 
 // observe reads back what the domain is: identity, power, size, disks,
@@ -533,13 +560,13 @@ func (c *Client) observe(dom golibvirt.Domain, spec providers.MachineSpec) (prov
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
-	state, _, err := c.l.DomainGetState(dom, 0)
+	ps, err := c.powerState(dom)
 	if err != nil {
 		return providers.MachineStatus{}, err
 	}
 	st := providers.MachineStatus{
 		InstanceUUID: def.UUID, ProviderID: "libvirt://" + def.UUID,
-		PowerState: powerState(golibvirt.DomainState(state)),
+		PowerState: ps,
 		CPUs:       int32(def.VCPU.Value), MemoryMiB: int64(def.Memory.Value) / 1024, // libvirt reports KiB
 		Firmware: "bios", TPM: len(def.Devices.TPMs) > 0,
 	}
@@ -574,7 +601,7 @@ func (c *Client) observe(dom golibvirt.Domain, spec providers.MachineSpec) (prov
 			st.MACAddresses = append(st.MACAddresses, n.MAC.Address)
 		}
 	}
-	if st.PowerState == "PoweredOn" {
+	if st.PowerState == infrav1.PowerStatePoweredOn {
 		st.IPAddress = c.address(dom, spec)
 	}
 	return st, nil

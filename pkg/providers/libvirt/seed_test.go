@@ -24,6 +24,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
@@ -104,7 +105,7 @@ func TestSeedRemovalResumes(t *testing.T) {
 		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
 		Disks:    []providers.Disk{{Name: "root", SizeGiB: 1}},
 		NICs:     []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
-		UserData: []byte("#!/bin/sh\necho secret-join-token\n"), PowerState: "PoweredOn",
+		UserData: []byte("#!/bin/sh\necho secret-join-token\n"), PowerState: infrav1.PowerStatePoweredOn,
 	}
 	seed := volumeName(spec, "seed", "iso")
 	c := connect(t)

@@ -29,8 +29,10 @@ import (
 
 	proxmox "github.com/luthermonson/go-proxmox"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
+	"github.com/firestoned/banlieue/pkg/providers/power"
 )
 
 // ownerMark is the line of a VM's description that says which object it
@@ -96,11 +98,20 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 		return providers.MachineStatus{}, err
 	}
 	h := handle{node: vm.Node, vmid: int(vm.VMID)}
-	restart, err := c.converge(ctx, vm, spec, record, h)
-	if err != nil {
-		return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("configuring %s: %w", spec.Name, err)
+	if vm.IsHibernated() && spec.PowerState != infrav1.PowerStateSuspended {
+		// A hibernated VM's configuration is locked until it resumes:
+		// power first, converge after.
+		if err := c.power(ctx, vm, spec, false, record, h); err != nil {
+			return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("powering %s: %w", spec.Name, err)
+		}
 	}
-	if err := c.power(ctx, vm, spec.PowerState, restart, record, h); err != nil {
+	restart := false
+	if !vm.IsHibernated() {
+		if restart, err = c.converge(ctx, vm, spec, record, h); err != nil {
+			return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("configuring %s: %w", spec.Name, err)
+		}
+	}
+	if err := c.power(ctx, vm, spec, restart, record, h); err != nil {
 		return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
 	st, err := c.observe(ctx, vm)
@@ -153,7 +164,9 @@ func (c *Client) find(ctx context.Context, spec providers.MachineSpec) (*proxmox
 // started and recorded no UPID of).
 func (c *Client) unlocked(ctx context.Context, vm *proxmox.VirtualMachine) error {
 	deadline := time.Now().Add(c.opts.TaskTimeout)
-	for vm.Lock != "" {
+	// A hibernated VM keeps its lock until it is started: it is at rest,
+	// not busy.
+	for vm.Lock != "" && !vm.IsHibernated() {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("VM %d is still locked (%s)", vm.VMID, vm.Lock)
 		}
@@ -457,51 +470,98 @@ func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 	return nil
 }
 
-// power drives the VM to want; restart first stops a running VM whose
-// configuration waits for its next start.
-func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, want string, restart bool, record providers.TaskRecorder, h handle) error {
-	step := func(do func(context.Context) (*proxmox.Task, error)) error {
-		task, err := do(ctx)
-		if err != nil {
-			return err
+// power drives the VM to spec.PowerState as package power decides;
+// restart first stops a running VM whose configuration waits for its next
+// start. Suspended is PVE's hibernation (suspend todisk=1): the memory in
+// a state volume, the VM stopped with the lock "suspended"; a start
+// resumes it.
+func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, restart bool, record providers.TaskRecorder, h handle) error {
+	p := vmPower{c: c, vm: vm, record: record, h: h}
+	if vm.IsPaused() {
+		// banlieue never pauses a VM (Suspended hibernates it): one
+		// paused by hand, or by an earlier banlieue, runs again first.
+		if err := p.step(ctx, vm.Resume); err != nil {
+			return fmt.Errorf("resuming paused VM %d: %w", vm.VMID, err)
 		}
-		if err := c.wait(ctx, task, record, h.String()); err != nil {
-			return err
-		}
-		return vm.Ping(ctx)
 	}
-	running, paused := vm.Status == "running", vm.QMPStatus == "paused"
-	if restart && running {
-		if err := step(vm.Stop); err != nil {
+	if restart && vm.IsRunning() {
+		if err := p.step(ctx, vm.Stop); err != nil {
 			return err
 		}
-		running, paused = false, false
 	}
-	switch want {
-	case "PoweredOn", "":
-		if !running {
-			return step(vm.Start)
-		}
-		if paused {
-			return step(vm.Resume)
-		}
-	case "PoweredOff":
-		if running {
-			return step(vm.Stop)
-		}
-	case "Suspended":
-		if !running {
-			if err := step(vm.Start); err != nil {
-				return err
-			}
-		}
-		if !paused {
-			return step(vm.Pause)
-		}
-	default:
-		return fmt.Errorf("power state %q: want PoweredOn, PoweredOff or Suspended", want)
+	desired := spec.PowerState
+	if desired == "" {
+		desired = infrav1.PowerStatePoweredOn
+	}
+	grace := spec.PowerOffGrace
+	if grace <= 0 {
+		grace = power.DefaultGrace
+	}
+	return power.Drive(ctx, p, power.Request{Desired: desired, Mode: spec.PowerOffMode, Grace: grace,
+		SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
+}
+
+// vmPower is a Proxmox VE VM's power primitives.
+type vmPower struct {
+	c      *Client
+	vm     *proxmox.VirtualMachine
+	record providers.TaskRecorder
+	h      handle
+}
+
+// step runs a power task, waits for it and reads the VM again.
+func (p vmPower) step(ctx context.Context, do func(context.Context) (*proxmox.Task, error)) error {
+	task, err := do(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.c.wait(ctx, task, p.record, p.h.String()); err != nil {
+		return err
+	}
+	return p.vm.Ping(ctx)
+}
+
+func (p vmPower) Observe(context.Context) (infrav1.PowerState, error) { return powerState(p.vm), nil }
+
+func (p vmPower) Start(ctx context.Context) error { return p.step(ctx, p.vm.Start) }
+
+// Resume starts the hibernated VM, which PVE resumes from its state volume.
+func (p vmPower) Resume(ctx context.Context) error { return p.step(ctx, p.vm.Start) }
+
+func (p vmPower) Suspend(ctx context.Context) error { return p.step(ctx, p.vm.Hibernate) }
+
+// SoftOff asks PVE to shut the guest down (ACPI, or the guest agent when
+// enabled) without waiting for its task, which lasts as long as the guest
+// takes: the grace period is counted from the recorded request. Without
+// forceStop the task never powers the VM off itself.
+func (p vmPower) SoftOff(ctx context.Context) error {
+	if _, err := p.vm.Shutdown(ctx); err != nil {
+		return err
 	}
 	return nil
+}
+
+// HardOff stops the VM. A hibernated VM is started (resumed) first: PVE
+// drops its state volume with the resume, and only a running VM stops.
+func (p vmPower) HardOff(ctx context.Context) error {
+	if p.vm.IsHibernated() {
+		if err := p.step(ctx, p.vm.Start); err != nil {
+			return fmt.Errorf("resuming hibernated VM %d to power it off: %w", p.vm.VMID, err)
+		}
+	}
+	return p.step(ctx, p.vm.Stop)
+}
+
+// powerState is vm's power state as last read: hibernated (stopped with
+// the lock "suspended") is Suspended; running, even paused, is PoweredOn.
+func powerState(vm *proxmox.VirtualMachine) infrav1.PowerState {
+	switch {
+	case vm.IsHibernated():
+		return infrav1.PowerStateSuspended
+	case vm.Status == proxmox.StatusVirtualMachineRunning:
+		return infrav1.PowerStatePoweredOn
+	}
+	return infrav1.PowerStatePoweredOff
 }
 
 // observe reads what the VM is.
@@ -510,14 +570,8 @@ func (c *Client) observe(ctx context.Context, vm *proxmox.VirtualMachine) (provi
 		return providers.MachineStatus{}, err
 	}
 	cfg := vm.VirtualMachineConfig
-	st := providers.MachineStatus{Handle: handle{node: vm.Node, vmid: int(vm.VMID)}.String(), PowerState: "PoweredOff",
+	st := providers.MachineStatus{Handle: handle{node: vm.Node, vmid: int(vm.VMID)}.String(), PowerState: powerState(vm),
 		CPUs: int32(vm.CPUs), MemoryMiB: int64(cfg.Memory), TPM: cfg.TPMState0 != "", Firmware: "bios"}
-	switch {
-	case vm.Status == "running" && vm.QMPStatus == "paused":
-		st.PowerState = "Suspended"
-	case vm.Status == "running":
-		st.PowerState = "PoweredOn"
-	}
 	if m := uuidRe.FindStringSubmatch(cfg.SMBios1); m != nil {
 		st.BIOSUUID, st.InstanceUUID, st.ProviderID = m[1], m[1], "proxmox://"+m[1]
 	}
@@ -534,7 +588,7 @@ func (c *Client) observe(ctx context.Context, vm *proxmox.VirtualMachine) (provi
 		st.Networks = append(st.Networks, bridgeOf(cfg.Nets[k]))
 		st.MACAddresses = append(st.MACAddresses, strings.ToLower(macOf(cfg.Nets[k])))
 	}
-	if st.PowerState == "PoweredOn" {
+	if st.PowerState == infrav1.PowerStatePoweredOn {
 		ip, err := c.address(ctx, vm)
 		if err != nil {
 			return st, err

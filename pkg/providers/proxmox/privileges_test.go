@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
@@ -59,7 +60,8 @@ func lifecycle(sim *pvesim.Simulator) error {
 		return fmt.Errorf("no address from the guest agent")
 	}
 	spec.CPUs, spec.Disks[1].SizeGiB = 4, 8
-	for _, power := range []string{"PoweredOn", "Suspended", "PoweredOff", "PoweredOn"} {
+	spec.PowerOffMode = infrav1.PowerOffModeHard
+	for _, power := range []infrav1.PowerState{infrav1.PowerStatePoweredOn, infrav1.PowerStateSuspended, infrav1.PowerStatePoweredOff, infrav1.PowerStatePoweredOn} {
 		spec.PowerState = power
 		if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
 			return err

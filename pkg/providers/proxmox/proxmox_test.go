@@ -28,6 +28,7 @@ import (
 
 	goproxmox "github.com/luthermonson/go-proxmox"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
@@ -80,7 +81,7 @@ func (r *recorder) last() string {
 func machine(name, uid string) providers.MachineSpec {
 	return providers.MachineSpec{
 		Name: name, HostName: name, InstanceUUID: uid, Location: failuredomain.Location{Host: "pve1"}, Image: "debian-12-cloud",
-		CPUs: 2, MemoryMiB: 2048, Firmware: "efi-secure", TPM: true, PowerState: "PoweredOn", UserData: []byte("#cloud-config\nhostname: " + name + "\n"),
+		CPUs: 2, MemoryMiB: 2048, Firmware: "efi-secure", TPM: true, PowerState: infrav1.PowerStatePoweredOn, UserData: []byte("#cloud-config\nhostname: " + name + "\n"),
 		Disks: []providers.Disk{{Name: "root", SizeGiB: 20, Target: "local-lvm"}, {Name: "data", SizeGiB: 5, Target: "local-lvm"}},
 		NICs:  []providers.NIC{{Name: "eth0", Bridge: "vmbr1", VLAN: 20, Static: &providers.StaticIP{Address: "192.0.2.50", Prefix: 24, Gateway: "192.0.2.1"}}},
 	}
@@ -134,7 +135,7 @@ func TestMachineLifecycle(t *testing.T) {
 		t.Errorf("the first record %q is not the VMID alone, before the clone", rec.refs[0])
 	}
 	if !st.Created || st.ProviderID != "proxmox://"+spec.InstanceUUID || st.CPUs != 2 || st.MemoryMiB != 2048 || st.Firmware != "efi-secure" || !st.TPM ||
-		!slices.Equal(st.DiskSizesGiB, []int64{20, 5}) || !slices.Equal(st.Networks, []string{"vmbr1"}) || st.PowerState != "PoweredOn" || st.Handle != "pve1/100" {
+		!slices.Equal(st.DiskSizesGiB, []int64{20, 5}) || !slices.Equal(st.Networks, []string{"vmbr1"}) || st.PowerState != infrav1.PowerStatePoweredOn || st.Handle != "pve1/100" {
 		t.Errorf("status %+v", st)
 	}
 	vm := namedVMs(sim, "team.web")[0]
@@ -186,10 +187,13 @@ func TestMachineLifecycle(t *testing.T) {
 		t.Errorf("a VM was built without its user data: %v", left)
 	}
 	spec.CPUs = 4
-	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != "PoweredOn" {
+	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != infrav1.PowerStatePoweredOn {
 		t.Errorf("after a CPU change: %+v, %v", st, err)
 	}
-	for _, want := range []string{"Suspended", "PoweredOff", "PoweredOn"} {
+	// Each state in one call: Hard, as a soft power-off waits for the
+	// guest across calls (TestPowerOffModes).
+	spec.PowerOffMode = infrav1.PowerOffModeHard
+	for _, want := range []infrav1.PowerState{infrav1.PowerStateSuspended, infrav1.PowerStatePoweredOff, infrav1.PowerStatePoweredOn} {
 		spec.PowerState = want
 		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != want {
 			t.Errorf("power %s: %s, %v", want, st.PowerState, err)

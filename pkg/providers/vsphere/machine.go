@@ -33,7 +33,9 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
+	powerpkg "github.com/firestoned/banlieue/pkg/providers/power"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
@@ -87,7 +89,7 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err := converge(ctx, l, vm, spec); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
-	if err := power(ctx, vm, spec.PowerState); err != nil {
+	if err := power(ctx, vm, spec); err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
 	st, m, err := observe(ctx, vm, spec.Name)
@@ -322,7 +324,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && needsPowerOff(m.Config, cs) {
 		// CPUs or memory vCenter cannot change live: off first, then on
 		// again (the power step) with the new shape.
-		if err := power(ctx, vm, "PoweredOff"); err != nil {
+		if err := hardOff(ctx, vm); err != nil {
 			return fmt.Errorf("powering off to change CPUs or memory: %w", err)
 		}
 		if err := reread(); err != nil {
@@ -661,49 +663,74 @@ func clone(ctx context.Context, l *located, spec providers.MachineSpec, record p
 	return vm, nil
 }
 
-func powerState(s types.VirtualMachinePowerState) string {
+func powerState(s types.VirtualMachinePowerState) infrav1.PowerState {
 	switch s {
 	case types.VirtualMachinePowerStatePoweredOn:
-		return "PoweredOn"
+		return infrav1.PowerStatePoweredOn
 	case types.VirtualMachinePowerStateSuspended:
-		return "Suspended"
+		return infrav1.PowerStateSuspended
 	default:
-		return "PoweredOff"
+		return infrav1.PowerStatePoweredOff
 	}
 }
 
-// power drives vm to want. Power tasks are not recorded: they are safe to
-// repeat, as the state is read again first.
-func power(ctx context.Context, vm *object.VirtualMachine, want string) error {
-	cur, err := vm.PowerState(ctx)
-	if err != nil {
+// power drives vm to spec.PowerState as package power decides. Power
+// tasks are not recorded: they are safe to repeat, as the state is read
+// again first.
+func power(ctx context.Context, vm *object.VirtualMachine, spec providers.MachineSpec) error {
+	grace := spec.PowerOffGrace
+	if grace <= 0 {
+		grace = powerpkg.DefaultGrace
+	}
+	return powerpkg.Drive(ctx, vmPower{vm}, powerpkg.Request{Desired: spec.PowerState, Mode: spec.PowerOffMode, Grace: grace,
+		SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
+}
+
+// vmPower is a vSphere VM's power primitives. Suspended is vSphere's
+// suspend: the memory written to the VM's directory, resumed by PowerOn.
+type vmPower struct{ vm *object.VirtualMachine }
+
+func (p vmPower) Observe(ctx context.Context) (infrav1.PowerState, error) {
+	s, err := p.vm.PowerState(ctx)
+	return powerState(s), err
+}
+
+func (p vmPower) Start(ctx context.Context) error   { return p.task(ctx, p.vm.PowerOn) }
+func (p vmPower) Resume(ctx context.Context) error  { return p.task(ctx, p.vm.PowerOn) }
+func (p vmPower) Suspend(ctx context.Context) error { return p.task(ctx, p.vm.Suspend) }
+func (p vmPower) HardOff(ctx context.Context) error { return p.task(ctx, p.vm.PowerOff) }
+
+// SoftOff asks VMware Tools to shut the guest down; it returns at once
+// (vCenter runs no task for it). Without Tools running vCenter refuses
+// the request (ToolsUnavailable): the guest cannot be asked.
+func (p vmPower) SoftOff(ctx context.Context) error {
+	var m mo.VirtualMachine
+	if err := p.vm.Properties(ctx, p.vm.Reference(), []string{"guest.toolsRunningStatus"}, &m); err != nil {
 		return err
 	}
-	if powerState(cur) == want {
-		return nil
+	if m.Guest == nil || m.Guest.ToolsRunningStatus != string(types.VirtualMachineToolsRunningStatusGuestToolsRunning) {
+		return powerpkg.ErrSoftUnavailable
 	}
-	var task *object.Task
-	switch want {
-	case "PoweredOn":
-		task, err = vm.PowerOn(ctx)
-	case "PoweredOff":
-		task, err = vm.PowerOff(ctx)
-	case "Suspended":
-		if cur != types.VirtualMachinePowerStatePoweredOn {
-			// Only a running VM can be suspended.
-			if err := power(ctx, vm, "PoweredOn"); err != nil {
-				return fmt.Errorf("powering on before suspending: %w", err)
-			}
-		}
-		task, err = vm.Suspend(ctx)
-	default:
-		return fmt.Errorf("unknown power state %q", want)
-	}
+	return p.vm.ShutdownGuest(ctx)
+}
+
+func (p vmPower) task(ctx context.Context, do func(context.Context) (*object.Task, error)) error {
+	task, err := do(ctx)
 	if err != nil {
 		return err
 	}
 	_, err = awaitTask(ctx, task)
 	return err
+}
+
+// hardOff powers vm off when it is not off: CPUs or memory a running VM
+// cannot take, and a VM about to be destroyed, need no guest's say.
+func hardOff(ctx context.Context, vm *object.VirtualMachine) error {
+	s, err := vm.PowerState(ctx)
+	if err != nil || s == types.VirtualMachinePowerStatePoweredOff {
+		return err
+	}
+	return vmPower{vm}.HardOff(ctx)
 }
 
 // DeleteMachine powers the VM off and destroys it; a VM already gone is
@@ -739,7 +766,7 @@ func (c *Client) deleteMachine(ctx context.Context, spec providers.MachineSpec, 
 	if err != nil || vm == nil {
 		return err
 	}
-	if err := power(ctx, vm, "PoweredOff"); err != nil {
+	if err := hardOff(ctx, vm); err != nil {
 		return fmt.Errorf("powering off %s: %w", spec.Name, err)
 	}
 	task, err := vm.Destroy(ctx)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"testing"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -43,7 +44,7 @@ func BenchmarkEnsureMachine(b *testing.B) {
 			Name: fmt.Sprintf("bench-%d", i), InstanceUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 8, MemoryMiB: 65536, Firmware: "efi",
 			NICs: []providers.NIC{{Name: "eth0", Network: "VM Network"}}, Disks: []providers.Disk{{SizeGiB: 80}, {SizeGiB: 2000}},
-			UserData: []byte("#cloud-config\n"), PowerState: "PoweredOn",
+			UserData: []byte("#cloud-config\n"), PowerState: infrav1.PowerStatePoweredOn,
 		}
 		if _, err := c.EnsureMachine(ctx, spec, noop); err != nil {
 			b.Fatal(err)

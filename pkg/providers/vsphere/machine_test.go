@@ -34,6 +34,7 @@ import (
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
@@ -108,7 +109,7 @@ func TestEnsureMachine(t *testing.T) {
 		},
 		Disks:      []providers.Disk{{SizeGiB: 20}, {SizeGiB: 50}},
 		UserData:   []byte("#cloud-config\nhostname: web-0\n"),
-		PowerState: "PoweredOn",
+		PowerState: infrav1.PowerStatePoweredOn,
 	}
 	var rec recorder
 	reconfigures := providers.BackendRequests.WithLabelValues("vsphere", "ReconfigVM_Task")
@@ -117,7 +118,7 @@ func TestEnsureMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.InstanceUUID != spec.InstanceUUID || st.BIOSUUID == "" || st.PowerState != "PoweredOn" || st.CPUs != 2 || st.MemoryMiB != 2048 {
+	if st.InstanceUUID != spec.InstanceUUID || st.BIOSUUID == "" || st.PowerState != infrav1.PowerStatePoweredOn || st.CPUs != 2 || st.MemoryMiB != 2048 {
 		t.Errorf("status %+v", st)
 	}
 	if st.Firmware != "efi-secure" || !st.TPM {
@@ -184,7 +185,7 @@ func TestEnsureMachine(t *testing.T) {
 		t.Errorf("GuestAddress = %q, %v, %v; want %q, steady", addr, steady, err, st.IPAddress)
 	}
 	off := spec
-	off.PowerState = "PoweredOff"
+	off.PowerState = infrav1.PowerStatePoweredOff
 	if _, steady, err := c.GuestAddress(ctx, off); err != nil || steady {
 		t.Errorf("GuestAddress of a VM on, asked off: steady %v, %v", steady, err)
 	}
@@ -294,7 +295,7 @@ func TestDisksOnTheirDatastores(t *testing.T) {
 			{Name: "logs", SizeGiB: 5, Target: "LocalDS_1", Provisioning: "thick"},
 			{Name: "scratch", SizeGiB: 5, Target: "LocalDS_0"},
 		},
-		PowerState: "PoweredOff",
+		PowerState: infrav1.PowerStatePoweredOff,
 	}
 	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestIgnitionGuestInfo(t *testing.T) {
 		Name: "ns-ign-0", HostName: "ign-0", InstanceUUID: "2c4e6a8b-1d3f-4a5b-8c7d-9e0f1a2b3c4d",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
 		NICs:     []providers.NIC{{Name: "eth0", Network: "VM Network", Static: &providers.StaticIP{Address: "192.0.2.20", Prefix: 24, Gateway: "192.0.2.1"}}},
-		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: "PoweredOff",
+		UserData: []byte(config), UserDataFormat: providers.UserDataIgnition, PowerState: infrav1.PowerStatePoweredOff,
 	}
 	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
 		t.Fatal(err)
@@ -375,7 +376,7 @@ func TestTemplateNetworkAndHotAdd(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns-nics-0", InstanceUUID: "3d5f7a9c-2e4a-4b6c-9d8e-0f1a2b3c4d5e",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
-		NICs: []providers.NIC{{Name: "eth0"}, {Name: "eth1"}}, PowerState: "PoweredOn",
+		NICs: []providers.NIC{{Name: "eth0"}, {Name: "eth1"}}, PowerState: infrav1.PowerStatePoweredOn,
 		Options: map[string]string{machinespec.OptionCPUHotAdd: "true", machinespec.OptionMemoryHotAdd: "false"},
 	}
 	st, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
@@ -427,7 +428,7 @@ func TestInterruptedReconfigure(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns-slow-0", InstanceUUID: "0b4f7e1c-2d3a-4e5f-8a9b-1c2d3e4f5a6b",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512,
-		Disks: []providers.Disk{{SizeGiB: 20}}, PowerState: "PoweredOff",
+		Disks: []providers.Disk{{SizeGiB: 20}}, PowerState: infrav1.PowerStatePoweredOff,
 	}
 	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
 		t.Fatal(err)
@@ -588,7 +589,7 @@ func TestPoolAndFolderAnchored(t *testing.T) {
 	} {
 		spec := providers.MachineSpec{
 			Name: fmt.Sprintf("ns-anchored-%d", i), InstanceUUID: fmt.Sprintf("5c0e3a1d-7b2f-4e8a-9d6c-%012d", i),
-			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOff",
+			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOff,
 			Options: map[string]string{machinespec.OptionResourcePool: tc.pool, machinespec.OptionFolder: tc.folder},
 		}
 		_, err := c.EnsureMachine(ctx, spec, (&recorder{}).record)
@@ -630,7 +631,7 @@ func TestDeleteFindsTheVMAnywhere(t *testing.T) {
 	defer c.Logout(ctx)
 	spec := providers.MachineSpec{
 		Name: "ns-moved-0", InstanceUUID: "9b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e",
-		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOn",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, c, "DC0"), CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOn,
 	}
 	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
 		t.Fatal(err)
@@ -685,7 +686,7 @@ func TestBootstrapDataRemoved(t *testing.T) {
 		Name: "ns-boot-0", InstanceUUID: "8a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
 		NICs:     []providers.NIC{{Name: "eth0", Network: "VM Network"}},
-		UserData: []byte("#cloud-config\nruncmd: [kubeadm join --token abcdef.0123456789abcdef]\n"), PowerState: "PoweredOn",
+		UserData: []byte("#cloud-config\nruncmd: [kubeadm join --token abcdef.0123456789abcdef]\n"), PowerState: infrav1.PowerStatePoweredOn,
 	}
 	present := func(c *Client, name string) bool {
 		t.Helper()

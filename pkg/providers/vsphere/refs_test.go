@@ -26,6 +26,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	vsim "github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
@@ -87,7 +88,7 @@ func TestLookupsCached(t *testing.T) {
 			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
 			NICs:       []providers.NIC{{Name: "eth0", Network: "VM Network"}},
 			UserData:   []byte("#cloud-config\n"),
-			PowerState: "PoweredOn",
+			PowerState: infrav1.PowerStatePoweredOn,
 		}
 	}
 	var rec recorder

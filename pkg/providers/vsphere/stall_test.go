@@ -33,6 +33,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/blackhole"
@@ -222,7 +223,7 @@ func TestPasswordRotatedMidClone(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns-rotated-0", InstanceUUID: "3c1b2a09-8f7e-4d6c-9b5a-4f3e2d1c0b9a",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: template(t, old, "DC0"),
-		CPUs: 1, MemoryMiB: 512, Disks: []providers.Disk{{SizeGiB: 20}}, PowerState: "PoweredOff",
+		CPUs: 1, MemoryMiB: 512, Disks: []providers.Disk{{SizeGiB: 20}}, PowerState: infrav1.PowerStatePoweredOff,
 	}
 	clones := providers.BackendRequests.WithLabelValues("vsphere", "CloneVM_Task")
 	before := testutil.ToFloat64(clones)

@@ -32,6 +32,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -280,7 +281,7 @@ func TestTemplateByPath(t *testing.T) {
 		t.Errorf("TemplateExists(DC0, %s) = %v, %v beside a decoy", tmpl, ok, err)
 	}
 	spec := providers.MachineSpec{Name: "ubuntu-22.04-clone", InstanceUUID: "7a1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e",
-		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: "PoweredOff"}
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512, PowerState: infrav1.PowerStatePoweredOff}
 	if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
 		t.Fatalf("cloning %s beside a decoy: %v", tmpl, err)
 	}

@@ -192,11 +192,12 @@ func TestSeedGuideOnLibvirt(t *testing.T) {
 		t.Errorf("VM status addresses %v power %s", vm.Status.Addresses, vm.Status.PowerState)
 	}
 
-	// Power: off (ACPI, the guest's acpid), suspended, on again.
+	// Power: off (ACPI, the guest's acpid), suspended (a managed save: the
+	// domain shut off, its memory on the host), on again (restored).
 	for _, want := range []struct {
 		power string
 		state golibvirt.DomainState
-	}{{"PoweredOff", golibvirt.DomainShutoff}, {"PoweredOn", golibvirt.DomainRunning}, {"Suspended", golibvirt.DomainPaused}, {"PoweredOn", golibvirt.DomainRunning}} {
+	}{{"PoweredOff", golibvirt.DomainShutoff}, {"PoweredOn", golibvirt.DomainRunning}, {"Suspended", golibvirt.DomainShutoff}, {"PoweredOn", golibvirt.DomainRunning}} {
 		setPower(t, vm, want.power)
 		eventually(t, 90*time.Second, func() error {
 			st, _, err := l.DomainGetState(dom, 0)

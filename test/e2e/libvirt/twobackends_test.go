@@ -385,8 +385,8 @@ func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, n
 			for _, v := range pve.VMs() {
 				switch {
 				case v.Name != providers.BackendName(ns, name):
-				case v.Status == "running" && v.Paused:
-					return "Suspended"
+				case v.Status == "stopped" && v.Lock == "suspended":
+					return "Suspended" // hibernated
 				case v.Status == "running":
 					return "PoweredOn"
 				default:
@@ -413,7 +413,10 @@ func power(t *testing.T, sim *vcsim.Simulator, pve *pvesim.Simulator, backend, n
 		if err != nil {
 			t.Fatal(err)
 		}
-		return map[int32]string{1: "PoweredOn", 3: "Suspended", 5: "PoweredOff"}[state]
+		if saved, err := lv(t).DomainHasManagedSaveImage(d, 0); err == nil && saved == 1 && state == 5 {
+			return "Suspended" // shut off with a managed save
+		}
+		return map[int32]string{1: "PoweredOn", 5: "PoweredOff"}[state]
 	}
 }
 

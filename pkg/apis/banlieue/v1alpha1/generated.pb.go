@@ -3499,6 +3499,16 @@ func (m *VirtualMachineSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.PowerOffGraceSeconds != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.PowerOffGraceSeconds))
+		i--
+		dAtA[i] = 0x58
+	}
+	i -= len(m.PowerOffMode)
+	copy(dAtA[i:], m.PowerOffMode)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.PowerOffMode)))
+	i--
+	dAtA[i] = 0x52
 	i -= len(m.MigrationPolicy)
 	copy(dAtA[i:], m.MigrationPolicy)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.MigrationPolicy)))
@@ -4964,6 +4974,11 @@ func (m *VirtualMachineSpec) Size() (n int) {
 	n += 2
 	l = len(m.MigrationPolicy)
 	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.PowerOffMode)
+	n += 1 + l + sovGenerated(uint64(l))
+	if m.PowerOffGraceSeconds != nil {
+		n += 1 + sovGenerated(uint64(*m.PowerOffGraceSeconds))
+	}
 	return n
 }
 
@@ -6019,6 +6034,8 @@ func (this *VirtualMachineSpec) String() string {
 		`NetworkOverrides:` + repeatedStringForNetworkOverrides + `,`,
 		`Paused:` + fmt.Sprintf("%v", this.Paused) + `,`,
 		`MigrationPolicy:` + fmt.Sprintf("%v", this.MigrationPolicy) + `,`,
+		`PowerOffMode:` + fmt.Sprintf("%v", this.PowerOffMode) + `,`,
+		`PowerOffGraceSeconds:` + valueToStringGenerated(this.PowerOffGraceSeconds) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -16920,6 +16937,58 @@ func (m *VirtualMachineSpec) Unmarshal(dAtA []byte) error {
 			}
 			m.MigrationPolicy = MigrationPolicy(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PowerOffMode", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PowerOffMode = PowerOffMode(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 11:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PowerOffGraceSeconds", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.PowerOffGraceSeconds = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

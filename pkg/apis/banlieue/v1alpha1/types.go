@@ -51,6 +51,20 @@ const (
 	PowerStateSuspended PowerState = "Suspended"
 )
 
+// PowerOffMode is how a virtual machine is driven to PoweredOff.
+// +enum
+type PowerOffMode string
+
+const (
+	// PowerOffModeHard cuts the power: the guest gets no say.
+	PowerOffModeHard PowerOffMode = "Hard"
+	// PowerOffModeSoft asks the guest to shut down and waits for it.
+	PowerOffModeSoft PowerOffMode = "Soft"
+	// PowerOffModeTrySoft asks the guest to shut down and cuts the power
+	// once the grace period has passed.
+	PowerOffModeTrySoft PowerOffMode = "TrySoft"
+)
+
 // Firmware is the boot firmware of a virtual machine.
 // +enum
 type Firmware string
@@ -119,6 +133,17 @@ type VirtualMachineSpec struct {
 	// +optional
 	// +default="PoweredOn"
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty" protobuf:"bytes,4,opt,name=desiredPowerState,casttype=PowerState"`
+	// powerOffMode is how PoweredOff is reached: Hard cuts the power,
+	// Soft asks the guest to shut down and waits for it, TrySoft (also
+	// when empty) asks the guest and cuts the power after
+	// powerOffGraceSeconds.
+	// +optional
+	PowerOffMode PowerOffMode `json:"powerOffMode,omitempty" protobuf:"bytes,10,opt,name=powerOffMode,casttype=PowerOffMode"`
+	// powerOffGraceSeconds is how long TrySoft waits for the guest before
+	// cutting the power, 0 to 3600; the provider's default (120 seconds
+	// unless configured) when unset.
+	// +optional
+	PowerOffGraceSeconds *int32 `json:"powerOffGraceSeconds,omitempty" protobuf:"varint,11,opt,name=powerOffGraceSeconds"`
 	// userData references the cloud-init / ignition / sysprep payload: exactly
 	// one of secretRef or configMapRef. The key defaults to "user-data". Immutable.
 	// +optional

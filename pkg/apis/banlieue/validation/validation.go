@@ -82,6 +82,10 @@ func validateVirtualMachineSpec(spec *banlieue.VirtualMachineSpec, p *field.Path
 		allErrs = append(allErrs, validateAntiAffinity(spec.Placement.AntiAffinity, p.Child("placement", "antiAffinity"))...)
 	}
 	allErrs = append(allErrs, validatePowerState(spec.DesiredPowerState, true, p.Child("desiredPowerState"))...)
+	allErrs = append(allErrs, validateEnum(spec.PowerOffMode, powerOffModes, false, p.Child("powerOffMode"))...)
+	if g := spec.PowerOffGraceSeconds; g != nil && (*g < 0 || *g > maxPowerOffGraceSeconds) {
+		allErrs = append(allErrs, field.Invalid(p.Child("powerOffGraceSeconds"), *g, fmt.Sprintf("must be between 0 and %d", maxPowerOffGraceSeconds)))
+	}
 	if spec.UserData != nil {
 		allErrs = append(allErrs, validateUserData(spec.UserData, p.Child("userData"))...)
 	}
@@ -500,6 +504,7 @@ func ValidateProviderStatusUpdate(pr, old *banlieue.Provider) field.ErrorList {
 
 var (
 	powerStates       = sets.New(banlieue.PowerStatePoweredOn, banlieue.PowerStatePoweredOff, banlieue.PowerStateSuspended)
+	powerOffModes     = sets.New(banlieue.PowerOffModeHard, banlieue.PowerOffModeSoft, banlieue.PowerOffModeTrySoft)
 	firmwares         = sets.New(banlieue.FirmwareBIOS, banlieue.FirmwareEFI, banlieue.FirmwareEFISecure)
 	provisionings     = sets.New(banlieue.DiskProvisioningThin, banlieue.DiskProvisioningThick, banlieue.DiskProvisioningEagerZeroed)
 	installModes      = sets.New(banlieue.InstallModeImmediate, banlieue.InstallModeDeferred)
@@ -511,6 +516,10 @@ var (
 	addressTypes      = sets.New(banlieue.MachineHostName, banlieue.MachineExternalIP, banlieue.MachineInternalIP,
 		banlieue.MachineExternalDNS, banlieue.MachineInternalDNS)
 )
+
+// maxPowerOffGraceSeconds bounds a TrySoft grace period as the infra
+// machines' CRDs do: a guest not down within an hour is not shutting down.
+const maxPowerOffGraceSeconds = 3600
 
 func validatePowerState(s banlieue.PowerState, required bool, p *field.Path) field.ErrorList {
 	return validateEnum(s, powerStates, required, p)

@@ -96,6 +96,12 @@ func TestValidateVirtualMachine(t *testing.T) {
 		{"missing classRef", func(vm *banlieue.VirtualMachine) { vm.Spec.ClassRef.Name = "" }, []want{{field.ErrorTypeRequired, "spec.classRef.name"}}},
 		{"bad imageRef", func(vm *banlieue.VirtualMachine) { vm.Spec.ImageRef.Name = "Ubuntu!" }, []want{{field.ErrorTypeInvalid, "spec.imageRef.name"}}},
 		{"unknown power state", func(vm *banlieue.VirtualMachine) { vm.Spec.DesiredPowerState = "Hibernating" }, []want{{field.ErrorTypeNotSupported, "spec.desiredPowerState"}}},
+		{"soft power-off with a grace", func(vm *banlieue.VirtualMachine) {
+			vm.Spec.PowerOffMode, vm.Spec.PowerOffGraceSeconds = banlieue.PowerOffModeTrySoft, ptr.To[int32](30)
+		}, nil},
+		{"unknown power-off mode", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffMode = "Gentle" }, []want{{field.ErrorTypeNotSupported, "spec.powerOffMode"}}},
+		{"negative grace", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffGraceSeconds = ptr.To[int32](-1) }, []want{{field.ErrorTypeInvalid, "spec.powerOffGraceSeconds"}}},
+		{"grace over an hour", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffGraceSeconds = ptr.To[int32](3601) }, []want{{field.ErrorTypeInvalid, "spec.powerOffGraceSeconds"}}},
 		{"anti-affinity", func(vm *banlieue.VirtualMachine) {
 			vm.Spec.Placement.AntiAffinity = []banlieue.AntiAffinityTerm{
 				{TopologyKey: "failureDomain", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Mode: "required"},

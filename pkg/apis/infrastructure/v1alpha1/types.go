@@ -30,6 +30,21 @@ const (
 	PowerStateSuspended  PowerState = "Suspended"
 )
 
+// PowerOffMode is how a VM is driven to PoweredOff.
+// +kubebuilder:validation:Enum=Hard;Soft;TrySoft
+type PowerOffMode string
+
+const (
+	// PowerOffModeHard cuts the power: the guest gets no say.
+	PowerOffModeHard PowerOffMode = "Hard"
+	// PowerOffModeSoft asks the guest to shut down (vSphere Tools, ACPI)
+	// and waits for it, however long it takes.
+	PowerOffModeSoft PowerOffMode = "Soft"
+	// PowerOffModeTrySoft asks the guest, then cuts the power once the
+	// grace period has passed since the request.
+	PowerOffModeTrySoft PowerOffMode = "TrySoft"
+)
+
 // Firmware is the boot firmware of a vSphere VM.
 // +kubebuilder:validation:Enum=bios;efi;efi-secure
 type Firmware string
@@ -111,6 +126,20 @@ type CommonMachineSpec struct {
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	PowerState PowerState `json:"powerState,omitempty"`
+
+	// powerOffMode is how PoweredOff is reached: Hard, Soft or TrySoft.
+	// Empty means TrySoft, so a guest always gets the chance to shut down
+	// cleanly and a hung one is still turned off.
+	// +optional
+	PowerOffMode PowerOffMode `json:"powerOffMode,omitempty"`
+
+	// powerOffGraceSeconds is how long TrySoft waits after asking the
+	// guest before it cuts the power; the provider's default (120 seconds
+	// unless configured) when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	PowerOffGraceSeconds *int32 `json:"powerOffGraceSeconds,omitempty"`
 
 	// userDataSecretRef names the Secret, in this namespace, holding the
 	// first-boot payload (cloud-init), handed to the guest the backend's way
@@ -363,6 +392,14 @@ type CommonMachineStatus struct {
 	// powerState the VM is in.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
+
+	// softPowerOffTime is when the guest was asked to shut down for the
+	// power-off in progress (Soft, TrySoft). It is written before the
+	// request is sent, so a restarted provider counts the grace period
+	// from the first request instead of starting it again; cleared once
+	// the VM is in its desired power state.
+	// +optional
+	SoftPowerOffTime *metav1.Time `json:"softPowerOffTime,omitempty"`
 
 	// vmName is the VM's name in the backend, "<namespace>.<name>" (ending
 	// in a hash when longer than 80 characters): unique across namespaces.

@@ -869,6 +869,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: placement
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.Placement
+    - name: powerOffGraceSeconds
+      type:
+        scalar: numeric
+    - name: powerOffMode
+      type:
+        scalar: string
     - name: userData
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.UserData

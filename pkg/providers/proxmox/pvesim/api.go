@@ -275,7 +275,7 @@ func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p param
 	case len(seg) == 2 && seg[0] == "status" && seg[1] == "current" && method == http.MethodGet:
 		return "qemu status", s.vmStatus(v), nil
 	case len(seg) == 2 && seg[0] == "status" && method == http.MethodPost:
-		data, err := s.power(v, seg[1])
+		data, err := s.power(v, seg[1], p)
 		return "qemu " + seg[1], data, err
 	case len(seg) == 1 && seg[0] == "config" && method == http.MethodGet:
 		return "qemu config", v.configView(), nil

@@ -388,7 +388,15 @@ func (s *Simulator) resize(v *vm, p params) (any, *apiError) {
 }
 
 // power runs start, stop, shutdown, reboot, reset, suspend or resume.
-func (s *Simulator) power(v *vm, action string) (any, *apiError) {
+// suspend with todisk=1 hibernates as PVE does: the VM is locked
+// "suspending" while its memory is written to a state volume (on
+// statestorage, else the storage of its first disk: pvesim's stand-in for
+// PVE's choice), then it stops with the lock "suspended" and the volume in
+// its config as vmstate; start resumes from that volume and drops it.
+// A guest that ignores shutdown (IgnoreShutdown) fails the shutdown task
+// unless forceStop=1 stops it; PVE's task waits up to its timeout for the
+// guest first, pvesim's ends after the TaskDelay.
+func (s *Simulator) power(v *vm, action string, p params) (any, *apiError) {
 	typ := map[string]string{"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown", "reboot": "qmreboot",
 		"reset": "qmreset", "suspend": "qmsuspend", "resume": "qmresume"}[action]
 	if typ == "" {
@@ -397,8 +405,15 @@ func (s *Simulator) power(v *vm, action string) (any, *apiError) {
 	if v.template {
 		return nil, fail(http.StatusInternalServerError, "you can't start a vm if it's a template")
 	}
-	if err := locked(v); err != nil && action != "stop" {
+	if err := locked(v); err != nil && action != "stop" && !(action == "start" && v.lock == "suspended") {
 		return nil, err
+	}
+	toDisk := action == "suspend" && p["todisk"] == "1"
+	if toDisk {
+		if v.status != "running" {
+			return nil, fail(http.StatusInternalServerError, "VM %d not running", v.vmid)
+		}
+		v.lock = "suspending"
 	}
 	return s.startTask(v.node, typ, strconv.Itoa(v.vmid), func() string {
 		switch action {
@@ -406,9 +421,21 @@ func (s *Simulator) power(v *vm, action string) (any, *apiError) {
 			if v.status == "running" {
 				return fmt.Sprintf("VM %d already running", v.vmid)
 			}
+			if v.lock == "suspended" {
+				s.dropState(v)
+				v.status, v.paused, v.lock, v.started = "running", false, "", time.Now()
+				return ""
+			}
 			s.applyPending(v)
 			v.status, v.paused, v.started = "running", false, time.Now()
-		case "stop", "shutdown":
+			v.boots++
+		case "shutdown":
+			if v.ignoresShutdown && p["forceStop"] != "1" {
+				return "VM quit/powerdown failed - got timeout"
+			}
+			v.status, v.paused = "stopped", false
+			s.applyPending(v)
+		case "stop":
 			v.status, v.paused = "stopped", false
 			s.applyPending(v)
 		case "reboot", "reset":
@@ -421,12 +448,46 @@ func (s *Simulator) power(v *vm, action string) (any, *apiError) {
 			if v.status != "running" {
 				return fmt.Sprintf("VM %d not running", v.vmid)
 			}
+			if toDisk {
+				s.saveState(v, p["statestorage"])
+				v.status, v.paused, v.lock = "stopped", false, "suspended"
+				return ""
+			}
 			v.paused = true
 		case "resume":
 			v.paused = false
 		}
 		return ""
 	}), nil
+}
+
+// saveState writes a hibernating VM's memory to a state volume.
+func (s *Simulator) saveState(v *vm, storage string) {
+	if storage == "" {
+		for _, k := range sortedKeys(v.config) {
+			if str, ok := v.config[k].(string); ok && isDiskKey(k) && !strings.Contains(str, "media=cdrom") {
+				storage, _, _ = parseVolume(str)
+				break
+			}
+		}
+	}
+	st := s.nodes[v.node].storages[storage]
+	if st == nil {
+		return
+	}
+	vol := fmt.Sprintf("vm-%d-state-suspend-%s", v.vmid, time.Now().Format("2006-01-02"))
+	st.volumes[vol] = v.memoryMiB() << 20
+	v.config["vmstate"] = storage + ":" + vol
+}
+
+// dropState deletes a resumed VM's state volume and its vmstate key.
+func (s *Simulator) dropState(v *vm) {
+	if str, ok := v.config["vmstate"].(string); ok {
+		if storage, vol, ok := parseVolume(str); ok && s.nodes[v.node].storages[storage] != nil {
+			delete(s.nodes[v.node].storages[storage].volumes, vol)
+		}
+	}
+	delete(v.config, "vmstate")
 }
 
 func (s *Simulator) applyPending(v *vm) {

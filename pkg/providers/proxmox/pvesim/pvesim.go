@@ -145,6 +145,10 @@ type vm struct {
 	template bool
 	// cloneTask is the clone filling this VM while lock is "clone".
 	cloneTask string
+	// boots counts cold starts (a resume from hibernation is none).
+	boots int
+	// ignoresShutdown: the guest does not answer ACPI.
+	ignoresShutdown bool
 }
 
 // New starts a simulator on 127.0.0.1.
@@ -290,7 +294,10 @@ type VM struct {
 	Paused   bool
 	Template bool
 	Lock     string
-	Config   map[string]any
+	// Boots is how many times the guest booted: a start from hibernation
+	// resumes it instead.
+	Boots  int
+	Config map[string]any
 	// Volumes are the VM's disk volumes (STORAGE:NAME) and their sizes in GiB.
 	Volumes map[string]int64
 }
@@ -306,7 +313,7 @@ func (s *Simulator) VMs() []VM {
 			c[k] = val
 		}
 		name, _ := v.config["name"].(string)
-		out = append(out, VM{VMID: v.vmid, Node: v.node, Name: name, Status: v.status, Paused: v.paused, Template: v.template, Lock: v.lock, Config: c, Volumes: s.volumesOf(v)})
+		out = append(out, VM{VMID: v.vmid, Node: v.node, Name: name, Status: v.status, Paused: v.paused, Template: v.template, Lock: v.lock, Boots: v.boots, Config: c, Volumes: s.volumesOf(v)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].VMID < out[j].VMID })
 	return out
@@ -327,6 +334,16 @@ func (s *Simulator) Volumes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// IgnoreShutdown makes the guest of VM vmid ignore (or, false, answer)
+// the ACPI shutdown request, as a hung guest or one without ACPI does.
+func (s *Simulator) IgnoreShutdown(vmid int, ignore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.vms[vmid]; v != nil {
+		v.ignoresShutdown = ignore
+	}
 }
 
 // Requests is how many requests each route served ("POST clone", ...).

@@ -53,9 +53,10 @@ func TestBuildSpec(t *testing.T) {
 	vm := &v1alpha1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-02", Namespace: "ns"},
 		Spec: v1alpha1.VirtualMachineSpec{
-			DesiredPowerState: "PoweredOff",
-			UserData:          &v1alpha1.UserData{SecretRef: &v1alpha1.KeySelector{Name: "ci", Key: "user-data"}},
-			HardwareOverride:  &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536), DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
+			DesiredPowerState: v1alpha1.PowerStatePoweredOff,
+			PowerOffMode:      v1alpha1.PowerOffModeSoft, PowerOffGraceSeconds: ptr.To[int32](30),
+			UserData:         &v1alpha1.UserData{SecretRef: &v1alpha1.KeySelector{Name: "ci", Key: "user-data"}},
+			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536), DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
 			NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
 				Address: "192.0.2.90", Prefix: ptr.To[int32](24), Gateway: "192.0.2.1", Nameservers: []string{"192.0.2.53"}}}},
 		},
@@ -79,7 +80,8 @@ func TestBuildSpec(t *testing.T) {
 	}
 	want := infrav1.VSphereMachineSpec{
 		CommonMachineSpec: infrav1.CommonMachineSpec{
-			FailureDomain: "fd-east", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: "PoweredOff",
+			FailureDomain: "fd-east", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: infrav1.PowerStatePoweredOff,
+			PowerOffMode: infrav1.PowerOffModeSoft, PowerOffGraceSeconds: ptr.To[int32](30),
 			UserDataSecretRef: &infrav1.SecretKeyReference{Name: "ci", Key: "user-data"},
 		},
 		Template: "ubuntu-22.04-cloudinit", Datacenter: "DC-E", Cluster: "C-E",

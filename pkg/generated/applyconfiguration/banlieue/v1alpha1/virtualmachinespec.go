@@ -41,6 +41,15 @@ type VirtualMachineSpecApplyConfiguration struct {
 	// desiredPowerState is the power state the VM should be driven to:
 	// PoweredOn, PoweredOff or Suspended. Defaults to PoweredOn.
 	DesiredPowerState *banlieuev1alpha1.PowerState `json:"desiredPowerState,omitempty"`
+	// powerOffMode is how PoweredOff is reached: Hard cuts the power,
+	// Soft asks the guest to shut down and waits for it, TrySoft (also
+	// when empty) asks the guest and cuts the power after
+	// powerOffGraceSeconds.
+	PowerOffMode *banlieuev1alpha1.PowerOffMode `json:"powerOffMode,omitempty"`
+	// powerOffGraceSeconds is how long TrySoft waits for the guest before
+	// cutting the power, 0 to 3600; the provider's default (120 seconds
+	// unless configured) when unset.
+	PowerOffGraceSeconds *int32 `json:"powerOffGraceSeconds,omitempty"`
 	// userData references the cloud-init / ignition / sysprep payload: exactly
 	// one of secretRef or configMapRef. The key defaults to "user-data". Immutable.
 	UserData *UserDataApplyConfiguration `json:"userData,omitempty"`
@@ -103,6 +112,22 @@ func (b *VirtualMachineSpecApplyConfiguration) WithPlacement(value *PlacementApp
 // If called multiple times, the DesiredPowerState field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithDesiredPowerState(value banlieuev1alpha1.PowerState) *VirtualMachineSpecApplyConfiguration {
 	b.DesiredPowerState = &value
+	return b
+}
+
+// WithPowerOffMode sets the PowerOffMode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PowerOffMode field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithPowerOffMode(value banlieuev1alpha1.PowerOffMode) *VirtualMachineSpecApplyConfiguration {
+	b.PowerOffMode = &value
+	return b
+}
+
+// WithPowerOffGraceSeconds sets the PowerOffGraceSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PowerOffGraceSeconds field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithPowerOffGraceSeconds(value int32) *VirtualMachineSpecApplyConfiguration {
+	b.PowerOffGraceSeconds = &value
 	return b
 }
 
