@@ -125,18 +125,18 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestREADMERole: the README's pveum commands are those of Grants, for
-// both major versions, so the documented role cannot drift from the one
-// tested.
-func TestREADMERole(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+// TestDocumentedRole: the pveum commands of the Proxmox page
+// (docs/backends/proxmox.md) are those of Grants, for both major versions,
+// so the documented role cannot drift from the one tested.
+func TestDocumentedRole(t *testing.T) {
+	readme, err := os.ReadFile("../../../docs/backends/proxmox.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, major := range []int{8, 9} {
 		for _, cmd := range PveumCommands(Grants(major, "local"), "banlieue@pve!provider") {
 			if !strings.Contains(string(readme), cmd) {
-				t.Errorf("README does not say, for Proxmox VE %d:\n%s", major, cmd)
+				t.Errorf("docs/backends/proxmox.md does not say, for Proxmox VE %d:\n%s", major, cmd)
 			}
 		}
 	}
