@@ -101,33 +101,9 @@ func TestHAFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ha, c := ownEnv(ctx, t, devenv.Config{BanlieueReplicas: 2})
-	kube, err := kubernetes.NewForConfig(ha.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	schedulable(t, ctx, c)
-	leaseHolder := func() string {
-		l, err := kube.CoordinationV1().Leases(devenv.Namespace).Get(ctx, "banlieue-controllers", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	// controller-0 first, so that it is the leader the test kills.
-	leader, err := ha.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		if leaseHolder() == "" {
-			return fmt.Errorf("no leader yet")
-		}
-		return nil
-	})
+	leader, leaseHolder := leaderAndStandby(ctx, t, ha)
 	first := leaseHolder()
-	if _, err := ha.StartController(1); err != nil {
-		t.Fatal(err)
-	}
 
 	const ns = devenv.Namespace
 	dc, err := dynamic.NewForConfig(ha.Admin)
@@ -241,6 +217,38 @@ func TestHAFailover(t *testing.T) {
 	t.Logf("%d VMs created with %d failed attempts across the failover; the lease moved in %s", creates.N(), failures.Load(), moved.Round(time.Second))
 	record(t, row{Scenario: "HA: 2 banlieue replicas behind one APIService, 2 controllers with leader election; one replica and the leader SIGKILLed mid-stream",
 		Operations: creates.N(), Faults: "SIGKILL of a banlieue replica and of the leading controller", Lost: table.Counted(len(lost)), Dup: table.Counted(dup)})
+}
+
+// leaderAndStandby starts controller-0 and waits until it holds the
+// controllers' Lease, then starts controller-1 as its standby: the leader
+// is the process a test kills. leaseHolder reads the Lease's holder ("" for
+// none).
+func leaderAndStandby(ctx context.Context, t *testing.T, env *devenv.Env) (leader devenv.Process, leaseHolder func() string) {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(env.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseHolder = func() string {
+		l, err := kube.CoordinationV1().Leases(devenv.Namespace).Get(ctx, "banlieue-controllers", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	if leader, err = env.StartController(0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if leaseHolder() == "" {
+			return fmt.Errorf("no leader yet")
+		}
+		return nil
+	})
+	if _, err := env.StartController(1); err != nil {
+		t.Fatal(err)
+	}
+	return leader, leaseHolder
 }
 
 // machineWatch collects every VSphereMachine a watch delivers as

@@ -27,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,10 +48,6 @@ func TestIPPoolFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env, _ := ownEnv(ctx, t, devenv.Config{})
-	kube, err := kubernetes.NewForConfig(env.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctrllog.SetLogger(klog.NewKlogr())
 	scheme, err := controllers.Scheme()
 	if err != nil {
@@ -62,26 +57,7 @@ func TestIPPoolFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaseHolder := func() string {
-		l, err := kube.CoordinationV1().Leases(devenv.Namespace).Get(ctx, "banlieue-controllers", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	leader, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		if leaseHolder() == "" {
-			return fmt.Errorf("no leader yet")
-		}
-		return nil
-	})
-	if _, err := env.StartController(1); err != nil {
-		t.Fatal(err)
-	}
+	leader, leaseHolder := leaderAndStandby(ctx, t, env)
 
 	const ns = "ipam-failover"
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
