@@ -32,6 +32,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/install"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/backends"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/provider"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/providerclass"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/virtualmachine"
@@ -114,7 +115,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace)
+	infra, err := backends.Infrastructure()
+	if err != nil {
+		return nil, err
+	}
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace, infra)
 	if err != nil {
 		return nil, err
 	}

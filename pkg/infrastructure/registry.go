@@ -33,6 +33,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
@@ -42,6 +43,12 @@ import (
 // It is pure: what a VM becomes can be tested without a cluster.
 type SpecBuilder func(vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (map[string]interface{}, error)
 
+// Admitter tells what a backend cannot build of a resolved VM on a
+// Provider, from those alone: nil when it can build it. The scheduler asks
+// it of every candidate before placing, and the backend's BuildSpec asks it
+// again, so a backend refusal never comes after scheduling.
+type Admitter func(resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) *field.Error
+
 // Kind is one backend's infrastructure machine.
 type Kind struct {
 	// ProviderClass is the Provider's providerClassRef.name ("vsphere").
@@ -50,6 +57,9 @@ type Kind struct {
 	GroupVersionKind schema.GroupVersionKind
 	// BuildSpec builds its spec.
 	BuildSpec SpecBuilder
+	// Admit is what the backend cannot build (nil: everything
+	// BuildSpec takes).
+	Admit Admitter
 	// OwnedFields are spec fields the backend's provider writes (e.g.
 	// providerID): the core keeps them when it updates the spec.
 	OwnedFields []string
@@ -89,6 +99,17 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 func (r *Registry) For(providerClass string) (Kind, bool) {
 	k, ok := r.kinds[providerClass]
 	return k, ok
+}
+
+// Admit asks the backend of provider's class whether it can build
+// resolved there: nil when it can, or when no backend of that class is
+// registered (the scheduler says so by itself).
+func (r *Registry) Admit(resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) *field.Error {
+	k, ok := r.kinds[provider.Spec.ProviderClassRef.Name]
+	if !ok || k.Admit == nil {
+		return nil
+	}
+	return k.Admit(resolved, provider)
 }
 
 // Kinds are every registered kind, by provider class.

@@ -37,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 )
@@ -53,6 +54,9 @@ const (
 	ReasonScheduled          = "Scheduled"
 	ReasonNoProviderMatched  = "NoProviderMatched"
 	ReasonTpmUnsupported     = "TpmUnsupported"
+	// ReasonBackendUnsupported: the Provider's backend cannot build
+	// something the VM asks for (Input.Backend names the field).
+	ReasonBackendUnsupported = "BackendUnsupported"
 	ReasonImageNotReady      = "ImageNotReady"
 	// ReasonAntiAffinityUnsatisfied: every place left breaks a required
 	// anti-affinity term.
@@ -70,6 +74,7 @@ const (
 	StageReady
 	StageCapabilities
 	StageTPM
+	StageBackend
 	StageImage
 	StageFailureDomain
 	StageAntiAffinity
@@ -80,6 +85,8 @@ func (s Stage) reason() string {
 	switch s {
 	case StageTPM:
 		return ReasonTpmUnsupported
+	case StageBackend:
+		return ReasonBackendUnsupported
 	case StageImage:
 		return ReasonImageNotReady
 	case StageAntiAffinity:
@@ -105,6 +112,10 @@ type Input struct {
 	// Peers are the other VMs of the VM's namespace already placed (or
 	// being placed): what its anti-affinity terms are checked against.
 	Peers []Peer
+	// Backend asks the backend of a Provider's class what it cannot build
+	// of Resolved (pkg/backends' registry: infrastructure.Registry.Admit);
+	// nil asks nothing.
+	Backend func(*v1alpha1.Provider) *field.Error
 }
 
 // Peer is a placed VM as anti-affinity sees it.
@@ -322,6 +333,12 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 	}
 	if (r.TPMEnabled || sets.New(r.Features...).Has(VTPMFeature)) && !features.Has(VTPMFeature) {
 		return stop(StageTPM, "the class needs a virtual TPM and the Provider does not advertise the %q feature", VTPMFeature)
+	}
+
+	if in.Backend != nil {
+		if err := in.Backend(p); err != nil {
+			return stop(StageBackend, "its %s backend cannot build %s: %s", p.Spec.ProviderClassRef.Name, err.Field, err.ErrorBody())
+		}
 	}
 
 	if !hasSource(in.Image, p.Spec.ProviderClassRef.Name) {

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/resolve"
@@ -429,5 +430,27 @@ func TestFirmwareFeature(t *testing.T) {
 		if got := FirmwareFeature(firmware); got != want {
 			t.Errorf("FirmwareFeature(%q) = %q, want %q", firmware, got, want)
 		}
+	}
+}
+
+// TestDecideAsksTheBackend: a candidate whose backend cannot build the VM
+// is passed over before placing, with the backend's field named; when no
+// candidate's can, the VM is not placed, with reason BackendUnsupported.
+func TestDecideAsksTheBackend(t *testing.T) {
+	refuse := map[string]bool{"prod-vsphere": true}
+	in := input(t, seedVM(), seedClass(), seedImage("prod-vsphere", "second"), provider("prod-vsphere", "fd-a"), provider("second", "fd-b"))
+	in.Backend = func(p *v1alpha1.Provider) *field.Error {
+		if refuse[p.Name] {
+			return field.NotSupported(field.NewPath("spec", "disks").Index(0).Child("provisioning"), "thick", []string{"thin"})
+		}
+		return nil
+	}
+	if d := Decide(in); !d.Fits || d.Scheduled.Provider != "second" {
+		t.Errorf("with one backend refusing: %s %s, scheduled %+v; want second", d.Reason, d.Message, d.Scheduled)
+	}
+	refuse["second"] = true
+	d := Decide(in)
+	if d.Fits || d.Reason != ReasonBackendUnsupported || !strings.Contains(d.Message, "spec.disks[0].provisioning") {
+		t.Errorf("with every backend refusing: fits %v, %s %q; want BackendUnsupported naming spec.disks[0].provisioning", d.Fits, d.Reason, d.Message)
 	}
 }

@@ -34,7 +34,7 @@ func TestPlacementExplain(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	c := s.Client
 	ctx := context.Background()
-	provider, _, image := seed(t, ctx, c)
+	provider, class, image := seed(t, ctx, c)
 	vms := c.BanlieueV1alpha1().VirtualMachines(ns)
 	var vm v1alpha1.VirtualMachine
 	readExample(t, "virtualmachine.yaml", &vm)
@@ -146,6 +146,27 @@ func TestPlacementExplain(t *testing.T) {
 	if p, err = vms.GetPlacement(ctx, "tpm-immediate", metav1.GetOptions{}); err != nil || p.Result.Reason != "ImageClassMismatch" ||
 		p.Result.Fits || !strings.Contains(p.Result.Message, "installMode deferred") {
 		t.Errorf("tpm with an immediate image: %v %+v", err, p)
+	}
+
+	// A boot disk the backend cannot provision as asked: its backend says
+	// so by field before anything is placed.
+	thick := class.DeepCopy()
+	thick.ObjectMeta = metav1.ObjectMeta{Name: "thick-root"}
+	thick.Spec.Hardware.Disks[0].Provisioning = v1alpha1.DiskProvisioningThick
+	if _, err := c.BanlieueV1alpha1().VMClasses().Create(ctx, thick, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	thickVM := newVM("thick-vm", "thick-root", "ubuntu-22.04-cloudinit")
+	thickVM.Spec.Placement = vm.Spec.Placement
+	if _, err := vms.Create(ctx, thickVM, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = vms.GetPlacement(ctx, "thick-vm", metav1.GetOptions{})
+		return err == nil && p.Result.Reason == "BackendUnsupported", err
+	}); err != nil || p.Result.Fits || !strings.Contains(p.Result.Providers[0].Message, "spec.disks[0].provisioning") {
+		t.Errorf("thick boot disk on vSphere: %v %+v", err, p)
 	}
 
 	// A missing class is a reason, not an error.

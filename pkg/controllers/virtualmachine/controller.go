@@ -36,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -341,7 +342,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, err
 	}
 	if vm.Status.Scheduled == nil {
-		d, err := r.decide(ctx, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers})
+		d, err := r.decide(ctx, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -360,7 +361,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 
 	// A placement that no longer holds (or a request) recreates the VM
 	// elsewhere; until the new machine is Ready the old one is mirrored.
-	if err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers}); err != nil {
+	if err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)}); err != nil {
 		return ctrl.Result{}, err
 	}
 	provider := findProvider(providers, vm)
@@ -568,4 +569,13 @@ func (r *Reconciler) deleteMachine(ctx context.Context, vm *v1alpha1.VirtualMach
 	}
 	r.event(vm, corev1.EventTypeNormal, "Deleting", "Deleting", fmt.Sprintf("deleting %s %s", kind, m.GetName()))
 	return nil
+}
+
+// backend asks the backend of a candidate Provider's class what it cannot
+// build of resolved, before placing (placement.Input.Backend).
+func (r *Reconciler) backend(resolved *v1alpha1.ResolvedVirtualMachine) func(*v1alpha1.Provider) *field.Error {
+	if r.Infrastructure == nil {
+		return nil
+	}
+	return func(p *v1alpha1.Provider) *field.Error { return r.Infrastructure.Admit(resolved, p) }
 }

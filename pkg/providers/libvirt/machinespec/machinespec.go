@@ -25,6 +25,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -57,15 +58,26 @@ func Kind() infrastructure.Kind {
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("LibvirtMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("LibvirtCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
+		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},
 	}
+}
+
+// Admit is what a libvirt Provider cannot build: a boot disk other than
+// thin (it is a copy-on-write overlay of the image, or a blank volume an
+// installer fills). Asked before scheduling and again by BuildSpec.
+func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	return infrastructure.ThinDisks(r, 1, "the boot disk is a copy-on-write overlay of the image")
 }
 
 // BuildSpec is the LibvirtMachine spec for a resolved, scheduled VM on
 // provider: disks in the pools and interfaces on the networks or bridges
 // the Provider maps their classes to. Pure.
 func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.LibvirtMachineSpec, error) {
+	if err := Admit(r, provider); err != nil {
+		return infrav1.LibvirtMachineSpec{}, err
+	}
 	s := vm.Status.Scheduled
 	spec := infrav1.LibvirtMachineSpec{CommonMachineSpec: infrastructure.CommonSpec(vm, r)}
 	var err error

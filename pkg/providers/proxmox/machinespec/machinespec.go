@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -62,9 +63,23 @@ func Kind() infrastructure.Kind {
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("ProxmoxMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("ProxmoxCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
+		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},
 	}
+}
+
+// Admit is what a Proxmox VE Provider cannot build: an image installed at
+// each clone (installMode deferred: a template is cloned as it is), and a
+// disk other than thin (its storages allocate as their type does, lvmthin,
+// zfs and ceph on write, so a thick disk would be accepted and not be
+// thick). Asked before scheduling and again by BuildSpec.
+func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
+		return field.NotSupported(field.NewPath("spec", "image", "installMode"), r.Spec.Image.InstallMode,
+			[]string{string(v1alpha1.InstallModeImmediate) + " (Proxmox VE clones a template as it is)"})
+	}
+	return infrastructure.ThinDisks(r, -1, "Proxmox VE storages allocate on write")
 }
 
 // BuildSpec is the ProxmoxMachine spec for a resolved, scheduled VM on
@@ -77,8 +92,8 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	if spec.Template, err = infrastructure.ImageRef(r, provider); err != nil {
 		return spec, err
 	}
-	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
-		return spec, fmt.Errorf("VMImage %s: installMode deferred is not served on Proxmox VE: a template is cloned as it is", r.Spec.Image.Name)
+	if err := Admit(r, provider); err != nil {
+		return spec, err
 	}
 	storages := infrastructure.Targets(s.Storage)
 	for _, d := range r.Spec.Disks {

@@ -22,6 +22,8 @@ package machinespec
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
@@ -39,14 +41,25 @@ func Kind() infrastructure.Kind {
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("VSphereMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("VSphereCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
+		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
 		QuietStatusFields: []string{"taskRef"},
 	}
 }
 
+// Admit is what a vSphere Provider cannot build: a boot disk other than
+// thin (the clone keeps the template's disk backing). Asked before
+// scheduling and again by BuildSpec.
+func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	return infrastructure.ThinDisks(r, 1, "the boot disk is cloned with the template's backing")
+}
+
 // BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on
 // provider. Pure, so that what a VM becomes can be tested without a cluster.
 func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (infrav1.VSphereMachineSpec, error) {
+	if err := Admit(r, provider); err != nil {
+		return infrav1.VSphereMachineSpec{}, err
+	}
 	s := vm.Status.Scheduled
 	spec := infrav1.VSphereMachineSpec{CommonMachineSpec: infrastructure.CommonSpec(vm, r)}
 	var err error

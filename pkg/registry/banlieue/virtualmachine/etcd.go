@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/registry/status"
 	"github.com/firestoned/banlieue/pkg/registry/table"
 )
@@ -37,8 +38,9 @@ type Storage struct {
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
 // images and providers read the server's own storage for the resolved and
 // placement subresources; scheme converts between internal and v1alpha1;
-// sharedProviderNamespace is the install's shared-Provider namespace.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister, sharedProviderNamespace string) (*Storage, error) {
+// sharedProviderNamespace is the install's shared-Provider namespace;
+// backends answers what each backend cannot build (nil: nothing asked).
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister, sharedProviderNamespace string, backends *infrastructure.Registry) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VirtualMachine{} },
@@ -60,7 +62,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		VirtualMachine: &REST{store},
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{view},
-		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace},
+		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 	}, nil
 }
 

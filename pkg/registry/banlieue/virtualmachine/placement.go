@@ -23,11 +23,13 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/resolve"
 )
@@ -42,6 +44,8 @@ type PlacementREST struct {
 	// shared is the install's shared-Provider namespace, whose Providers
 	// are candidates for every VM, as the scheduler sees them.
 	shared string
+	// backends answers what each backend cannot build (pkg/backends).
+	backends *infrastructure.Registry
 }
 
 var _ rest.Getter = &PlacementREST{}
@@ -108,6 +112,9 @@ func (r *PlacementREST) explain(ctx context.Context, vm *v1alpha1.VirtualMachine
 	}
 
 	in := placement.Input{VM: vm, Resolved: resolved, Image: image}
+	if r.backends != nil {
+		in.Backend = func(p *v1alpha1.Provider) *field.Error { return r.backends.Admit(resolved, p) }
+	}
 	for _, ns := range placement.CandidateNamespaces(vm.Namespace, r.shared) {
 		list, err := r.providers.List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{ResourceVersion: fromCache.ResourceVersion})
 		if err != nil {

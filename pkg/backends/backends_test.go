@@ -1,0 +1,65 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package backends
+
+import (
+	"testing"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// TestAdmit: what each backend cannot build, asked through the registry as
+// the scheduler asks it, with the field it names ("" when it can).
+func TestAdmit(t *testing.T) {
+	reg, err := Infrastructure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := func(mode v1alpha1.InstallMode, provisioning ...v1alpha1.DiskProvisioning) *v1alpha1.ResolvedVirtualMachine {
+		r := &v1alpha1.ResolvedVirtualMachine{}
+		r.Spec.Image.InstallMode = mode
+		for _, p := range provisioning {
+			r.Spec.Disks = append(r.Spec.Disks, v1alpha1.ResolvedDisk{Name: "d", Provisioning: p})
+		}
+		return r
+	}
+	const thin, thick, eager = v1alpha1.DiskProvisioningThin, v1alpha1.DiskProvisioningThick, v1alpha1.DiskProvisioningEagerZeroed
+	for _, tc := range []struct {
+		class     string
+		resolved  *v1alpha1.ResolvedVirtualMachine
+		wantField string
+	}{
+		{"vsphere", resolved("", thin, eager), ""},
+		{"vsphere", resolved("", thick, thin), "spec.disks[0].provisioning"},
+		{"vsphere", resolved(v1alpha1.InstallModeDeferred, thin), ""},
+		{"libvirt", resolved("", thin, thick, eager), ""},
+		{"libvirt", resolved("", eager), "spec.disks[0].provisioning"},
+		{"proxmox", resolved("", thin, thin), ""},
+		{"proxmox", resolved("", thin, thick), "spec.disks[1].provisioning"},
+		{"proxmox", resolved(v1alpha1.InstallModeDeferred, thin), "spec.image.installMode"},
+		{"no-such-backend", resolved("", thick), ""},
+	} {
+		p := &v1alpha1.Provider{Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: tc.class}}}
+		got := ""
+		if err := reg.Admit(tc.resolved, p); err != nil {
+			got = err.Field
+		}
+		if got != tc.wantField {
+			t.Errorf("%s, install mode %q, disks %+v: refused %q, want %q", tc.class, tc.resolved.Spec.Image.InstallMode, tc.resolved.Spec.Disks, got, tc.wantField)
+		}
+	}
+}
