@@ -37,6 +37,14 @@ func TestAdmit(t *testing.T) {
 		}
 		return r
 	}
+	// ignition makes r an Ignition guest with interfaces of these modes.
+	ignition := func(r *v1alpha1.ResolvedVirtualMachine, modes ...v1alpha1.IPAMMode) *v1alpha1.ResolvedVirtualMachine {
+		r.Spec.Image.GuestAgent = v1alpha1.GuestAgentIgnition
+		for _, m := range modes {
+			r.Spec.Interfaces = append(r.Spec.Interfaces, v1alpha1.ResolvedInterface{Name: "eth", Mode: m})
+		}
+		return r
+	}
 	const thin, thick, eager = v1alpha1.DiskProvisioningThin, v1alpha1.DiskProvisioningThick, v1alpha1.DiskProvisioningEagerZeroed
 	for _, tc := range []struct {
 		class     string
@@ -51,6 +59,11 @@ func TestAdmit(t *testing.T) {
 		{"proxmox", resolved("", thin, thin), ""},
 		{"proxmox", resolved("", thin, thick), "spec.disks[1].provisioning"},
 		{"proxmox", resolved(v1alpha1.InstallModeDeferred, thin), "spec.image.installMode"},
+		{"proxmox", ignition(resolved("", thin), v1alpha1.IPAMDHCP), "spec.image.guestAgent"},
+		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMDHCP), ""},
+		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMDHCP, v1alpha1.IPAMPool), "spec.interfaces[1].mode"},
+		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMStatic), "spec.interfaces[0].mode"},
+		{"vsphere", ignition(resolved("", thin), v1alpha1.IPAMStatic), ""},
 		{"no-such-backend", resolved("", thick), ""},
 	} {
 		p := &v1alpha1.Provider{Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: tc.class}}}
@@ -59,7 +72,7 @@ func TestAdmit(t *testing.T) {
 			got = err.Field
 		}
 		if got != tc.wantField {
-			t.Errorf("%s, install mode %q, disks %+v: refused %q, want %q", tc.class, tc.resolved.Spec.Image.InstallMode, tc.resolved.Spec.Disks, got, tc.wantField)
+			t.Errorf("%s, image %+v, disks %+v, interfaces %+v: refused %q, want %q", tc.class, tc.resolved.Spec.Image, tc.resolved.Spec.Disks, tc.resolved.Spec.Interfaces, got, tc.wantField)
 		}
 	}
 }

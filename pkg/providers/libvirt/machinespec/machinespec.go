@@ -64,10 +64,21 @@ func Kind() infrastructure.Kind {
 	}
 }
 
-// Admit is what a libvirt Provider cannot build: a boot disk other than
-// thin (it is a copy-on-write overlay of the image, or a blank volume an
+// Admit is what a libvirt Provider cannot build: a static or pool address
+// for an Ignition guest, and a boot disk other than thin (it is a copy-on-write overlay of the image, or a blank volume an
 // installer fills). Asked before scheduling and again by BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
+		// QEMU passes Ignition its config and no network metadata
+		// (Afterburn reads kernel arguments on VMware only): a static or
+		// pool address would be accepted and ignored.
+		for i, n := range r.Spec.Interfaces {
+			if n.Mode == v1alpha1.IPAMStatic || n.Mode == v1alpha1.IPAMPool {
+				return field.NotSupported(field.NewPath("spec", "interfaces").Index(i).Child("mode"), n.Mode,
+					[]string{string(v1alpha1.IPAMDHCP) + " (an Ignition guest on libvirt gets no network metadata)"})
+			}
+		}
+	}
 	return infrastructure.ThinDisks(r, 1, "the boot disk is a copy-on-write overlay of the image")
 }
 

@@ -70,7 +70,8 @@ func Kind() infrastructure.Kind {
 }
 
 // Admit is what a Proxmox VE Provider cannot build: an image installed at
-// each clone (installMode deferred: a template is cloned as it is), and a
+// each clone (installMode deferred: a template is cloned as it is), an
+// Ignition guest (its user data would sit on a NoCloud drive), and a
 // disk other than thin (its storages allocate as their type does, lvmthin,
 // zfs and ceph on write, so a thick disk would be accepted and not be
 // thick). Asked before scheduling and again by BuildSpec.
@@ -78,6 +79,12 @@ func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Erro
 	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
 		return field.NotSupported(field.NewPath("spec", "image", "installMode"), r.Spec.Image.InstallMode,
 			[]string{string(v1alpha1.InstallModeImmediate) + " (Proxmox VE clones a template as it is)"})
+	}
+	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
+		// The user data reaches the guest as a NoCloud drive's user-data,
+		// which an Ignition guest never reads.
+		return field.NotSupported(field.NewPath("spec", "image", "guestAgent"), r.Spec.Image.GuestAgent,
+			[]string{string(v1alpha1.GuestAgentCloudInit) + " (Proxmox VE delivers user data on a NoCloud drive)"})
 	}
 	return infrastructure.ThinDisks(r, -1, "Proxmox VE storages allocate on write")
 }
