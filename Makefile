@@ -54,7 +54,7 @@ image: release-binary ## The release image as a tarball (bin/banlieue-image.tar)
 	$(GO) run ./hack/image -binary bin/banlieue-release -out bin/banlieue-image.tar -tag $(IMAGE)
 
 .PHONY: test-unit
-test-unit: libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd.
+test-unit: tools libvirt ## Unit tests: types, validation, defaulting, merge, round-trip fuzzing; backends against vcsim and a real libvirtd; controllers that need a real etcd and kube-apiserver (bin/, from make tools).
 	$(GO) test $(TEST_FLAGS) ./pkg/... ./cmd/... ./hack/image/... ./test/bench/
 
 .PHONY: test-integration

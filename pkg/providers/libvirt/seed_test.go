@@ -20,6 +20,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -137,8 +138,19 @@ func TestSeedRemovalResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.DomainUpdateDeviceFlags(dom, doc, golibvirt.DomainDeviceModifyLive|golibvirt.DomainDeviceModifyForce); err != nil {
-		t.Fatal(err)
+	// The guest is booting: its kernel closes an open tray when it opens
+	// the drive (Linux's cdrom autoclose), so a forced eject can find the
+	// tray shut again ("Tray of device ... is not open"). The provider
+	// meets that by retrying on its next reconcile; here, a few tries.
+	for try := 1; ; try++ {
+		err := l.DomainUpdateDeviceFlags(dom, doc, golibvirt.DomainDeviceModifyLive|golibvirt.DomainDeviceModifyForce)
+		if err == nil {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("ejecting the seed live, %d tries: %v", try, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	_ = l.Disconnect()
 	if live, config, onPool, state := seedOf(t, spec.Name, seed); live || !config || !onPool || state != seedEjected {
