@@ -76,3 +76,57 @@ func TestAdmit(t *testing.T) {
 		}
 	}
 }
+
+// TestLimits: each backend's CRD limits, read from the CRD as shipped, are
+// checked before placing: a VM at every limit is admitted, one past any of
+// them is refused by the path of the field past it.
+func TestLimits(t *testing.T) {
+	reg, err := Infrastructure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range reg.Kinds() {
+		l := k.Limits
+		if l.CPUs == 0 || l.MemoryMiB == 0 || l.Disks == 0 || l.DiskGiB == 0 || l.Interfaces == 0 {
+			t.Errorf("%s: a limit was not read from its CRD: %+v", k.GroupVersionKind.Kind, l)
+			continue
+		}
+		at := func() *v1alpha1.ResolvedVirtualMachine {
+			r := &v1alpha1.ResolvedVirtualMachine{}
+			r.Spec.CPUs.Value, r.Spec.MemoryMiB.Value = int32(l.CPUs), l.MemoryMiB
+			for range l.Disks {
+				r.Spec.Disks = append(r.Spec.Disks, v1alpha1.ResolvedDisk{Name: "d", SizeGiB: v1alpha1.ResolvedInt64{Value: l.DiskGiB}})
+			}
+			for range l.Interfaces {
+				r.Spec.Interfaces = append(r.Spec.Interfaces, v1alpha1.ResolvedInterface{Name: "n"})
+			}
+			return r
+		}
+		p := &v1alpha1.Provider{Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: k.ProviderClass}}}
+		if err := reg.Admit(at(), p); err != nil {
+			t.Errorf("%s at its limits: refused %v", k.ProviderClass, err)
+		}
+		for _, tc := range []struct {
+			field string
+			past  func(*v1alpha1.ResolvedVirtualMachine)
+		}{
+			{"spec.cpus", func(r *v1alpha1.ResolvedVirtualMachine) { r.Spec.CPUs.Value++ }},
+			{"spec.memoryMiB", func(r *v1alpha1.ResolvedVirtualMachine) { r.Spec.MemoryMiB.Value++ }},
+			{"spec.disks", func(r *v1alpha1.ResolvedVirtualMachine) { r.Spec.Disks = append(r.Spec.Disks, r.Spec.Disks[0]) }},
+			{"spec.disks[1].sizeGiB", func(r *v1alpha1.ResolvedVirtualMachine) { r.Spec.Disks[1].SizeGiB.Value++ }},
+			{"spec.interfaces", func(r *v1alpha1.ResolvedVirtualMachine) {
+				r.Spec.Interfaces = append(r.Spec.Interfaces, r.Spec.Interfaces[0])
+			}},
+		} {
+			r := at()
+			tc.past(r)
+			got := ""
+			if err := reg.Admit(r, p); err != nil {
+				got = err.Field
+			}
+			if got != tc.field {
+				t.Errorf("%s past %s: refused %q, want %q", k.ProviderClass, tc.field, got, tc.field)
+			}
+		}
+	}
+}

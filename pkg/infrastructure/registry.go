@@ -60,6 +60,9 @@ type Kind struct {
 	// Admit is what the backend cannot build (nil: everything
 	// BuildSpec takes).
 	Admit Admitter
+	// Limits are the bounds of the kind's CRD (LimitsFromCRD): the
+	// registry checks them before Admit.
+	Limits Limits
 	// OwnedFields are spec fields the backend's provider writes (e.g.
 	// providerID): the core keeps them when it updates the spec.
 	OwnedFields []string
@@ -102,11 +105,18 @@ func (r *Registry) For(providerClass string) (Kind, bool) {
 }
 
 // Admit asks the backend of provider's class whether it can build
-// resolved there: nil when it can, or when no backend of that class is
-// registered (the scheduler says so by itself).
+// resolved there: within its CRD's limits, then its own Admit. Nil when it
+// can, or when no backend of that class is registered (the scheduler says
+// so by itself).
 func (r *Registry) Admit(resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) *field.Error {
 	k, ok := r.kinds[provider.Spec.ProviderClassRef.Name]
-	if !ok || k.Admit == nil {
+	if !ok {
+		return nil
+	}
+	if err := k.Limits.Admit(resolved); err != nil {
+		return err
+	}
+	if k.Admit == nil {
 		return nil
 	}
 	return k.Admit(resolved, provider)

@@ -82,7 +82,7 @@ func TestMachineOnVCSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "capi-vsphere", Namespace: devenv.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "vcsim"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
 			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint,
@@ -126,7 +126,27 @@ func TestMachineOnVCSim(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}); err != nil {
 		t.Fatal(err)
 	}
-	createCluster(t, ctx, ns, "c3")
+	// banlieue's controller, not the test, fills the VSphereCluster's
+	// status from the Provider's failure domains.
+	ctrlProc, err := env.StartController(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrlProc.Kill()
+	var fds []string
+	target := "" // the failure domain of cluster DC0_C1
+	for _, fd := range p.Status.FailureDomains {
+		fds = append(fds, fd.Name)
+		if fd.Cluster == "DC0_C1" {
+			target = fd.Name
+		}
+	}
+	if target == "" {
+		t.Fatalf("the Provider publishes no failure domain for DC0_C1: %+v", p.Status.FailureDomains)
+	}
+	createInfraCluster(t, ctx, &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: "c3", Namespace: ns},
+		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{
+			ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "vcsim"}}}}}, "VSphereCluster", fds)
 	bootstrap := "#cloud-config\nhostname: m3\nruncmd: [kubeadm join]\n"
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m3-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte(bootstrap)}}); err != nil {
@@ -137,7 +157,6 @@ func TestMachineOnVCSim(t *testing.T) {
 			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-vsphere"}},
 		Spec: machineSpec(),
 	}
-	vsm.Spec.Cluster = "DC0_C1"
 	if err := c.Create(ctx, vsm); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +166,7 @@ func TestMachineOnVCSim(t *testing.T) {
 			ClusterName:       "c3",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m3-bootstrap")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachine", Name: "m3"},
+			FailureDomain:     target,
 		},
 	}
 	if err := c.Create(ctx, machine); err != nil {
@@ -170,6 +190,17 @@ func TestMachineOnVCSim(t *testing.T) {
 	m := simVM(t, sim, "DC0", vmName)
 	if m == nil {
 		t.Fatalf("no VM %s in vcsim", vmName)
+	}
+	if got := vmCluster(t, sim, "DC0", vmName); got != "DC0_C1" {
+		t.Errorf("VM in cluster %q, want DC0_C1 (the Machine's failure domain %s)", got, target)
+	}
+	// Cluster API adopted our object: its cluster-name label and the
+	// Machine as owner.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vsm), vsm); err != nil {
+		t.Fatal(err)
+	}
+	if vsm.Labels[clusterv1.ClusterNameLabel] != "c3" || !ownedByMachine(vsm.OwnerReferences, "m3") {
+		t.Errorf("VSphereMachine not adopted: labels %v, owners %+v", vsm.Labels, vsm.OwnerReferences)
 	}
 	if machine.Spec.ProviderID != "vsphere://"+m.Config.Uuid {
 		t.Errorf("Machine providerID %q, VM BIOS UUID %s", machine.Spec.ProviderID, m.Config.Uuid)
@@ -381,10 +412,24 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 				t.Fatalf("%s and %s share failure domain %s", other, vsm.Name, fd.Name)
 			}
 			used[fd.Name] = vsm.Name
+			if vsm.Spec.CPUs != 1 || vsm.Spec.Template != "spread-template" || vsm.Labels[clusterv1.ClusterNameLabel] != "spread" || !ownedByMachine(vsm.OwnerReferences, "") {
+				return fmt.Errorf("%s: not cloned from the template and adopted yet: spec %+v, labels %v, owners %+v", vsm.Name, vsm.Spec, vsm.Labels, vsm.OwnerReferences)
+			}
 			if got := vmCluster(t, sim, fd.Datacenter, providers.BackendName(ns, vsm.Name)); got != fd.Cluster {
 				return fmt.Errorf("%s: vcsim VM in cluster %q, want %s/%s", vsm.Name, got, fd.Datacenter, fd.Cluster)
 			}
 		}
 		return nil
 	})
+}
+
+// ownedByMachine: refs hold a Cluster API Machine named name (any name
+// when "").
+func ownedByMachine(refs []metav1.OwnerReference, name string) bool {
+	for _, ref := range refs {
+		if ref.Kind == "Machine" && ref.APIVersion == clusterv1.GroupVersion.String() && (name == "" || ref.Name == name) {
+			return true
+		}
+	}
+	return false
 }

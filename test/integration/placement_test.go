@@ -169,6 +169,27 @@ func TestPlacementExplain(t *testing.T) {
 		t.Errorf("thick boot disk on vSphere: %v %+v", err, p)
 	}
 
+	// More CPUs than the backend's machine CRD takes: refused by field
+	// before placing, not by kube-apiserver once the machine is written.
+	huge := class.DeepCopy()
+	huge.ObjectMeta = metav1.ObjectMeta{Name: "huge"}
+	huge.Spec.Hardware.CPUs = 769
+	if _, err := c.BanlieueV1alpha1().VMClasses().Create(ctx, huge, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hugeVM := newVM("huge-vm", "huge", "ubuntu-22.04-cloudinit")
+	hugeVM.Spec.Placement = vm.Spec.Placement
+	if _, err := vms.Create(ctx, hugeVM, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = vms.GetPlacement(ctx, "huge-vm", metav1.GetOptions{})
+		return err == nil && p.Result.Reason == "BackendUnsupported", err
+	}); err != nil || p.Result.Fits || !strings.Contains(p.Result.Providers[0].Message, "spec.cpus") {
+		t.Errorf("769 CPUs on vSphere: %v %+v", err, p)
+	}
+
 	// A missing class is a reason, not an error.
 	if _, err := vms.Create(ctx, newVM("classless", "no-such-class", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
