@@ -16,14 +16,13 @@ limitations under the License.
 package devenv
 
 import (
-	"fmt"
 	"path/filepath"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/firestoned/banlieue/pkg/devenv/podspec"
 )
 
 // The test cluster has no nodes, so no kubelet runs the Deployments banlieue
@@ -33,81 +32,12 @@ import (
 // expanded. Only the identity differs: a kubeconfig with a ServiceAccount
 // token stands in for the projected one.
 
-// ContainerCommand is container c's arguments and environment (KEY=VALUE,
-// sorted) as a kubelet would start it, given the ConfigMaps of its
-// namespace by name. A ConfigMap it names and that is missing is an error,
-// as it keeps the kubelet from starting the container.
-func ContainerCommand(c corev1.Container, configMaps map[string]*corev1.ConfigMap) (args, env []string, err error) {
-	vars := map[string]string{}
-	for _, from := range c.EnvFrom {
-		if from.ConfigMapRef == nil {
-			return nil, nil, fmt.Errorf("container %s: only ConfigMap envFrom is supported here", c.Name)
-		}
-		cm, ok := configMaps[from.ConfigMapRef.Name]
-		if !ok {
-			if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
-				continue
-			}
-			return nil, nil, fmt.Errorf("container %s: ConfigMap %s not found", c.Name, from.ConfigMapRef.Name)
-		}
-		for k, v := range cm.Data {
-			vars[from.Prefix+k] = v
-		}
-	}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			return nil, nil, fmt.Errorf("container %s: env %s: valueFrom is not supported here", c.Name, e.Name)
-		}
-		vars[e.Name] = Expand(e.Value, vars)
-	}
-	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
-		args = append(args, Expand(a, vars))
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return args, env, nil
-}
-
-// Expand replaces $(VAR) with vars' value, as the kubelet does in command,
-// args and env: $$ is a literal $, and a reference to an unknown variable
-// stays as written.
-func Expand(s string, vars map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-			continue
-		case '(':
-			if end := strings.IndexByte(s[i+2:], ')'); end >= 0 {
-				name := s[i+2 : i+2+end]
-				if v, ok := vars[name]; ok {
-					b.WriteString(v)
-				} else {
-					b.WriteString(s[i : i+3+end])
-				}
-				i += 2 + end
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // StartContainer starts container c of a banlieue Deployment (its image's
-// entrypoint is the banlieue binary) as ContainerCommand says, authenticated
+// entrypoint is the banlieue binary) as podspec.Command says, authenticated
 // with token, a ServiceAccount token; extra flags follow the container's
 // (the test's listen addresses on loopback).
 func (e *Env) StartContainer(name string, c corev1.Container, configMaps map[string]*corev1.ConfigMap, token string, extra ...string) (Process, error) {
-	args, env, err := ContainerCommand(c, configMaps)
+	args, env, err := podspec.Command(c, configMaps)
 	if err != nil {
 		return Process{}, err
 	}

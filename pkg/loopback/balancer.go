@@ -13,7 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-package devenv
+package loopback
 
 import (
 	"io"
@@ -23,11 +23,12 @@ import (
 	"time"
 )
 
-// balancer plays the Service in front of banlieue replicas, as kube-proxy
-// would: each connection goes to the next replica that accepts it, so a
-// dead replica is skipped. kube-apiserver cannot route an APIService to
-// several loopback endpoints itself (Endpoints may not hold 127.0.0.1).
-type balancer struct {
+// Balancer plays a Service in front of replicas listening on loopback, as
+// kube-proxy would: each connection goes to the next replica that accepts
+// it, so a dead replica is skipped. kube-apiserver cannot route an
+// APIService to several loopback endpoints itself (Endpoints may not hold
+// 127.0.0.1).
+type Balancer struct {
 	l        net.Listener
 	backends []string
 	next     atomic.Uint64
@@ -36,18 +37,20 @@ type balancer struct {
 	conns    map[net.Conn]bool
 }
 
-func newBalancer(addr string, backends []string) (*balancer, error) {
+// NewBalancer listens on addr and forwards each connection to one of
+// backends (host:port), round robin, skipping those that refuse it.
+func NewBalancer(addr string, backends []string) (*Balancer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	b := &balancer{l: l, backends: backends, conns: map[net.Conn]bool{}}
+	b := &Balancer{l: l, backends: backends, conns: map[net.Conn]bool{}}
 	b.wg.Add(1)
 	go b.serve()
 	return b, nil
 }
 
-func (b *balancer) serve() {
+func (b *Balancer) serve() {
 	defer b.wg.Done()
 	for {
 		in, err := b.l.Accept()
@@ -62,7 +65,7 @@ func (b *balancer) serve() {
 	}
 }
 
-func (b *balancer) track(c net.Conn, on bool) {
+func (b *Balancer) track(c net.Conn, on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if on {
@@ -72,7 +75,7 @@ func (b *balancer) track(c net.Conn, on bool) {
 	}
 }
 
-func (b *balancer) forward(in net.Conn) {
+func (b *Balancer) forward(in net.Conn) {
 	defer in.Close()
 	start := int(b.next.Add(1))
 	var out net.Conn
@@ -97,7 +100,9 @@ func (b *balancer) forward(in net.Conn) {
 	<-done // either side ending ends the pair
 }
 
-func (b *balancer) close() {
+// Close stops listening, closes the connections in flight and waits for
+// their forwarding to end.
+func (b *Balancer) Close() {
 	b.l.Close()
 	b.mu.Lock()
 	for c := range b.conns {

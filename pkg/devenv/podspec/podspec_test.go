@@ -13,7 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-package devenv
+package podspec
 
 import (
 	"slices"
@@ -43,14 +43,14 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-func TestContainerCommand(t *testing.T) {
+func TestCommand(t *testing.T) {
 	cms := map[string]*corev1.ConfigMap{"cfg": {ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"BANLIEUE_NAMESPACE": "ns1", "BANLIEUE_V": "2"}}}
 	c := corev1.Container{
 		Name: "provider", Args: []string{"provider", "vsphere", "--namespace=$(BANLIEUE_NAMESPACE)"},
 		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
 		Env:     []corev1.EnvVar{{Name: "BANLIEUE_V", Value: "4"}, {Name: "WHERE", Value: "in $(BANLIEUE_NAMESPACE)"}},
 	}
-	args, env, err := ContainerCommand(c, cms)
+	args, env, err := Command(c, cms)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestContainerCommand(t *testing.T) {
 	if want := []string{"BANLIEUE_NAMESPACE=ns1", "BANLIEUE_V=4", "WHERE=in ns1"}; !slices.Equal(env, want) {
 		t.Errorf("env = %q, want %q", env, want)
 	}
-	if _, _, err := ContainerCommand(c, nil); err == nil || !strings.Contains(err.Error(), "ConfigMap cfg not found") {
+	if _, _, err := Command(c, nil); err == nil || !strings.Contains(err.Error(), "ConfigMap cfg not found") {
 		t.Errorf("a missing ConfigMap: error = %v", err)
 	}
 }
