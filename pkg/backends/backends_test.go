@@ -20,6 +20,11 @@ import (
 	"testing"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
+	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
+	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
+	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 // TestAdmit: what each backend cannot build, asked through the registry as
@@ -127,6 +132,44 @@ func TestLimits(t *testing.T) {
 			if got != tc.field {
 				t.Errorf("%s past %s: refused %q, want %q", k.ProviderClass, tc.field, got, tc.field)
 			}
+		}
+	}
+}
+
+// TestAdmitMachine: a backend's one admission point, asked by its provider
+// of a machine written by hand or by Cluster API (no VM, no scheduler),
+// refuses what it refuses for VMs, by the machine's own field.
+func TestAdmitMachine(t *testing.T) {
+	common := func(format infrav1.UserDataFormat) infrav1.CommonMachineSpec {
+		return infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 512, UserDataFormat: format}
+	}
+	static := &infrav1.StaticIP{Address: "192.0.2.5", Prefix: 24}
+	for _, tc := range []struct {
+		name      string
+		kind      providers.MachineKind
+		machine   infrav1.Machine
+		wantField string
+	}{
+		{"proxmox cloud-init", proxmoxmachines.MachineKind(), &infrav1.ProxmoxMachine{Spec: infrav1.ProxmoxMachineSpec{CommonMachineSpec: common("")}}, ""},
+		{"proxmox ignition", proxmoxmachines.MachineKind(), &infrav1.ProxmoxMachine{Spec: infrav1.ProxmoxMachineSpec{CommonMachineSpec: common(infrav1.UserDataIgnition)}}, "spec.userDataFormat"},
+		{"proxmox thick data disk", proxmoxmachines.MachineKind(), &infrav1.ProxmoxMachine{Spec: infrav1.ProxmoxMachineSpec{CommonMachineSpec: common(""),
+			Disks: []infrav1.ProxmoxDisk{{Name: "root", SizeGiB: 10}, {Name: "data", SizeGiB: 10, Provisioning: infrav1.DiskProvisioningThick}}}}, "spec.disks[1].provisioning"},
+		{"libvirt ignition with DHCP", libvirtmachines.MachineKind(), &infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: common(infrav1.UserDataIgnition),
+			Network: []infrav1.LibvirtNetworkDevice{{Name: "eth0", DHCP4: true}}}}, ""},
+		{"libvirt ignition with a static address", libvirtmachines.MachineKind(), &infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: common(infrav1.UserDataIgnition),
+			Network: []infrav1.LibvirtNetworkDevice{{Name: "eth0", DHCP4: true}, {Name: "eth1", Static: static}}}}, "spec.network[1].static"},
+		{"vsphere ignition with a static address", vspheremachines.MachineKind(), &infrav1.VSphereMachine{Spec: infrav1.VSphereMachineSpec{CommonMachineSpec: common(infrav1.UserDataIgnition),
+			Network: []infrav1.VSphereNetworkDevice{{Name: "eth0", Static: static}}}}, ""},
+	} {
+		if tc.kind.Admit == nil {
+			t.Fatalf("%s: the kind asks no admission of its machines", tc.name)
+		}
+		got := ""
+		if err := tc.kind.Admit(tc.machine, &v1alpha1.Provider{}); err != nil {
+			got = err.Field
+		}
+		if got != tc.wantField {
+			t.Errorf("%s: refused %q, want %q", tc.name, got, tc.wantField)
 		}
 	}
 }

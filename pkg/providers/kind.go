@@ -17,6 +17,7 @@ limitations under the License.
 package providers
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -43,6 +44,12 @@ type MachineKind struct {
 	// domain's place; user data aside), with the spec field each part came
 	// from, so a refusal names the field.
 	Spec func(m infrav1.Machine, location v1alpha1.FailureDomain) (MachineSpec, Fields)
+	// Admit is what the backend cannot build of m on provider: its one
+	// admission point (the infrastructure.Kind's Admit, which the
+	// scheduler asks of VMs), asked of a machine however it was written,
+	// before any backend call, naming the machine's field (nil: the
+	// backend builds whatever its CRD takes).
+	Admit func(m infrav1.Machine, provider *v1alpha1.Provider) *field.Error
 	// Observe writes the kind's own status fields from what the backend saw.
 	Observe func(m infrav1.Machine, st MachineStatus)
 }

@@ -42,6 +42,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
+	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/redact"
@@ -444,6 +445,13 @@ func (r *MachineReconciler) admit(ctx context.Context, m, built infrav1.Machine,
 		return false, err
 	}
 	refused := admit(built, spec, fields, provider, r.SharedProviderNamespace, r.Class, images.Items)
+	if refused == nil && r.Kind.Admit != nil {
+		// What the backend cannot build, answered where the scheduler
+		// asks it for VMs.
+		if err := r.Kind.Admit(built, provider); err != nil {
+			refused = &refusal{err.Field, placement.ReasonBackendUnsupported, err.ErrorBody()}
+		}
+	}
 	if refused == nil {
 		return false, nil
 	}

@@ -59,9 +59,6 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if fresh && spec.UserDataOmitted {
 		return providers.MachineStatus{}, providers.ErrUserDataNeeded
 	}
-	if err := ignitionStatic(spec); err != nil {
-		return providers.MachineStatus{}, err
-	}
 	seedState := ""
 	if !fresh {
 		// A seed removed after first boot is the desired state from then
@@ -238,21 +235,6 @@ func (c *Client) ensureFirstBoot(spec providers.MachineSpec, pool string, fresh 
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(data), 1))},
 		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
 	return c.ensureVolume(pool, v, data, 0)
-}
-
-// ignitionStatic refuses static addresses for an Ignition guest: QEMU has
-// no channel for its network metadata (Afterburn reads kernel arguments
-// only on VMware), so the address would be accepted and ignored.
-func ignitionStatic(spec providers.MachineSpec) error {
-	if !spec.Ignition() {
-		return nil
-	}
-	for _, n := range spec.NICs {
-		if n.Static != nil {
-			return fmt.Errorf("interface %s: a static address cannot reach an Ignition guest on libvirt (QEMU passes no network metadata); use DHCP or a cloud-init image", n.Name)
-		}
-	}
-	return nil
 }
 
 // existingVolume is the path of volume name in pool, "" when there is none.

@@ -72,19 +72,6 @@ func parseHandle(ref string) (handle, bool) {
 // before it is awaited: a restarted provider waits for the recorded task
 // and finds the VM it was making, never cloning a second.
 func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, record providers.TaskRecorder) (providers.MachineStatus, error) {
-	if spec.Ignition() {
-		// What the scheduler refuses for VMs (machinespec.Admit), for a
-		// machine written by hand or by Cluster API.
-		return providers.MachineStatus{}, errors.New("user data in Ignition format is not delivered on Proxmox VE: its cloud-init drive (NoCloud) carries it as user-data, which an Ignition guest never reads")
-	}
-	for i, d := range spec.Disks {
-		if d.Provisioning != "" && d.Provisioning != "thin" {
-			// Proxmox VE storages allocate as their type does (lvmthin,
-			// zfs and ceph on write): a thick disk would be accepted and
-			// not be thick.
-			return providers.MachineStatus{}, fmt.Errorf("spec.disks[%d].provisioning: %s is not served on Proxmox VE, whose storages allocate on write; use thin", i, d.Provisioning)
-		}
-	}
 	c.resume(ctx, spec.TaskRef)
 	vm, err := c.find(ctx, spec)
 	if err != nil {

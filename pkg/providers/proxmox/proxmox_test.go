@@ -479,16 +479,3 @@ func TestFirmwareLeftAsBuilt(t *testing.T) {
 	}
 }
 
-// TestIgnitionRefused: Ignition user data is refused before anything is
-// cloned: a NoCloud drive's user-data is never read by an Ignition guest.
-func TestIgnitionRefused(t *testing.T) {
-	sim, c := simulate(t)
-	spec := machine("team.ignition", "4d5e6f7a-1111-4a5b-9c8d-7e6f5a4b3c2d")
-	spec.UserDataFormat, spec.UserData = providers.UserDataIgnition, []byte(`{"ignition":{"version":"3.4.0"}}`)
-	if _, err := c.EnsureMachine(context.Background(), spec, (&recorder{}).record); err == nil || !strings.Contains(err.Error(), "Ignition") {
-		t.Errorf("Ignition user data: %v, want refused", err)
-	}
-	if n := len(namedVMs(sim, spec.Name)); n != 0 {
-		t.Errorf("%d VMs cloned for a refused machine", n)
-	}
-}

@@ -87,6 +87,24 @@ func TestRogueProxmoxMachines(t *testing.T) {
 		t.Errorf("%d clones for refused machines", n)
 	}
 
+	// What the backend cannot build, asked of the machine as the
+	// scheduler asks it of VMs: Ignition user data would sit unread on a
+	// NoCloud drive.
+	ignition := machine("rogue-ignition", infrav1.ProxmoxNetworkDevice{Name: "eth0", Bridge: "vmbr1", VLAN: 20, DHCP4: true})
+	ignition.Spec.UserDataFormat = infrav1.UserDataIgnition
+	clones = sim.Requests()["POST qemu clone"]
+	if err := c.Create(ctx, ignition); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ignition.Name, "BackendUnsupported")
+	if cond := meta.FindStatusCondition(got.Status.Conditions, infrav1.ReadyCondition); !strings.Contains(cond.Message, "spec.userDataFormat") {
+		t.Errorf("Ignition on Proxmox: the refusal does not name the field: %q", cond.Message)
+	}
+	if n := sim.Requests()["POST qemu clone"] - clones; n != 0 {
+		t.Errorf("%d clones for an Ignition machine", n)
+	}
+	rogue = append(rogue, ignition)
+
 	huge := machine("rogue-huge", infrav1.ProxmoxNetworkDevice{Name: "eth0", Bridge: "vmbr1", VLAN: 20, DHCP4: true})
 	huge.Spec.MemoryMiB = 1 << 40
 	if err := c.Create(ctx, huge); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.memoryMiB") {

@@ -127,6 +127,7 @@ func MachineKind() providers.MachineKind {
 		Finalizer:     MachineFinalizer,
 		CreatedReason: "Defined",
 		Spec:          machineSpec,
+		Admit:         admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			lm := m.(*infrav1.LibvirtMachine)
 			lm.Status.DomainUUID, lm.Status.MACAddresses = st.InstanceUUID, st.MACAddresses

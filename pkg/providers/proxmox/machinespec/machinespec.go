@@ -131,6 +131,7 @@ func MachineKind() providers.MachineKind {
 		Finalizer:     MachineFinalizer,
 		CreatedReason: "Cloned",
 		Spec:          machineSpec,
+		Admit:         admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			pm := m.(*infrav1.ProxmoxMachine)
 			pm.Status.MACAddresses = st.MACAddresses

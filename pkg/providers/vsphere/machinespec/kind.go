@@ -45,6 +45,7 @@ func MachineKind() providers.MachineKind {
 		Finalizer:     MachineFinalizer,
 		CreatedReason: "Cloned",
 		Spec:          machineSpec,
+		Admit:         admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			vsm := m.(*infrav1.VSphereMachine)
 			vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
