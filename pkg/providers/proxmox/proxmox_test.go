@@ -478,4 +478,3 @@ func TestFirmwareLeftAsBuilt(t *testing.T) {
 		t.Errorf("with no firmware named: bios %q, reported %q; want ovmf and efi kept", bios, st.Firmware)
 	}
 }
-
