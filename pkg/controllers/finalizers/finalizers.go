@@ -24,7 +24,8 @@ import (
 	"context"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/firestoned/banlieue/pkg/controllers/patch"
 )
 
 // Subresource is the name of the subresource.
@@ -32,27 +33,11 @@ const Subresource = "finalizers"
 
 // Add adds finalizer to obj (and to the stored object) when missing.
 func Add(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
-	if controllerutil.ContainsFinalizer(obj, finalizer) {
-		return nil
-	}
-	return write(ctx, c, obj, func() { controllerutil.AddFinalizer(obj, finalizer) })
+	return patch.AddFinalizer(ctx, patch.Subresource(c, Subresource), obj, finalizer)
 }
 
 // Remove removes finalizer from obj (and from the stored object) when
 // present; a Provider already gone is not an error.
 func Remove(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
-	if !controllerutil.ContainsFinalizer(obj, finalizer) {
-		return nil
-	}
-	return client.IgnoreNotFound(write(ctx, c, obj, func() { controllerutil.RemoveFinalizer(obj, finalizer) }))
-}
-
-// write sends the change as a merge patch of the whole finalizers list,
-// guarded by the resourceVersion read: a list in a merge patch replaces
-// the stored one, so another writer's finalizer added meanwhile must
-// conflict rather than be dropped.
-func write(ctx context.Context, c client.Client, obj client.Object, change func()) error {
-	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
-	change()
-	return c.SubResource(Subresource).Patch(ctx, obj, patch)
+	return patch.RemoveFinalizer(ctx, patch.Subresource(c, Subresource), obj, finalizer)
 }

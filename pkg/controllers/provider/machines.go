@@ -23,7 +23,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +40,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
+	"github.com/firestoned/banlieue/pkg/controllers/patch"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -186,12 +186,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	record := r.recorder(m)
-	if !controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) {
-		patch := client.MergeFrom(copyOf(m))
-		controllerutil.AddFinalizer(m, r.Kind.Finalizer)
-		if err := r.Client.Patch(ctx, m, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := patch.AddFinalizer(ctx, patch.Object(r.Client), m, r.Kind.Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	if len(moved) == 0 {
 		if res, done, err := r.awaitAddress(ctx, m, backend, spec); done {
@@ -241,9 +237,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.event(m, corev1.EventTypeNormal, string(st.PowerState), "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
 	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {
-		patch := client.MergeFrom(copyOf(m))
+		merge := client.MergeFrom(copyOf(m))
 		m.CommonSpec().ProviderID = st.ProviderID
-		if err := r.Client.Patch(ctx, m, patch); err != nil {
+		if err := r.Client.Patch(ctx, m, merge); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -427,9 +423,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m infrav1.Machi
 		log.FromContext(ctx).Info("Destroyed VM", "vm", spec.Name, "location", spec.Location.String())
 		r.event(m, corev1.EventTypeNormal, "Destroyed", "Destroy", fmt.Sprintf("VM %s powered off and destroyed", spec.Name))
 	}
-	patch := client.MergeFrom(copyOf(m))
-	controllerutil.RemoveFinalizer(m, r.Kind.Finalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
+	return ctrl.Result{}, patch.RemoveFinalizer(ctx, patch.Object(r.Client), m, r.Kind.Finalizer)
 }
 
 // admit refuses, before any backend call, a machine its Provider does not
@@ -512,9 +506,9 @@ func (r *MachineReconciler) recorder(m infrav1.Machine) providers.TaskRecorder {
 		if m.CommonStatus().TaskRef == ref {
 			return nil
 		}
-		patch := client.MergeFrom(copyOf(m))
+		merge := client.MergeFrom(copyOf(m))
 		m.CommonStatus().TaskRef = ref
-		return r.Client.Status().Patch(ctx, m, patch)
+		return r.Client.Status().Patch(ctx, m, merge)
 	}
 }
 
@@ -524,9 +518,9 @@ func (r *MachineReconciler) recorder(m infrav1.Machine) providers.TaskRecorder {
 // The record goes once the VM reaches its desired power state.
 func (r *MachineReconciler) softPowerOffRecorder(m infrav1.Machine) func(context.Context, time.Time) error {
 	return func(ctx context.Context, at time.Time) error {
-		patch := client.MergeFrom(copyOf(m))
+		merge := client.MergeFrom(copyOf(m))
 		m.CommonStatus().SoftPowerOffTime = &metav1.Time{Time: at}
-		if err := r.Client.Status().Patch(ctx, m, patch); err != nil {
+		if err := r.Client.Status().Patch(ctx, m, merge); err != nil {
 			return fmt.Errorf("recording the shutdown request of %s: %w", m.GetName(), err)
 		}
 		return nil
@@ -538,10 +532,7 @@ func (r *MachineReconciler) softPowerOffRecorder(m infrav1.Machine) func(context
 func (r *MachineReconciler) patchStatus(ctx context.Context, base, m infrav1.Machine) error {
 	// base is m before this reconciler's status changes, so the objects
 	// differ in status only.
-	if apiequality.Semantic.DeepEqual(base, m) {
-		return nil
-	}
-	return r.Client.Status().Patch(ctx, m, client.MergeFrom(base))
+	return patch.Status(ctx, r.Client, base, m, false)
 }
 
 // setReady writes m's Ready condition, which the machine's tenants read
@@ -774,14 +765,14 @@ func (r *MachineReconciler) stamp(ctx context.Context, m infrav1.Machine, provid
 	}
 	// Optimistic: of two Providers whose failure domains both hold the
 	// machine, one names itself and the other meets a conflict.
-	patch := client.MergeFromWithOptions(copyOf(m), client.MergeFromWithOptimisticLock{})
+	merge := client.MergeFromWithOptions(copyOf(m), client.MergeFromWithOptimisticLock{})
 	annotations := m.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
 	annotations[infrav1.ProviderAnnotation] = provider.Namespace + "/" + provider.Name
 	m.SetAnnotations(annotations)
-	if err := r.Client.Patch(ctx, m, patch); err != nil {
+	if err := r.Client.Patch(ctx, m, merge); err != nil {
 		return fmt.Errorf("naming Provider %s/%s on the machine: %w", provider.Namespace, provider.Name, err)
 	}
 	return nil

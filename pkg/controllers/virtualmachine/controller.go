@@ -54,6 +54,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/controllers/patch"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 	"github.com/firestoned/banlieue/pkg/placement"
@@ -247,10 +248,10 @@ func (r *Reconciler) removeAnnotation(ctx context.Context, vm *v1alpha1.VirtualM
 	if _, ok := vm.Annotations[key]; !ok {
 		return nil
 	}
-	patch := client.MergeFrom(vm.DeepCopy())
+	merge := client.MergeFrom(vm.DeepCopy())
 	delete(vm.Annotations, key)
 	status := vm.Status.DeepCopy()
-	if err := r.Client.Patch(ctx, vm, patch); err != nil {
+	if err := r.Client.Patch(ctx, vm, merge); err != nil {
 		return fmt.Errorf("removing %s: %w", key, err)
 	}
 	vm.Status = *status
@@ -274,25 +275,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case !vm.DeletionTimestamp.IsZero():
 		return r.reconcileDelete(ctx, vm)
 	default:
-		if !controllerutil.ContainsFinalizer(vm, Finalizer) {
-			patch := client.MergeFrom(vm.DeepCopy())
-			controllerutil.AddFinalizer(vm, Finalizer)
-			if err := r.Client.Patch(ctx, vm, patch); err != nil {
-				return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-			}
+		if err := patch.AddFinalizer(ctx, patch.Object(r.Client), vm, Finalizer); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
 		r.setCondition(vm, v1alpha1.VirtualMachinePaused, metav1.ConditionFalse, reasonNotPaused, "spec.paused is false")
 		result, err = r.reconcileNormal(ctx, vm)
 	}
 	vm.Status.ObservedGeneration = vm.Generation
-	if !apiequality.Semantic.DeepEqual(before, &vm.Status) {
-		if uerr := r.Client.Status().Update(ctx, vm); uerr != nil {
-			// A conflict is requeued quietly (pkg/controllers/conflict).
-			return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
-		}
-		if s := vm.Status.Scheduled; s != nil && before.Scheduled == nil {
-			log.Info("Scheduled", "provider", s.Provider, "failureDomain", s.FailureDomain)
-		}
+	base := vm.DeepCopy()
+	base.Status = *before
+	// Locked: a status decided on a stale read (a placement above all)
+	// conflicts instead of replacing a newer one.
+	if uerr := patch.Status(ctx, r.Client, base, vm, true); uerr != nil {
+		// A conflict is requeued quietly (pkg/controllers/conflict).
+		return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
+	}
+	if s := vm.Status.Scheduled; s != nil && before.Scheduled == nil {
+		log.Info("Scheduled", "provider", s.Provider, "failureDomain", s.FailureDomain)
 	}
 	return result, err
 }
@@ -507,9 +506,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, vm *v1alpha1.VirtualMa
 	if released, err := r.releaseAddresses(ctx, vm); err != nil || !released {
 		return ctrl.Result{}, err // a claim's deletion requeues us
 	}
-	patch := client.MergeFrom(vm.DeepCopy())
-	controllerutil.RemoveFinalizer(vm, Finalizer)
-	if err := r.Client.Patch(ctx, vm, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := patch.RemoveFinalizer(ctx, patch.Object(r.Client), vm, Finalizer); err != nil {
 		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	r.mu.Lock()
@@ -553,11 +550,11 @@ func (r *Reconciler) deleteMachine(ctx context.Context, vm *v1alpha1.VirtualMach
 	kind := m.GetObjectKind().GroupVersionKind().Kind
 	if _, paused := m.GetAnnotations()[infrastructure.PausedAnnotation]; paused {
 		// Paused with the VM, which has resumed: its provider must act.
-		patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+		merge := client.MergeFrom(m.DeepCopyObject().(client.Object))
 		annotations := m.GetAnnotations()
 		delete(annotations, infrastructure.PausedAnnotation)
 		m.SetAnnotations(annotations)
-		if err := r.Client.Patch(ctx, m, patch); err != nil {
+		if err := r.Client.Patch(ctx, m, merge); err != nil {
 			return fmt.Errorf("resuming %s %s: %w", kind, m.GetName(), err)
 		}
 	}

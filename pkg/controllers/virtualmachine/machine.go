@@ -279,14 +279,14 @@ func (r *Reconciler) reconcilePaused(ctx context.Context, vm *v1alpha1.VirtualMa
 	for _, m := range machines {
 		kind := m.GetObjectKind().GroupVersionKind().Kind
 		if _, ok := m.GetAnnotations()[infrastructure.PausedAnnotation]; !ok {
-			patch := client.MergeFrom(m.DeepCopyObject().(client.Object))
+			merge := client.MergeFrom(m.DeepCopyObject().(client.Object))
 			annotations := m.GetAnnotations()
 			if annotations == nil {
 				annotations = map[string]string{}
 			}
 			annotations[infrastructure.PausedAnnotation] = ""
 			m.SetAnnotations(annotations)
-			if err := r.Client.Patch(ctx, m, patch); err != nil {
+			if err := r.Client.Patch(ctx, m, merge); err != nil {
 				return fmt.Errorf("pausing %s %s: %w", kind, m.GetName(), err)
 			}
 			r.event(vm, corev1.EventTypeNormal, reasonPaused, "Pause", fmt.Sprintf("paused %s %s", kind, m.GetName()))
