@@ -52,7 +52,8 @@ func TestAdmit(t *testing.T) {
 		wantField string
 	}{
 		{"vsphere", resolved("", thin, eager), ""},
-		{"vsphere", resolved("", thick, thin), "spec.disks[0].provisioning"},
+		{"vsphere", resolved("", thick, thin), ""},
+		{"vsphere", resolved("", eager, thick), ""},
 		{"vsphere", resolved(v1alpha1.InstallModeDeferred, thin), ""},
 		{"libvirt", resolved("", thin, thick, eager), ""},
 		{"libvirt", resolved("", eager), "spec.disks[0].provisioning"},
