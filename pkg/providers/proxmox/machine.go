@@ -33,6 +33,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/providers/power"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 )
 
 // ownerMark is the line of a VM's description that says which object it
@@ -79,10 +80,9 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	}
 	for i, d := range spec.Disks {
 		if d.Provisioning != "" && d.Provisioning != "thin" {
-			// Proxmox VE storages allocate as their type does (lvmthin,
-			// zfs and ceph on write): a thick disk would be accepted and
-			// not be thick.
-			return providers.MachineStatus{}, fmt.Errorf("spec.disks[%d].provisioning: %s is not served on Proxmox VE, whose storages allocate on write; use thin", i, d.Provisioning)
+			// What the scheduler refuses for VMs (machinespec.Admit): a
+			// thick disk would be accepted and not be thick.
+			return providers.MachineStatus{}, fmt.Errorf("spec.disks[%d].provisioning: %s is not served (%s); use thin", i, d.Provisioning, machinespec.ThickReason)
 		}
 	}
 	c.resume(ctx, spec.TaskRef)
