@@ -503,9 +503,15 @@ func HonourCloneDiskBacking(model *simulator.Model) {
 	}
 	prev := r.Handler
 	r.Handler = func(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
-		if req, ok := m.Body.(*types.CloneVM_Task); ok && len(req.Spec.Location.Disk) > 0 {
+		if req, ok := m.Body.(*types.CloneVM_Task); ok {
+			// The latest clone of a name wins: one that failed before
+			// creating its VM leaves nothing for the next.
 			h.mu.Lock()
-			h.pending[req.Name] = req.Spec.Location.Disk
+			if len(req.Spec.Location.Disk) > 0 {
+				h.pending[req.Name] = req.Spec.Location.Disk
+			} else {
+				delete(h.pending, req.Name)
+			}
 			h.mu.Unlock()
 		}
 		if prev != nil {
