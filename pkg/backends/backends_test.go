@@ -17,6 +17,7 @@ limitations under the License.
 package backends
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -57,10 +58,13 @@ func TestAdmit(t *testing.T) {
 		wantField string
 	}{
 		{"vsphere", resolved("", thin, eager), ""},
-		{"vsphere", resolved("", thick, thin), "spec.disks[0].provisioning"},
+		{"vsphere", resolved("", thick, thin), ""},
+		{"vsphere", resolved("", eager, thick), ""},
 		{"vsphere", resolved(v1alpha1.InstallModeDeferred, thin), ""},
 		{"libvirt", resolved("", thin, thick, eager), ""},
-		{"libvirt", resolved("", eager), "spec.disks[0].provisioning"},
+		{"libvirt", resolved("", eager), ""},
+		{"libvirt", resolved("", thick, thin), ""},
+		{"libvirt", resolved(v1alpha1.InstallModeDeferred, eager), ""},
 		{"proxmox", resolved("", thin, thin), ""},
 		{"proxmox", resolved("", thin, thick), "spec.disks[1].provisioning"},
 		{"proxmox", resolved(v1alpha1.InstallModeDeferred, thin), "spec.image.installMode"},
@@ -171,5 +175,21 @@ func TestAdmitMachine(t *testing.T) {
 		if got != tc.wantField {
 			t.Errorf("%s: refused %q, want %q", tc.name, got, tc.wantField)
 		}
+	}
+}
+
+// TestAdmitProxmoxThickReason: Proxmox VE refuses a thick disk, boot or
+// data, saying why (its storages allocate, not the disk), not only that.
+func TestAdmitProxmoxThickReason(t *testing.T) {
+	reg, err := Infrastructure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &v1alpha1.ResolvedVirtualMachine{}
+	r.Spec.Disks = []v1alpha1.ResolvedDisk{{Name: "root", Provisioning: v1alpha1.DiskProvisioningThick}}
+	p := &v1alpha1.Provider{Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"}}}
+	ferr := reg.Admit(r, p)
+	if ferr == nil || ferr.Field != "spec.disks[0].provisioning" || !strings.Contains(ferr.Error(), "storage's type and configuration") || !strings.Contains(ferr.Error(), "never per disk") {
+		t.Errorf("thick boot disk on Proxmox VE: %v; want refused on spec.disks[0].provisioning with the storage named as the reason", ferr)
 	}
 }

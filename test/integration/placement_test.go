@@ -148,8 +148,8 @@ func TestPlacementExplain(t *testing.T) {
 		t.Errorf("tpm with an immediate image: %v %+v", err, p)
 	}
 
-	// A boot disk the backend cannot provision as asked: its backend says
-	// so by field before anything is placed.
+	// A thick boot disk: the vSphere backend provisions it (the clone's
+	// relocate disk locator), so its Admit lets the VM be placed.
 	thick := class.DeepCopy()
 	thick.ObjectMeta = metav1.ObjectMeta{Name: "thick-root"}
 	thick.Spec.Hardware.Disks[0].Provisioning = v1alpha1.DiskProvisioningThick
@@ -164,8 +164,8 @@ func TestPlacementExplain(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		p, err = vms.GetPlacement(ctx, "thick-vm", metav1.GetOptions{})
-		return err == nil && p.Result.Reason == "BackendUnsupported", err
-	}); err != nil || p.Result.Fits || !strings.Contains(p.Result.Providers[0].Message, "spec.disks[0].provisioning") {
+		return err == nil && p.Result.Fits, err
+	}); err != nil || p.Result.Reason != "Scheduled" {
 		t.Errorf("thick boot disk on vSphere: %v %+v", err, p)
 	}
 

@@ -420,6 +420,93 @@ func TestFirmwareAndTPM(t *testing.T) {
 	}
 }
 
+// TestThickBootDisk: disk 0 provisioned thick is a full copy of the image,
+// no overlay (no backing store), raw and allocated in full, grown to the
+// class size, and the guest boots from it; eagerZeroed is the same. One
+// boot only: the copy is what differs from an overlay.
+func TestThickBootDisk(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	for i, tc := range []struct {
+		provisioning, ext string
+		boot              bool
+	}{{"thick", "raw", true}, {"eagerZeroed", "raw", false}} {
+		spec := providers.MachineSpec{
+			Name: "ns.boot-" + strings.ToLower(tc.provisioning), HostName: "boot-" + strings.ToLower(tc.provisioning), InstanceUUID: fmt.Sprintf("3c9e2b1a-7d4f-4e8a-9b6c-5d4e3f2a1b%02d", i),
+			Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+			Disks:      []providers.Disk{{Name: "root", SizeGiB: 1, Provisioning: tc.provisioning}},
+			NICs:       []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
+			UserData:   []byte("#!/bin/sh\necho marker-thick\n"),
+			PowerState: infrav1.PowerStatePoweredOff,
+		}
+		if tc.boot {
+			spec.PowerState = infrav1.PowerStatePoweredOn
+		}
+		rec := &recorder{}
+		if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		name := volumeName(spec, "root", tc.ext)
+		capacity, allocation := volumeInfo(t, name)
+		if capacity < gib || allocation < capacity {
+			t.Errorf("%s boot disk %s: %d of %d bytes allocated, want all of at least 1 GiB", tc.provisioning, name, allocation, capacity)
+		}
+		if doc := volumeXMLOf(t, name); strings.Contains(doc, "<backingStore>") || !strings.Contains(doc, "<format type='"+tc.ext+"'/>") {
+			t.Errorf("%s boot disk %s: want a %s volume without a backing store:\n%s", tc.provisioning, name, tc.ext, doc)
+		}
+		if dom := domainXMLOf(t, spec.Name); !strings.Contains(dom, name) || !strings.Contains(dom, "type='"+tc.ext+"'") {
+			t.Errorf("%s: the domain does not attach %s as %s:\n%s", tc.provisioning, name, tc.ext, dom)
+		}
+		if !tc.boot {
+			// Grown while powered off: still allocated in full.
+			spec.Disks[0].SizeGiB = 2
+			if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+				t.Fatal(err)
+			}
+			if capacity, allocation := volumeInfo(t, name); capacity != 2*gib || allocation < capacity {
+				t.Errorf("%s boot disk grown to 2 GiB: %d of %d bytes allocated, want all of 2 GiB", tc.provisioning, allocation, capacity)
+			}
+		}
+		if tc.boot {
+			log := waitSerial(t, spec.Name, "BANLIEUE-READY")
+			for _, want := range []string{"BANLIEUE-USERDATA marker-thick", "BANLIEUE-DISK vda 1024"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("serial log lacks %q:\n%s", want, log)
+				}
+			}
+		}
+		if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		if vols := volumesOf(t, spec.InstanceUUID); len(vols) != 0 {
+			t.Errorf("%s: volumes left after delete: %v", tc.provisioning, vols)
+		}
+	}
+}
+
+// volumeXMLOf is a pool volume's XML description.
+func volumeXMLOf(t *testing.T, name string) string {
+	t.Helper()
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	p, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.StorageVolLookupByName(p, name)
+	if err != nil {
+		t.Fatalf("volume %s: %v", name, err)
+	}
+	doc, err := l.StorageVolGetXMLDesc(v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
 // volumeInfo is a pool volume's capacity and allocation in bytes.
 func volumeInfo(t *testing.T, name string) (capacity, allocation uint64) {
 	t.Helper()

@@ -145,32 +145,33 @@ func (c *Client) ensureVolumes(spec providers.MachineSpec, fresh bool, seedState
 		v := libvirtxml.StorageVolume{Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(d.SizeGiB) * gib}}
 		format := "qcow2"
 		var flags golibvirt.StorageVolCreateFlags
-		if i == 0 && spec.ImageIsInstaller {
-			// The boot disk the installer (the image, a CD-ROM) installs to.
-			v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
-		} else if i == 0 {
+		var from *golibvirt.StorageVol
+		switch {
+		case i == 0 && spec.ImageIsInstaller:
+			// The boot disk the installer (the image, a CD-ROM) installs
+			// to: blank, allocated as a data disk is.
+			format, flags = allocated(&v, d.Provisioning)
+		case i == 0 && (d.Provisioning == "thick" || d.Provisioning == "eagerZeroed"):
+			// A thick boot disk: a full copy of the image (no backing
+			// store), at least its size, raw and allocated in full.
+			// Raw for thick too: libvirt copies with qemu-img convert at
+			// the image's size and grows a volume with allocation for
+			// raw only, so a preallocated qcow2 copy could not reach the
+			// class size allocated.
+			v.Capacity.Value = max(v.Capacity.Value, baseXML.Capacity.Value)
+			v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+			format, from = "raw", &base
+		case i == 0:
 			// The boot disk: a copy-on-write overlay, at least the image's size.
 			v.Capacity.Value = max(v.Capacity.Value, baseXML.Capacity.Value)
 			v.BackingStore = &libvirtxml.StorageVolumeBackingStore{Path: baseXML.Target.Path,
 				Format: &libvirtxml.StorageVolumeTargetFormat{Type: baseXML.Target.Format.Type}}
-		} else {
-			switch d.Provisioning {
-			case "thick":
-				// With this flag and allocation = capacity libvirt has
-				// qemu-img preallocate the whole qcow2 (falloc).
-				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
-				flags = golibvirt.StorageVolCreatePreallocMetadata
-			case "eagerZeroed":
-				// Raw and allocated in full: every block written up front.
-				format = "raw"
-				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
-			default:
-				v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
-			}
+		default:
+			format, flags = allocated(&v, d.Provisioning)
 		}
 		v.Name = volumeName(spec, d.Name, format)
 		v.Target = &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}}
-		path, err := c.ensureVolume(pool, v, nil, flags)
+		path, err := c.ensureVolume(pool, v, nil, from, flags)
 		if err != nil {
 			return volumes{}, err
 		}
@@ -234,7 +235,28 @@ func (c *Client) ensureFirstBoot(spec providers.MachineSpec, pool string, fresh 
 	v := libvirtxml.StorageVolume{Name: name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(max(len(data), 1))},
 		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
-	return c.ensureVolume(pool, v, data, 0)
+	return c.ensureVolume(pool, v, data, nil, 0)
+}
+
+// allocated sets v's allocation for provisioning and returns the format
+// and creation flags that give it: thick a preallocated qcow2,
+// eagerZeroed a raw volume allocated in full, thin (or empty) a sparse
+// qcow2.
+func allocated(v *libvirtxml.StorageVolume, provisioning string) (string, golibvirt.StorageVolCreateFlags) {
+	switch provisioning {
+	case "thick":
+		// With this flag and allocation = capacity libvirt has
+		// qemu-img preallocate the whole qcow2 (falloc).
+		v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+		return "qcow2", golibvirt.StorageVolCreatePreallocMetadata
+	case "eagerZeroed":
+		// Raw and allocated in full: every block written up front.
+		v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: v.Capacity.Value}
+		return "raw", 0
+	default:
+		v.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
+		return "qcow2", 0
+	}
 }
 
 // existingVolume is the path of volume name in pool, "" when there is none.
@@ -253,9 +275,10 @@ func (c *Client) existingVolume(pool, name string) (string, error) {
 	return c.l.StorageVolGetPath(vol)
 }
 
-// ensureVolume creates v in pool unless a volume of its name exists,
-// uploads contents when given, and returns its path.
-func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents []byte, flags golibvirt.StorageVolCreateFlags) (string, error) {
+// ensureVolume creates v in pool unless a volume of its name exists (a
+// copy of volume from when given), uploads contents when given, and
+// returns its path.
+func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents []byte, from *golibvirt.StorageVol, flags golibvirt.StorageVolCreateFlags) (string, error) {
 	p, err := c.l.StoragePoolLookupByName(pool)
 	if err != nil {
 		return "", fmt.Errorf("storage pool %s: %w", pool, err)
@@ -274,7 +297,17 @@ func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents 
 		if merr != nil {
 			return "", merr
 		}
-		vol, err = c.l.StorageVolCreateXML(p, doc, flags)
+		if from != nil {
+			vol, err = c.l.StorageVolCreateXMLFrom(p, doc, *from, flags)
+			if err == nil && v.Allocation != nil && v.Allocation.Value >= v.Capacity.Value {
+				if err = c.allocateCopy(vol, v.Capacity.Value); err != nil {
+					// Not left half made: the retry copies again.
+					_ = c.l.StorageVolDelete(vol, 0)
+				}
+			}
+		} else {
+			vol, err = c.l.StorageVolCreateXML(p, doc, flags)
+		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("volume %s/%s: %w", pool, v.Name, err)
@@ -285,6 +318,21 @@ func (c *Client) ensureVolume(pool string, v libvirtxml.StorageVolume, contents 
 		}
 	}
 	return c.l.StorageVolGetPath(vol)
+}
+
+// allocateCopy allocates a raw copy made to be allocated in full, at
+// least capacity bytes: libvirt copies with qemu-img convert, which makes
+// the copy the source's size and skips its holes (the copy is sparse), so
+// the copy is grown, and its holes filled, with allocation.
+func (c *Client) allocateCopy(vol golibvirt.StorageVol, capacity uint64) error {
+	_, got, allocation, err := c.l.StorageVolGetInfo(vol)
+	if err != nil {
+		return err
+	}
+	if got >= capacity && allocation >= got {
+		return nil
+	}
+	return c.l.StorageVolResize(vol, max(got, capacity), golibvirt.StorageVolResizeAllocate)
 }
 
 func (c *Client) volumeXML(v golibvirt.StorageVol) (*libvirtxml.StorageVolume, error) {
@@ -420,7 +468,14 @@ func (c *Client) growDisks(dom golibvirt.Domain, spec providers.MachineSpec, dis
 		if active == 1 {
 			err = c.l.DomainBlockResize(dom, disks[i].dev, want, golibvirt.DomainBlockResizeBytes)
 		} else {
-			err = c.l.StorageVolResize(vol, want, 0)
+			// A raw disk allocated in full (thick boot, eagerZeroed)
+			// grows allocated; libvirt allocates on resize for raw only,
+			// and not for a running guest's disk.
+			var flags golibvirt.StorageVolResizeFlags
+			if disks[i].format == "raw" && (d.Provisioning == "thick" || d.Provisioning == "eagerZeroed") {
+				flags = golibvirt.StorageVolResizeAllocate
+			}
+			err = c.l.StorageVolResize(vol, want, flags)
 		}
 		if err != nil {
 			return fmt.Errorf("growing disk %s to %d GiB: %w", d.Name, d.SizeGiB, err)

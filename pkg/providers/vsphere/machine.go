@@ -568,8 +568,7 @@ func diskChanges(devices object.VirtualDeviceList, disks []providers.Disk, datas
 		disk := devices.CreateDisk(controller, ds, name)
 		disk.CapacityInKB = kb
 		if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
-			b.ThinProvisioned = types.NewBool(d.Provisioning == "" || d.Provisioning == "thin")
-			b.EagerlyScrub = types.NewBool(d.Provisioning == "eagerZeroed")
+			provision(b, d.Provisioning)
 		}
 		devices = append(devices, disk)
 		changes = append(changes, &types.VirtualDeviceConfigSpec{
@@ -577,6 +576,45 @@ func diskChanges(devices object.VirtualDeviceList, disks []providers.Disk, datas
 		})
 	}
 	return changes, nil
+}
+
+// provision sets a flat disk backing's allocation for provisioning: thin
+// (also when empty), thick (allocated, zeroed lazily) or eagerZeroed
+// (allocated and scrubbed up front).
+func provision(b *types.VirtualDiskFlatVer2BackingInfo, provisioning string) {
+	b.ThinProvisioned = types.NewBool(provisioning == "" || provisioning == "thin")
+	b.EagerlyScrub = types.NewBool(provisioning == "eagerZeroed")
+}
+
+// bootDiskLocator is the clone's relocate locator for the template's first
+// disk: on datastore ds (nil: where the template's disk is) with the
+// backing disk 0's provisioning asks, so the clone's boot disk is thin,
+// thick or eagerly scrubbed whatever the template's is. nil when the
+// template has no disk.
+func bootDiskLocator(ctx context.Context, tmpl *object.VirtualMachine, ds *types.ManagedObjectReference, provisioning string) (*types.VirtualMachineRelocateSpecDiskLocator, error) {
+	devices, err := tmpl.Device(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("devices of template %s: %w", tmpl.InventoryPath, err)
+	}
+	disks := devices.SelectByType((*types.VirtualDisk)(nil))
+	if len(disks) == 0 {
+		return nil, nil
+	}
+	disk := disks[0].(*types.VirtualDisk)
+	if ds == nil {
+		if fb, ok := disk.Backing.(types.BaseVirtualDeviceFileBackingInfo); ok {
+			ds = fb.GetVirtualDeviceFileBackingInfo().Datastore
+		}
+	}
+	if ds == nil {
+		return nil, fmt.Errorf("template %s: its first disk is on no datastore, so its clone's provisioning cannot be set", tmpl.InventoryPath)
+	}
+	b := &types.VirtualDiskFlatVer2BackingInfo{
+		DiskMode:                     string(types.VirtualDiskModePersistent),
+		VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{Datastore: ds},
+	}
+	provision(b, provisioning)
+	return &types.VirtualMachineRelocateSpecDiskLocator{DiskId: disk.Key, Datastore: *ds, DiskBackingInfo: b}, nil
 }
 
 // onDatastore is file, a "[ds] dir/name.vmdk" path (or ""), on datastore
@@ -629,6 +667,17 @@ func clone(ctx context.Context, l *located, spec providers.MachineSpec, record p
 		}
 		ref := ds.Reference()
 		cs.Location.Datastore = &ref
+	}
+	if len(spec.Disks) > 0 {
+		// Disk 0's provisioning: the clone's boot disk gets the backing
+		// it asks, not the template's.
+		locator, err := bootDiskLocator(ctx, tmpl, cs.Location.Datastore, spec.Disks[0].Provisioning)
+		if err != nil {
+			return nil, err
+		}
+		if locator != nil {
+			cs.Location.Disk = []types.VirtualMachineRelocateSpecDiskLocator{*locator}
+		}
 	}
 	if custom := customization(spec); custom != nil {
 		cs.Customization = custom

@@ -326,6 +326,55 @@ func TestDisksOnTheirDatastores(t *testing.T) {
 
 func ptrBool(b *bool) bool { return b != nil && *b }
 
+// TestBootDiskProvisioning: the clone's boot disk is thin, thick or eagerly
+// scrubbed as disk 0's provisioning asks, whatever the template's backing
+// is, on its storage target or beside the template. vCenter honours the
+// clone's relocate disk locator; vcsim ignores it, and the repo's
+// simulator package steps in there (vsim.HonourCloneDiskBacking, in
+// vcsimModel): this test checks the locator banlieue sends, through it.
+func TestBootDiskProvisioning(t *testing.T) {
+	ctx := context.Background()
+	model := simulator.VPX()
+	model.Datastore = 2
+	_, conn := vcsimModel(t, model)
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	tmpl := template(t, c, "DC0")
+	for i, tc := range []struct {
+		provisioning, target string
+		thin, eager          bool
+	}{
+		{"thick", "LocalDS_1", false, false},
+		{"eagerZeroed", "", false, true},
+		{"thin", "LocalDS_1", true, false},
+		{"", "", true, false},
+	} {
+		spec := providers.MachineSpec{
+			Name: fmt.Sprintf("ns-boot-%d", i), InstanceUUID: fmt.Sprintf("5b0d6c1e-2f3a-4b5c-8d7e-9f0a1b2c3d%02d", i),
+			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+			Disks:      []providers.Disk{{Name: "root", SizeGiB: 10, Target: tc.target, Provisioning: tc.provisioning}},
+			PowerState: infrav1.PowerStatePoweredOff,
+		}
+		if _, err := c.EnsureMachine(ctx, spec, (&recorder{}).record); err != nil {
+			t.Fatal(err)
+		}
+		disks := object.VirtualDeviceList(vmProps(t, c, "DC0", spec.Name).Config.Hardware.Device).SelectByType((*types.VirtualDisk)(nil))
+		if len(disks) != 1 {
+			t.Fatalf("%q: %d disks, want 1", tc.provisioning, len(disks))
+		}
+		b := disks[0].(*types.VirtualDisk).Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+		if thin, eager := ptrBool(b.ThinProvisioned), ptrBool(b.EagerlyScrub); thin != tc.thin || eager != tc.eager {
+			t.Errorf("boot disk %q: thin=%t eager=%t, want thin=%t eager=%t", tc.provisioning, thin, eager, tc.thin, tc.eager)
+		}
+		if tc.target != "" && !strings.HasPrefix(b.FileName, "["+tc.target+"]") {
+			t.Errorf("boot disk %q: %s, want on %s", tc.provisioning, b.FileName, tc.target)
+		}
+	}
+}
+
 // TestIgnitionGuestInfo: an Ignition guest gets its config and, for its
 // static address, Afterburn's network kernel arguments (its NIC named by
 // the MAC vCenter gave it), and none of cloud-init's keys.

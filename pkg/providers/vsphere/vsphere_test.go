@@ -35,6 +35,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
+	vsim "github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 // vcsim starts govmomi's vCenter simulator with 2 datacenters x 3 clusters
@@ -64,6 +65,9 @@ func vcsimModel(t *testing.T, model *simulator.Model) (*simulator.Server, provid
 	if err := model.Create(); err != nil {
 		t.Fatal(err)
 	}
+	// vcsim ignores a clone's relocate disk backing; the repo's simulator
+	// package makes it honour it, as vCenter does.
+	vsim.HonourCloneDiskBacking(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword("administrator@vsphere.local", "s3cret")}
 	model.Service.TLS = new(tls.Config)
 	s := model.Service.NewServer()

@@ -65,8 +65,11 @@ func Kind() infrastructure.Kind {
 }
 
 // Admit is what a libvirt Provider cannot build: a static or pool address
-// for an Ignition guest, and a boot disk other than thin (it is a copy-on-write overlay of the image, or a blank volume an
-// installer fills). Asked before scheduling and again by BuildSpec.
+// for an Ignition guest. Every disk's provisioning is honoured: a thin
+// boot disk is a copy-on-write overlay of the image, a thick or
+// eagerZeroed one a full copy allocated in full (or, for an installer,
+// a blank volume allocated so). Asked before scheduling and again by
+// BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		// QEMU passes Ignition its config and no network metadata
@@ -79,7 +82,7 @@ func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Erro
 			}
 		}
 	}
-	return infrastructure.ThinDisks(r, 1, "the boot disk is a copy-on-write overlay of the image")
+	return nil
 }
 
 // BuildSpec is the LibvirtMachine spec for a resolved, scheduled VM on

@@ -72,9 +72,8 @@ func Kind() infrastructure.Kind {
 // Admit is what a Proxmox VE Provider cannot build: an image installed at
 // each clone (installMode deferred: a template is cloned as it is), an
 // Ignition guest (its user data would sit on a NoCloud drive), and a
-// disk other than thin (its storages allocate as their type does, lvmthin,
-// zfs and ceph on write, so a thick disk would be accepted and not be
-// thick). Asked before scheduling and again by BuildSpec.
+// disk other than thin (ThickReason: a thick disk would be accepted and not
+// be thick). Asked before scheduling and again by BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
 	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
 		return field.NotSupported(field.NewPath("spec", "image", "installMode"), r.Spec.Image.InstallMode,
@@ -86,8 +85,14 @@ func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Erro
 		return field.NotSupported(field.NewPath("spec", "image", "guestAgent"), r.Spec.Image.GuestAgent,
 			[]string{string(v1alpha1.GuestAgentCloudInit) + " (Proxmox VE delivers user data on a NoCloud drive)"})
 	}
-	return infrastructure.ThinDisks(r, -1, "Proxmox VE storages allocate on write")
+	return infrastructure.ThinDisks(r, -1, ThickReason)
 }
+
+// ThickReason is why a Proxmox VE disk cannot be asked thick: a storage
+// allocates as its type and configuration do (lvmthin, zfs and ceph on
+// write; a directory's preallocation is a storage setting), and neither a
+// full clone nor a new disk takes an allocation of its own.
+const ThickReason = "Proxmox VE allocates a disk as its storage's type and configuration do, never per disk: lvmthin, zfs and ceph on write"
 
 // BuildSpec is the ProxmoxMachine spec for a resolved, scheduled VM on
 // provider: disks on the storages and interfaces on the bridges (and VLANs)

@@ -47,11 +47,13 @@ func Kind() infrastructure.Kind {
 	}
 }
 
-// Admit is what a vSphere Provider cannot build: a boot disk other than
-// thin (the clone keeps the template's disk backing). Asked before
-// scheduling and again by BuildSpec.
-func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
-	return infrastructure.ThinDisks(r, 1, "the boot disk is cloned with the template's backing")
+// Admit is what a vSphere Provider cannot build: nothing it is asked
+// before placing. Every disk's provisioning is honoured, the boot disk's
+// through the clone's relocate disk locator (thin, thick or eagerly
+// scrubbed, whatever the template's backing), the others as they are
+// added. Asked before scheduling and again by BuildSpec.
+func Admit(_ *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	return nil
 }
 
 // BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on

@@ -80,6 +80,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if err := model.Create(); err != nil {
 		return nil, fmt.Errorf("creating the vCenter model: %w", err)
 	}
+	HonourCloneDiskBacking(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
 	server := model.Service.NewServer()
@@ -484,4 +485,88 @@ func destroyBuilt(ctx context.Context, gc *govmomi.Client) error {
 		}
 	}
 	return nil
+}
+
+// HonourCloneDiskBacking makes model's clones take the disk backing their
+// relocate spec asks for (spec.location.disk[i].diskBackingInfo: thin,
+// thick or eagerly scrubbed), as vCenter does. govmomi's simulator ignores
+// the locators: its clone keeps the template's backing. Here each
+// CloneVM_Task's locators are noted as the call arrives (the registry's
+// Handler), and applied, by device key, to the clone the simulator creates
+// under that name once its devices exist (its "name" update, before the
+// clone task completes). Call it after model.Create.
+func HonourCloneDiskBacking(model *simulator.Model) {
+	r := model.Map()
+	h := &cloneDiskBacking{
+		self:    types.ManagedObjectReference{Type: "BanlieueCloneDiskBacking", Value: "clone-disk-backing"},
+		pending: map[string][]types.VirtualMachineRelocateSpecDiskLocator{},
+	}
+	prev := r.Handler
+	r.Handler = func(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+		if req, ok := m.Body.(*types.CloneVM_Task); ok {
+			// The latest clone of a name wins: one that failed before
+			// creating its VM leaves nothing for the next.
+			h.mu.Lock()
+			if len(req.Spec.Location.Disk) > 0 {
+				h.pending[req.Name] = req.Spec.Location.Disk
+			} else {
+				delete(h.pending, req.Name)
+			}
+			h.mu.Unlock()
+		}
+		if prev != nil {
+			return prev(ctx, m)
+		}
+		return nil, nil
+	}
+	r.AddHandler(h)
+}
+
+// cloneDiskBacking applies noted clone disk locators (HonourCloneDiskBacking).
+type cloneDiskBacking struct {
+	self    types.ManagedObjectReference
+	mu      sync.Mutex
+	pending map[string][]types.VirtualMachineRelocateSpecDiskLocator // by clone name
+}
+
+func (h *cloneDiskBacking) Reference() types.ManagedObjectReference { return h.self }
+
+func (h *cloneDiskBacking) PutObject(*simulator.Context, mo.Reference) {}
+
+func (h *cloneDiskBacking) RemoveObject(*simulator.Context, types.ManagedObjectReference) {}
+
+func (h *cloneDiskBacking) UpdateObject(_ *simulator.Context, obj mo.Reference, changes []types.PropertyChange) {
+	vm, ok := obj.(*mo.VirtualMachine)
+	if !ok || vm.Config == nil {
+		return
+	}
+	var name string
+	for _, c := range changes {
+		if c.Name == "name" {
+			name, _ = c.Val.(string)
+		}
+	}
+	h.mu.Lock()
+	locators, ok := h.pending[name]
+	delete(h.pending, name)
+	h.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, loc := range locators {
+		want, ok := loc.DiskBackingInfo.(*types.VirtualDiskFlatVer2BackingInfo)
+		if !ok {
+			continue
+		}
+		for _, d := range vm.Config.Hardware.Device {
+			disk, ok := d.(*types.VirtualDisk)
+			if !ok || disk.Key != loc.DiskId {
+				continue
+			}
+			if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+				b.ThinProvisioned = types.NewBool(want.ThinProvisioned != nil && *want.ThinProvisioned)
+				b.EagerlyScrub = types.NewBool(want.EagerlyScrub != nil && *want.EagerlyScrub)
+			}
+		}
+	}
 }

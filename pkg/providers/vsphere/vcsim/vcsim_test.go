@@ -145,3 +145,45 @@ func TestBuildRate(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneDiskBacking: the simulator Start serves honours a clone's
+// relocate disk locator, as vCenter does (govmomi's vcsim alone keeps the
+// template's backing): the provider's clone of disk 0 eagerly scrubbed is.
+func TestCloneDiskBacking(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Datacenters: 1, Clusters: 1, Template: "tmpl", Username: "u@vsphere.local", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := vsphere.Connect(ctx, providers.Connection{Endpoint: s.Endpoint, CABundle: s.CABundle,
+		Credentials: providers.Credentials{Username: "u@vsphere.local", Password: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	noop := func(context.Context, string) error { return nil }
+	for _, tc := range []struct {
+		name, provisioning string
+		thin, eager        bool
+	}{{"eager", "eagerZeroed", false, true}, {"thin", "thin", true, false}} {
+		if _, err := c.EnsureMachine(ctx, providers.MachineSpec{Name: tc.name, InstanceUUID: fmt.Sprintf("33333333-3333-4333-8333-3333333333%02d", len(tc.name)),
+			Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: "tmpl", CPUs: 1, MemoryMiB: 256, PowerState: "PoweredOff",
+			Disks: []providers.Disk{{Name: "root", SizeGiB: 1, Provisioning: tc.provisioning}}}, noop); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ReadVM(ctx, s.Endpoint, "u@vsphere.local", "p", "DC0", tc.name)
+		if err != nil || m == nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, d := range m.Config.Hardware.Device {
+			if disk, ok := d.(*types.VirtualDisk); ok {
+				b := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+				if thin, eager := b.ThinProvisioned != nil && *b.ThinProvisioned, b.EagerlyScrub != nil && *b.EagerlyScrub; thin != tc.thin || eager != tc.eager {
+					t.Errorf("%s: boot disk thin=%t eager=%t, want thin=%t eager=%t", tc.name, thin, eager, tc.thin, tc.eager)
+				}
+				break
+			}
+		}
+	}
+}
