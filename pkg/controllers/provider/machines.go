@@ -140,10 +140,9 @@ func VMName(m infrav1.Machine) string {
 	return providers.BackendName(m.GetNamespace(), m.GetName())
 }
 
-// Reconcile drives one machine, in phases: find its Provider;
-// honour a pause; destroy and release it if deleted; admit its spec
-// against the Provider (before any backend call); hold it with a
-// finalizer; read its user data; build it; report.
+// Reconcile drives one machine, in phases: find its Provider and stamp
+// it; honour a pause; destroy and release it if deleted; else build it
+// (reconcileNormal).
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m := r.Kind.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
@@ -173,6 +172,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The Provider it names does not exist (yet): look again later.
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
+	return r.reconcileNormal(ctx, m, provider)
+}
+
+// reconcileNormal builds m's VM on provider, in phases: admit its spec
+// (before any backend call); hold it with a finalizer; wait for a
+// booted guest's address; read its user data; record where it is built;
+// build it; set its providerID; report.
+func (r *MachineReconciler) reconcileNormal(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider) (ctrl.Result, error) {
 	// Admitted and built where its status recorded it is built, if it
 	// did: a location edited since (moved) is refused below, not followed.
 	spec, fields, moved := r.builtSpec(m, provider)
@@ -185,7 +192,6 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	record := r.recorder(m)
 	if err := patch.AddFinalizer(ctx, patch.Object(r.Client), m, r.Kind.Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -203,15 +209,31 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.recordLocation(ctx, m, spec, fields); err != nil {
 		return ctrl.Result{}, err
 	}
+	st, res, held, err := r.build(ctx, m, provider, backend, spec)
+	if held {
+		return res, err
+	}
+	if err := r.setProviderID(ctx, m, st.ProviderID); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.report(ctx, m, spec, st, moved)
+}
+
+// build asks the backend to converge m's VM to spec, once more with the
+// user data when the VM went missing since it was provisioned; it records
+// the creation (and a failure) as Events. held: the caller returns res,
+// err (user data not readable yet, or the backend failed).
+func (r *MachineReconciler) build(ctx context.Context, m infrav1.Machine, provider *v1alpha1.Provider, backend providers.Backend, spec providers.MachineSpec) (st providers.MachineStatus, res ctrl.Result, held bool, err error) {
+	record := r.recorder(m)
 	spec.RecordSoftPowerOff = r.softPowerOffRecorder(m)
-	st, err := backend.EnsureMachine(ctx, spec, record)
+	st, err = backend.EnsureMachine(ctx, spec, record)
 	if errors.Is(err, providers.ErrUserDataNeeded) {
 		// The VM went missing since it was provisioned: build it again,
 		// with its user data.
 		log.FromContext(ctx).Info("The provisioned VM is missing from the backend; building it again", "vm", spec.Name)
 		spec.UserDataOmitted = false
 		if res, held, err := r.withUserData(ctx, m, provider, &spec); held {
-			return res, err
+			return st, res, true, err
 		}
 		st, err = backend.EnsureMachine(ctx, spec, record)
 	}
@@ -228,48 +250,37 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		r.event(m, corev1.EventTypeWarning, ReasonProvisioningFailed, "Provision", err.Error())
 		_ = r.setReady(ctx, m, metav1.ConditionFalse, ReasonProvisioningFailed, err.Error())
-		return ctrl.Result{}, err
+		return st, ctrl.Result{}, true, err
 	}
+	return st, ctrl.Result{}, false, nil
+}
+
+// setProviderID writes the backend's ID of the VM into m's spec, once:
+// Cluster API's contract reads it there.
+func (r *MachineReconciler) setProviderID(ctx context.Context, m infrav1.Machine, id string) error {
+	if m.CommonSpec().ProviderID != "" || id == "" {
+		return nil
+	}
+	merge := client.MergeFrom(copyOf(m))
+	m.CommonSpec().ProviderID = id
+	return r.Client.Patch(ctx, m, merge)
+}
+
+// report writes what the backend saw of m's VM (st) to m's status, its
+// Ready condition last (a location edit not followed, moved, makes it
+// False), and says when to look again: soon while the VM is not in its
+// power state, slowly while a powered-on guest reports no address.
+func (r *MachineReconciler) report(ctx context.Context, m infrav1.Machine, spec providers.MachineSpec, st providers.MachineStatus, moved []string) (ctrl.Result, error) {
 	// A change of power, not a first sighting: the creation's Event says
 	// the first state, and a status the cache does not show yet reads as
 	// no state at all (it would tell the same power state twice).
 	if was := m.CommonStatus().PowerState; was != "" && was != st.PowerState && !st.Created {
 		r.event(m, corev1.EventTypeNormal, string(st.PowerState), "PowerChange", fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState))
 	}
-	if m.CommonSpec().ProviderID == "" && st.ProviderID != "" {
-		merge := client.MergeFrom(copyOf(m))
-		m.CommonSpec().ProviderID = st.ProviderID
-		if err := r.Client.Patch(ctx, m, merge); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	base := copyOf(m)
-	if st.PowerState == m.CommonSpec().PowerState && !st.Restarting {
-		// Every task of this call has ended; one not in its state yet (a
-		// guest shutting down within its grace) keeps its record.
-		m.CommonStatus().TaskRef = ""
-		m.CommonStatus().SoftPowerOffTime = nil
-	}
-	meta.SetStatusCondition(&m.CommonStatus().Conditions, notPaused(m))
-	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
-	r.Kind.Observe(m, st)
-	m.CommonStatus().PowerState = st.PowerState
-	m.CommonStatus().FailureDomain = builtFailureDomain(m)
-	m.CommonStatus().ObservedGeneration = m.GetGeneration()
-	m.CommonStatus().VMName = spec.Name
-	m.CommonStatus().Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
-	if st.IPAddress != "" {
-		m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
-	}
 	ready := st.PowerState == m.CommonSpec().PowerState && !st.Restarting
-	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: m.GetGeneration(),
-		Status: metav1.ConditionTrue, Reason: string(st.PowerState), Message: fmt.Sprintf("VM %s is %s", spec.Name, st.PowerState)}
-	switch {
-	case st.Restarting:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonRestarting, fmt.Sprintf("VM %s is restarting to apply its CPUs and memory", spec.Name)
-	case !ready:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", spec.Name, st.PowerState, m.CommonSpec().PowerState)
-	}
+	r.observe(m, spec, st, ready)
+	cond := readyCondition(m, spec.Name, st, ready)
 	if len(moved) > 0 {
 		// The VM was converged where it is; the edit is not followed.
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonLocationChanged, locationChanged(spec.Name, m.CommonStatus().Location, moved)
@@ -293,6 +304,42 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.addressPoll(m)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// observe writes st, what the backend saw of m's VM, to m's status;
+// ready: the VM is in its power state, its tasks ended.
+func (r *MachineReconciler) observe(m infrav1.Machine, spec providers.MachineSpec, st providers.MachineStatus, ready bool) {
+	if ready {
+		// Every task of this call has ended; one not in its state yet (a
+		// guest shutting down within its grace) keeps its record.
+		m.CommonStatus().TaskRef = ""
+		m.CommonStatus().SoftPowerOffTime = nil
+	}
+	meta.SetStatusCondition(&m.CommonStatus().Conditions, notPaused(m))
+	m.CommonStatus().Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+	r.Kind.Observe(m, st)
+	m.CommonStatus().PowerState = st.PowerState
+	m.CommonStatus().FailureDomain = builtFailureDomain(m)
+	m.CommonStatus().ObservedGeneration = m.GetGeneration()
+	m.CommonStatus().VMName = spec.Name
+	m.CommonStatus().Addresses = []infrav1.MachineAddress{{Type: "Hostname", Address: spec.HostName}}
+	if st.IPAddress != "" {
+		m.CommonStatus().Addresses = append(m.CommonStatus().Addresses, infrav1.MachineAddress{Type: "InternalIP", Address: st.IPAddress})
+	}
+}
+
+// readyCondition is m's Ready condition from st: True in its power state,
+// else False, restarting (to apply a size) or on its way.
+func readyCondition(m infrav1.Machine, name string, st providers.MachineStatus, ready bool) metav1.Condition {
+	cond := metav1.Condition{Type: infrav1.ReadyCondition, ObservedGeneration: m.GetGeneration(),
+		Status: metav1.ConditionTrue, Reason: string(st.PowerState), Message: fmt.Sprintf("VM %s is %s", name, st.PowerState)}
+	switch {
+	case st.Restarting:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonRestarting, fmt.Sprintf("VM %s is restarting to apply its CPUs and memory", name)
+	case !ready:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonPowerStatePending, fmt.Sprintf("VM %s is %s, want %s", name, st.PowerState, m.CommonSpec().PowerState)
+	}
+	return cond
 }
 
 // awaitAddress is the poll of a converged, powered-on VM whose guest has
