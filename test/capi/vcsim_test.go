@@ -157,6 +157,10 @@ func TestMachineOnVCSim(t *testing.T) {
 			Annotations: map[string]string{infrav1.ProviderAnnotation: devenv.Namespace + "/capi-vsphere"}},
 		Spec: machineSpec(),
 	}
+	// The machine names its Provider, so banlieue's controller leaves
+	// its placement alone: it says its failure domain itself, as the
+	// Machine does.
+	vsm.Spec.FailureDomain = target
 	if err := c.Create(ctx, vsm); err != nil {
 		t.Fatal(err)
 	}
