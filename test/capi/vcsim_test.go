@@ -160,7 +160,7 @@ func TestMachineOnVCSim(t *testing.T) {
 	// The machine names its Provider, so banlieue's controller leaves
 	// its placement alone: it says its failure domain itself, as the
 	// Machine does.
-	vsm.Spec.FailureDomain = target
+	vsm.Spec.FailureDomain, vsm.Spec.Datacenter, vsm.Spec.Cluster = target, "", ""
 	if err := c.Create(ctx, vsm); err != nil {
 		t.Fatal(err)
 	}
