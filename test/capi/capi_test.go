@@ -28,10 +28,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -235,6 +238,71 @@ func newNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// bindUserData creates the RoleBinding the README documents by which
+// namespace ns consents to class's provider reading its Machines'
+// bootstrap data.
+func bindUserData(t *testing.T, ctx context.Context, ns, class string) {
+	t.Helper()
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-" + class, Namespace: devenv.Namespace}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitProviderReady waits until the provider (running) reports p Ready;
+// p then holds the status it wrote, its failure domains among it.
+func waitProviderReady(t *testing.T, ctx context.Context, p *banlieuev1alpha1.Provider) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1alpha1.ProviderReady) {
+			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// failureDomainNames are the names of p's failure domains, in order.
+func failureDomainNames(p *banlieuev1alpha1.Provider) []string {
+	var names []string
+	for _, fd := range p.Status.FailureDomains {
+		names = append(names, fd.Name)
+	}
+	return names
+}
+
+// newMachineDeployment is a MachineDeployment of cluster with replicas
+// Machines whose bootstrap data is the Secret bootstrap and whose
+// infrastructure machines Cluster API clones from the template of kind
+// templateKind named name; it rolls out one surge machine at a time.
+func newMachineDeployment(ns, name, cluster, templateKind, bootstrap string, replicas int32) *clusterv1.MachineDeployment {
+	labels := map[string]string{"md": name, clusterv1.ClusterNameLabel: cluster}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: cluster, Replicas: ptr.To(replicas),
+			Selector: metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       cluster,
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap)},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: templateKind, Name: name},
+				},
+			},
+		},
+	}
 }
 
 func machineSpec() infrav1.VSphereMachineSpec {

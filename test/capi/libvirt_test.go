@@ -21,15 +21,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,67 +50,15 @@ import (
 // guest's DHCP address; deleting the Machine destroys the domain.
 func TestMachineOnLibvirt(t *testing.T) {
 	ctx := context.Background()
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
-		t.Fatalf("building the guest image: %v\n%s", err, out)
-	}
-	dir := t.TempDir()
-	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	daemon, err := libvirtd.Start(startCtx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Stop()
-	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
-		t.Fatal(err)
-	}
+	daemon := startLibvirtd(t)
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "libvirt"}},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
-			Connection:       v1alpha1.ProviderConnection{Endpoint: daemon.URI},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
-			},
-		},
+		Spec:       v1alpha1.ProviderSpec{Connection: v1alpha1.ProviderConnection{Endpoint: daemon.URI}},
 	}
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	image := libvirtd.Pool + "/guest.qcow2"
-	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-guest"},
-		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: image}}}}
-	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	proc, err := env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Kill()
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
-			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
-		}
-		return nil
-	})
+	startLibvirtProvider(t, ctx, p, "provider-libvirt")
 
 	ns := newNamespace(t, "capi-libvirt")
-	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-libvirt", Namespace: devenv.Namespace}}}); err != nil {
-		t.Fatal(err)
-	}
+	bindUserData(t, ctx, ns, "libvirt")
 	// banlieue's controller serves the LibvirtCluster: it aggregates the
 	// Provider's failure domains, and gives the machine below, which names
 	// none, its Machine's.
@@ -121,13 +68,9 @@ func TestMachineOnLibvirt(t *testing.T) {
 	}
 	// Stopped cleanly, it hands its lease over at once to the next test's.
 	defer ctrlProc.Stop()
-	var fds []string
-	for _, fd := range p.Status.FailureDomains {
-		fds = append(fds, fd.Name)
-	}
 	createInfraCluster(t, ctx, &infrav1.LibvirtCluster{ObjectMeta: metav1.ObjectMeta{Name: "c4", Namespace: ns},
 		Spec: infrav1.LibvirtClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "libvirt"}}}}},
-		"LibvirtCluster", fds)
+		"LibvirtCluster", failureDomainNames(p))
 	bootstrap := "#!/bin/sh\necho capi-bootstrap-m4\n"
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m4-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte(bootstrap)}}); err != nil {
@@ -137,12 +80,7 @@ func TestMachineOnLibvirt(t *testing.T) {
 		// Labelled as Cluster API's own machines are: the provider waits
 		// for the owning Machine (and its bootstrap data) before building.
 		ObjectMeta: metav1.ObjectMeta{Name: "m4", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "c4"}},
-		Spec: infrav1.LibvirtMachineSpec{
-			CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 256},
-			Image:             image,
-			Disks:             []infrav1.LibvirtDisk{{Name: "root", SizeGiB: 1, Pool: libvirtd.Pool}},
-			Network:           []infrav1.LibvirtNetworkDevice{{Name: "eth0", Network: libvirtd.Network, DHCP4: true}},
-		},
+		Spec:       guestMachineSpec(),
 	}
 	if err := c.Create(ctx, lm); err != nil {
 		t.Fatal(err)
@@ -183,12 +121,7 @@ func TestMachineOnLibvirt(t *testing.T) {
 		t.Errorf("Machine providerID %q, LibvirtMachine UID %s", machine.Spec.ProviderID, lm.UID)
 	}
 	name := providers.BackendName(ns, "m4")
-	eventually(t, time.Minute, func() error {
-		if log := daemon.SerialLog(name); !strings.Contains(log, "BANLIEUE-USERDATA capi-bootstrap-m4") {
-			return fmt.Errorf("the guest did not run the bootstrap data:\n%s", log)
-		}
-		return nil
-	})
+	waitSerial(t, daemon, name, "BANLIEUE-USERDATA capi-bootstrap-m4")
 
 	if err := c.Delete(ctx, machine); err != nil {
 		t.Fatal(err)
@@ -204,6 +137,90 @@ func TestMachineOnLibvirt(t *testing.T) {
 		}
 		if _, err := l.DomainLookupByName(name); err == nil {
 			return fmt.Errorf("libvirt still has %s", name)
+		}
+		return nil
+	})
+}
+
+// guestImage is the volume of the repository's guest image that
+// startLibvirtd imports on each libvirtd.
+const guestImage = libvirtd.Pool + "/guest.qcow2"
+
+// startLibvirtd starts a private libvirtd (its own network with DHCP, its
+// own pool) holding the repository's guest image (built if need be) as
+// guestImage; it is stopped, its domains destroyed, when the test ends.
+func startLibvirtd(t *testing.T) *libvirtd.Daemon {
+	t.Helper()
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
+		t.Fatalf("building the guest image: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	daemon, err := libvirtd.Start(ctx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(daemon.Stop)
+	if err := daemon.ImportVolume(guest, path.Base(guestImage)); err != nil {
+		t.Fatal(err)
+	}
+	return daemon
+}
+
+// startLibvirtProvider creates p, a libvirt Provider of the test's
+// libvirtds (its connection set), publishing their pool and network as the
+// classes gold and prod, and the VMImage capi-guest of guestImage; starts
+// the libvirt provider (the binary, as the process name, killed when the
+// test ends) and waits until it reports p Ready.
+func startLibvirtProvider(t *testing.T, ctx context.Context, p *v1alpha1.Provider, name string) {
+	t.Helper()
+	p.Spec.ProviderClassRef = v1alpha1.LocalObjectReference{Name: "libvirt"}
+	p.Spec.Capabilities = v1alpha1.ProviderCapabilities{
+		StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
+		NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-guest"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: guestImage}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	proc, err := env.StartProvider("libvirt", name, 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proc.Kill)
+	waitProviderReady(t, ctx, p)
+}
+
+// guestMachineSpec is a small machine booting the guest image, with a
+// DHCP interface on the libvirtd's network; it names no failure domain.
+func guestMachineSpec() infrav1.LibvirtMachineSpec {
+	return infrav1.LibvirtMachineSpec{
+		CommonMachineSpec: infrav1.CommonMachineSpec{CPUs: 1, MemoryMiB: 256},
+		Image:             guestImage,
+		Disks:             []infrav1.LibvirtDisk{{Name: "root", SizeGiB: 1, Pool: libvirtd.Pool}},
+		Network:           []infrav1.LibvirtNetworkDevice{{Name: "eth0", Network: libvirtd.Network, DHCP4: true}},
+	}
+}
+
+// waitSerial waits until the serial console of the domain named name on
+// daemon shows line (the guest boots under TCG: tens of seconds).
+func waitSerial(t *testing.T, daemon *libvirtd.Daemon, name, line string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, func() error {
+		if log := daemon.SerialLog(name); !strings.Contains(log, line) {
+			return fmt.Errorf("the serial console of %s shows no %q:\n%s", name, line, log)
 		}
 		return nil
 	})

@@ -24,9 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,22 +82,10 @@ func TestMachineOnProxmox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proc.Kill()
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
-			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
-		}
-		return nil
-	})
+	waitProviderReady(t, ctx, p)
 
 	ns := newNamespace(t, "capi-proxmox")
-	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-proxmox", Namespace: devenv.Namespace}}}); err != nil {
-		t.Fatal(err)
-	}
+	bindUserData(t, ctx, ns, "proxmox")
 	// banlieue's controller serves the ProxmoxCluster: it aggregates the
 	// Provider's failure domains, and gives the machine below, which names
 	// none, its Machine's.
@@ -109,13 +95,9 @@ func TestMachineOnProxmox(t *testing.T) {
 	}
 	// Stopped cleanly, it hands its lease over at once to the next test's.
 	defer ctrlProc.Stop()
-	var fds []string
-	for _, fd := range p.Status.FailureDomains {
-		fds = append(fds, fd.Name)
-	}
 	createInfraCluster(t, ctx, &infrav1.ProxmoxCluster{ObjectMeta: metav1.ObjectMeta{Name: "c5", Namespace: ns},
 		Spec: infrav1.ProxmoxClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "proxmox"}}}}},
-		"ProxmoxCluster", fds)
+		"ProxmoxCluster", failureDomainNames(p))
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m5-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd: [echo capi-bootstrap-m5]\n")}}); err != nil {
 		t.Fatal(err)

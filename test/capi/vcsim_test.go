@@ -26,11 +26,8 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,24 +105,10 @@ func TestMachineOnVCSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proc.Kill()
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
-			return fmt.Errorf("Provider not Ready: %+v", p.Status.Conditions)
-		}
-		return nil
-	})
+	waitProviderReady(t, ctx, p)
 
 	ns := newNamespace(t, "capi-vcsim")
-	// The namespace consents to the provider reading its Machines'
-	// bootstrap data (the RoleBinding README documents).
-	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}); err != nil {
-		t.Fatal(err)
-	}
+	bindUserData(t, ctx, ns, "vsphere")
 	// banlieue's controller, not the test, fills the VSphereCluster's
 	// status from the Provider's failure domains.
 	ctrlProc, err := env.StartController(0)
@@ -133,10 +116,8 @@ func TestMachineOnVCSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctrlProc.Kill()
-	var fds []string
 	target := "" // the failure domain of cluster DC0_C1
 	for _, fd := range p.Status.FailureDomains {
-		fds = append(fds, fd.Name)
 		if fd.Cluster == "DC0_C1" {
 			target = fd.Name
 		}
@@ -146,7 +127,7 @@ func TestMachineOnVCSim(t *testing.T) {
 	}
 	createInfraCluster(t, ctx, &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: "c3", Namespace: ns},
 		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{
-			ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "vcsim"}}}}}, "VSphereCluster", fds)
+			ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "vcsim"}}}}}, "VSphereCluster", failureDomainNames(p))
 	bootstrap := "#cloud-config\nhostname: m3\nruncmd: [kubeadm join]\n"
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m3-bootstrap", Namespace: ns},
 		Data: map[string][]byte{"value": []byte(bootstrap)}}); err != nil {
@@ -327,11 +308,7 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 	defer ctrlProc.Kill()
 
 	ns := newNamespace(t, "capi-spread")
-	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}); err != nil {
-		t.Fatal(err)
-	}
+	bindUserData(t, ctx, ns, "vsphere")
 	// banlieue's controller, not the test, fills the VSphereCluster's status.
 	vsc := &infrav1.VSphereCluster{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
 		Spec: infrav1.VSphereClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spread": "capi"}},
@@ -366,28 +343,7 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 	if err := c.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"md": "workers", clusterv1.ClusterNameLabel: "spread"}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "spread", Replicas: ptr.To[int32](6),
-			Selector: metav1.LabelSelector{MatchLabels: labels},
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       "spread",
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("spread-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupName, Kind: "VSphereMachineTemplate", Name: "workers"},
-				},
-			},
-		},
-	}
+	md := newMachineDeployment(ns, "workers", "spread", "VSphereMachineTemplate", "spread-bootstrap", 6)
 	if err := c.Create(ctx, md); err != nil {
 		t.Fatal(err)
 	}
