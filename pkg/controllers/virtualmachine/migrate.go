@@ -68,6 +68,17 @@ func migrationTimeout(vm *v1alpha1.VirtualMachine) time.Duration {
 	return time.Duration(v1alpha1.DefaultMigrationTimeoutSeconds) * time.Second
 }
 
+// retryWait is how long, at now, a drift waits before it starts vm's
+// migration again: one migrationTimeoutSeconds after the last one timed
+// out (the Migrating condition's transition to False), 0 when it need not.
+func retryWait(vm *v1alpha1.VirtualMachine, now time.Time) time.Duration {
+	c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineMigrating)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonMigrationTimedOut {
+		return 0
+	}
+	return max(c.LastTransitionTime.Add(migrationTimeout(vm)).Sub(now), 0)
+}
+
 // drift is why vm's placement no longer holds ("" when it does), the
 // placed VMs of its namespace weighed against its required anti-affinity.
 func (r *Reconciler) drift(ctx context.Context, vm *v1alpha1.VirtualMachine, providers []v1alpha1.Provider) (string, error) {
@@ -107,12 +118,8 @@ func (r *Reconciler) startMigration(ctx context.Context, vm *v1alpha1.VirtualMac
 		r.invalid(vm, reasonPlacementDrifted, fmt.Sprintf("%s; spec.migrationPolicy is %s: %s", drift, policy, what))
 		return 0, nil
 	}
-	if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineMigrating); !asked && c != nil &&
-		c.Status == metav1.ConditionFalse && c.Reason == reasonMigrationTimedOut {
-		// Not again at once: the condition says when.
-		if wait := time.Until(c.LastTransitionTime.Add(migrationTimeout(vm))); wait > 0 {
-			return wait, nil
-		}
+	if wait := retryWait(vm, time.Now()); !asked && wait > 0 {
+		return wait, nil // not again at once
 	}
 	why, reason := drift, reasonPlacementDrifted
 	candidates := in.Providers
