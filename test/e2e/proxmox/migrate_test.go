@@ -44,7 +44,8 @@ import (
 // the package's Proxmox VE simulator and provider: Providers mig-vsphere
 // and mig-proxmox (labels mig=yes, backend=vsphere|proxmox), image
 // mig-image (a source on each), class mig-class (eth0 from IPPool
-// mig-pool, eth1 for a static address).
+// mig-pool; one interface: vcsim refuses to customize a clone whose NIC
+// count the template does not have, NicSettingMismatch).
 var (
 	migOnce  sync.Once
 	migSim   *vcsim.Simulator
@@ -110,7 +111,6 @@ func startMigrationBackends() error {
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 20, StorageClass: "gold", Provisioning: "thin"}}},
 		Network: &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{
 			{Name: "eth0", NetworkClass: "prod", IPAM: v1alpha1.IPAMConfig{Pool: &v1alpha1.IPPoolReference{Name: "mig-pool"}}},
-			{Name: "eth1", NetworkClass: "prod"},
 		}},
 	}}
 	for _, o := range []client.Object{vp, pp, pool, img, class} {
@@ -139,16 +139,18 @@ func migProxmoxProvider(name, backend string) *v1alpha1.Provider {
 	return p
 }
 
-// migVM creates VM name on backend (its providerSelector), eth1 at
-// static, and waits for it to be Ready there.
+// migVM creates VM name on backend (its providerSelector), eth0 at
+// static (from the pool when ""), and waits for it to be Ready there.
 func migVM(t *testing.T, name, backend, static string, mutate func(*v1alpha1.VirtualMachine)) *v1alpha1.VirtualMachine {
 	t.Helper()
 	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
 		ClassRef: v1alpha1.LocalObjectReference{Name: "mig-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "mig-image"},
 		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"mig": "yes", "backend": backend}}},
-		NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth1", Static: &v1alpha1.StaticIPConfig{
-			Address: static, Prefix: ptr.To[int32](24), Gateway: "192.0.2.1"}}},
 	}}
+	if static != "" {
+		vm.Spec.NetworkOverrides = []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
+			Address: static, Prefix: ptr.To[int32](24), Gateway: "192.0.2.1"}}}
+	}
 	if mutate != nil {
 		mutate(vm)
 	}
@@ -191,7 +193,7 @@ func waitVM(t *testing.T, vm *v1alpha1.VirtualMachine, what string, timeout time
 // readyOn: the VM is Ready on Provider name, no migration in progress.
 func readyOn(name string) func(*v1alpha1.VirtualMachine) error {
 	return func(vm *v1alpha1.VirtualMachine) error {
-		if s := vm.Status.Scheduled; s == nil || s.Provider != ns+"/"+name {
+		if s := vm.Status.Scheduled; s == nil || s.Provider != name {
 			return fmt.Errorf("scheduled %+v, want %s", vm.Status.Scheduled, name)
 		}
 		if vm.Status.Migration != nil {
@@ -305,16 +307,17 @@ func pveVM(name string) (map[string]any, bool) {
 }
 
 // TestMigrationKeepsAddressesAndHostName (issue 32): a VM on Proxmox VE
-// with a pool address (eth0) and a static one (eth1) moves to vSphere when
-// its providerSelector changes, and back to Proxmox VE when annotated. The
-// target machine of each migration has both addresses in its spec and the
-// VM's host name (not its own name, VM-HASH): the vSphere guest is
-// customized with them (vcsim reports them), the Proxmox VE VM's
-// ipconfig carries them; the address claim is the same all along.
+// with a pool address moves to vSphere when its providerSelector changes,
+// and back to Proxmox VE when annotated. The target machine of each
+// migration has the address in its spec and the VM's host name (not its
+// own name, VM-HASH): the vSphere guest is customized with them (vcsim
+// reports them), the Proxmox VE VM's ipconfig0 carries the address; the
+// address claim is the same all along. (TestMigrationTimesOut carries a
+// static address.)
 func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	ctx := context.Background()
 	migrationBackends(t)
-	vm := migVM(t, "keep-vm", "proxmox", "192.0.2.61", nil)
+	vm := migVM(t, "keep-vm", "proxmox", "", nil)
 	pool := poolAddress(t, vm)
 	if !strings.HasPrefix(pool, "192.168.160.") {
 		t.Fatalf("pool address %q", pool)
@@ -335,9 +338,8 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	if vsm.Spec.HostName != "keep-vm" {
 		t.Errorf("VSphereMachine %s spec.hostName %q, want keep-vm", name, vsm.Spec.HostName)
 	}
-	if len(vsm.Spec.Network) != 2 || vsm.Spec.Network[0].Static == nil || vsm.Spec.Network[0].Static.Address != pool ||
-		vsm.Spec.Network[1].Static == nil || vsm.Spec.Network[1].Static.Address != "192.0.2.61" {
-		t.Errorf("VSphereMachine %s network %+v, want eth0 at %s and eth1 at 192.0.2.61", name, vsm.Spec.Network, pool)
+	if len(vsm.Spec.Network) != 1 || vsm.Spec.Network[0].Static == nil || vsm.Spec.Network[0].Static.Address != pool {
+		t.Errorf("VSphereMachine %s network %+v, want eth0 at %s", name, vsm.Spec.Network, pool)
 	}
 	if !hasHostName(vsm.Status.Addresses, "keep-vm") || !hasAddress(vm.Status.Addresses, v1alpha1.MachineHostName, "keep-vm") {
 		t.Errorf("host name: VSphereMachine addresses %+v, VM addresses %+v, want Hostname keep-vm", vsm.Status.Addresses, vm.Status.Addresses)
@@ -377,10 +379,8 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	if !ok {
 		t.Fatalf("no Proxmox VE VM for %s", back)
 	}
-	for key, want := range map[string]string{"ipconfig0": "ip=" + pool + "/24,gw=192.168.160.1", "ipconfig1": "ip=192.0.2.61/24,gw=192.0.2.1"} {
-		if v := fmt.Sprint(config[key]); !strings.Contains(v, want) {
-			t.Errorf("Proxmox VE VM %s: %s = %q, want %q in it", back, key, v, want)
-		}
+	if v, want := fmt.Sprint(config["ipconfig0"]), "ip="+pool+"/24,gw=192.168.160.1"; !strings.Contains(v, want) {
+		t.Errorf("Proxmox VE VM %s: ipconfig0 = %q, want %q in it", back, v, want)
 	}
 	if got := poolAddress(t, vm); got != pool {
 		t.Errorf("pool address %s after two migrations, was %s", got, pool)
@@ -393,7 +393,8 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 // migrationTimeoutSeconds the target ProxmoxMachine is deleted, the VM
 // stays Ready on vSphere (Migrating=False, MigrationTimedOut, an Event),
 // and the drift does not start it again at once; once the wait is over
-// (and clones work again), it does and succeeds.
+// (and clones work again), it does and succeeds: the new ProxmoxMachine
+// has the VM's static address and host name.
 func TestMigrationTimesOut(t *testing.T) {
 	migrationBackends(t)
 	const timeout = 15
@@ -433,6 +434,16 @@ func TestMigrationTimesOut(t *testing.T) {
 	waitVM(t, vm, "migrated after the wait", 2*time.Minute, readyOn("mig-proxmox"))
 	if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineMigrating); c.Reason != "Migrated" {
 		t.Errorf("Migrating %+v, want Migrated", c)
+	}
+	pm := &infrav1.ProxmoxMachine{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: vm.Status.InfrastructureRef.Name}, pm); err != nil {
+		t.Fatal(err)
+	}
+	if len(pm.Spec.Network) != 1 || pm.Spec.Network[0].Static == nil || pm.Spec.Network[0].Static.Address != "192.0.2.62" || pm.Spec.HostName != "slow-vm" {
+		t.Errorf("ProxmoxMachine %s network %+v, host name %q; want eth0 at 192.0.2.62, slow-vm", pm.Name, pm.Spec.Network, pm.Spec.HostName)
+	}
+	if config, ok := pveVM(pm.Name); !ok || !strings.Contains(fmt.Sprint(config["ipconfig0"]), "ip=192.0.2.62/24,gw=192.0.2.1") {
+		t.Errorf("Proxmox VE VM %s: ipconfig0 = %v", pm.Name, config["ipconfig0"])
 	}
 }
 
