@@ -331,6 +331,11 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	if name == "keep-vm" {
 		t.Fatalf("the target machine is named like the VM")
 	}
+	// Built with the address from the start: the clone customizes the
+	// guest with it once (a spec corrected after the cutover is too late).
+	if len(vsm.Spec.Network) != 1 || vsm.Spec.Network[0].Static == nil || vsm.Spec.Network[0].Static.Address != pool {
+		t.Errorf("VSphereMachine %s created with network %+v, want eth0 at %s", name, vsm.Spec.Network, pool)
+	}
 	waitVM(t, vm, "migrated to vSphere", 3*time.Minute, readyOn("mig-vsphere"))
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, vsm); err != nil {
 		t.Fatal(err)
@@ -368,6 +373,9 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	}
 	pm := &infrav1.ProxmoxMachine{}
 	back := targetMachine(t, vm, pm)
+	if len(pm.Spec.Network) != 1 || pm.Spec.Network[0].Static == nil || pm.Spec.Network[0].Static.Address != pool {
+		t.Errorf("ProxmoxMachine %s created with network %+v, want eth0 at %s", back, pm.Spec.Network, pool)
+	}
 	waitVM(t, vm, "migrated back to Proxmox VE", 3*time.Minute, readyOn("mig-proxmox"))
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: back}, pm); err != nil {
 		t.Fatal(err)
