@@ -24,14 +24,18 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // CommonSpec is the part of every backend's machine spec that comes
-// straight from the resolved VM: failure domain, size, firmware, vTPM and
-// power (state, and how to power off). Spec builders start from it.
+// straight from the resolved VM: failure domain, the guest's host name
+// (the VM's, whatever the machine is named: a migration's target keeps
+// it), size, firmware, vTPM and power (state, and how to power off). Spec
+// builders start from it.
 func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine) infrav1.CommonMachineSpec {
 	spec := infrav1.CommonMachineSpec{
 		FailureDomain: vm.Status.Scheduled.FailureDomain,
+		HostName:      providers.HostName(vm.Name),
 		CPUs:          r.Spec.CPUs.Value,
 		MemoryMiB:     r.Spec.MemoryMiB.Value,
 		Firmware:      infrav1.Firmware(r.Spec.Firmware),

@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -28,10 +29,13 @@ import (
 // Drift says why a placed VM's placement no longer holds, or "" when it
 // does: its Provider (current, nil when gone) no longer exists, no longer
 // matches the VM's providerSelector, or no longer publishes the failure
-// domain, or the domain no longer matches the failureDomainSelector. Only
-// what lasts counts: a Provider not Ready, or an image not ready on it, is
-// an outage to wait out, not a reason to recreate the VM elsewhere.
-func Drift(vm *v1alpha1.VirtualMachine, current *v1alpha1.Provider) string {
+// domain, or the domain no longer matches the failureDomainSelector, or a
+// required anti-affinity term selects one of peers (the other placed VMs
+// of its namespace) where it runs. Only what lasts counts: a Provider not
+// Ready, or an image not ready on it, is an outage to wait out, not a
+// reason to recreate the VM elsewhere; a preferred term is a preference,
+// never a reason to move.
+func Drift(vm *v1alpha1.VirtualMachine, current *v1alpha1.Provider, peers []Peer) string {
 	s := vm.Status.Scheduled
 	if s == nil {
 		return ""
@@ -46,6 +50,9 @@ func Drift(vm *v1alpha1.VirtualMachine, current *v1alpha1.Provider) string {
 	if sel, err := selector(placement.ProviderSelector); err == nil && !sel.Matches(labels.Set(current.Labels)) {
 		return fmt.Sprintf("Provider %s (labels %v) no longer matches providerSelector %s", s.Provider, current.Labels, sel)
 	}
+	if why := antiAffinityDrift(placement.AntiAffinity, peers, ImageStatusKey(current), s.FailureDomain); why != "" {
+		return why
+	}
 	if !meta.IsStatusConditionTrue(current.Status.Conditions, v1alpha1.ProviderReady) {
 		return "" // its failure domains are not current: wait
 	}
@@ -59,6 +66,28 @@ func Drift(vm *v1alpha1.VirtualMachine, current *v1alpha1.Provider) string {
 		return ""
 	}
 	return fmt.Sprintf("Provider %s no longer publishes failure domain %s", s.Provider, s.FailureDomain)
+}
+
+// antiAffinityDrift says which required term of terms a peer breaks in
+// failure domain fd of provider (namespace/name), "" when none does.
+func antiAffinityDrift(terms []v1alpha1.AntiAffinityTerm, peers []Peer, provider, fd string) string {
+	for _, t := range terms {
+		if t.Mode == v1alpha1.AntiAffinityPreferred {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+		if err != nil {
+			continue // validation refuses it; Decide says so
+		}
+		if names := peersIn(peers, sel, t.TopologyKey, provider, fd); len(names) > 0 {
+			where := "in failure domain " + fd
+			if t.TopologyKey == v1alpha1.AntiAffinityProvider {
+				where = "on Provider " + provider
+			}
+			return fmt.Sprintf("required anti-affinity (%s %s): %s %s", t.TopologyKey, sel, listed(names), where)
+		}
+	}
+	return ""
 }
 
 // Without is providers with the failure domain fd of provider (namespace/

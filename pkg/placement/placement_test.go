@@ -366,23 +366,45 @@ func TestDrift(t *testing.T) {
 	notReady := p.DeepCopy()
 	notReady.Status.Conditions[0].Status = metav1.ConditionFalse
 	notReady.Status.FailureDomains = nil
+	apart := func(topology v1alpha1.AntiAffinityTopology, mode v1alpha1.AntiAffinityMode) func(*v1alpha1.VirtualMachine) {
+		return func(vm *v1alpha1.VirtualMachine) {
+			vm.Spec.Placement.AntiAffinity = []v1alpha1.AntiAffinityTerm{{TopologyKey: topology, Mode: mode,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+		}
+	}
+	db := map[string]string{"app": "db"}
+	sameDomain := []Peer{{Name: "db-prod-02", Labels: db, Provider: ns + "/prod-vsphere", FailureDomain: "fd-b"}}
+	otherDomain := []Peer{{Name: "db-prod-02", Labels: db, Provider: ns + "/prod-vsphere", FailureDomain: "fd-a"}}
+	elsewhere := []Peer{{Name: "db-prod-02", Labels: db, Provider: ns + "/lab-vsphere", FailureDomain: "fd-b"}}
+	unselected := []Peer{{Name: "web-01", Labels: map[string]string{"app": "web"}, Provider: ns + "/prod-vsphere", FailureDomain: "fd-b"}}
 	for _, tc := range []struct {
 		name     string
 		vm       *v1alpha1.VirtualMachine
 		provider *v1alpha1.Provider
+		peers    []Peer
 		want     string
 	}{
-		{"holds", placed(nil), &p, ""},
-		{"not placed", seedVM(), nil, ""},
-		{"Provider gone", placed(nil), nil, "no longer exists"},
-		{"selector edited", placed(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Placement.ProviderSelector.MatchLabels["env"] = "lab" }), &p, "no longer matches providerSelector"},
-		{"failure domain gone", placed(func(vm *v1alpha1.VirtualMachine) { vm.Status.Scheduled.FailureDomain = "fd-z" }), &p, "no longer publishes failure domain fd-z"},
+		{"holds", placed(nil), &p, nil, ""},
+		{"required failure-domain anti-affinity added, a peer there", placed(apart(v1alpha1.AntiAffinityFailureDomain, v1alpha1.AntiAffinityRequired)), &p, sameDomain,
+			"required anti-affinity (failureDomain app=db): VM db-prod-02 runs in failure domain fd-b"},
+		{"required anti-affinity, mode left empty", placed(apart(v1alpha1.AntiAffinityFailureDomain, "")), &p, sameDomain, "required anti-affinity"},
+		{"failure-domain anti-affinity, the peer in another domain", placed(apart(v1alpha1.AntiAffinityFailureDomain, v1alpha1.AntiAffinityRequired)), &p, otherDomain, ""},
+		{"provider anti-affinity, the peer in another domain of the Provider", placed(apart(v1alpha1.AntiAffinityProvider, v1alpha1.AntiAffinityRequired)), &p, otherDomain,
+			"VM db-prod-02 runs on Provider " + ns + "/prod-vsphere"},
+		{"provider anti-affinity, the peer on another Provider", placed(apart(v1alpha1.AntiAffinityProvider, v1alpha1.AntiAffinityRequired)), &p, elsewhere, ""},
+		{"anti-affinity selecting no peer there", placed(apart(v1alpha1.AntiAffinityProvider, v1alpha1.AntiAffinityRequired)), &p, unselected, ""},
+		{"preferred anti-affinity is no reason to move", placed(apart(v1alpha1.AntiAffinityFailureDomain, v1alpha1.AntiAffinityPreferred)), &p, sameDomain, ""},
+		{"anti-affinity removed", placed(nil), &p, sameDomain, ""},
+		{"not placed", seedVM(), nil, nil, ""},
+		{"Provider gone", placed(nil), nil, nil, "no longer exists"},
+		{"selector edited", placed(func(vm *v1alpha1.VirtualMachine) { vm.Spec.Placement.ProviderSelector.MatchLabels["env"] = "lab" }), &p, nil, "no longer matches providerSelector"},
+		{"failure domain gone", placed(func(vm *v1alpha1.VirtualMachine) { vm.Status.Scheduled.FailureDomain = "fd-z" }), &p, nil, "no longer publishes failure domain fd-z"},
 		{"failure domain selector edited", placed(func(vm *v1alpha1.VirtualMachine) {
 			vm.Spec.Placement.FailureDomainSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}
-		}), &p, "no longer matches failureDomainSelector"},
-		{"Provider not Ready: an outage, not a drift", placed(nil), notReady, ""},
+		}), &p, nil, "no longer matches failureDomainSelector"},
+		{"Provider not Ready: an outage, not a drift", placed(nil), notReady, nil, ""},
 	} {
-		got := Drift(tc.vm, tc.provider)
+		got := Drift(tc.vm, tc.provider, tc.peers)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}

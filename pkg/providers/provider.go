@@ -87,7 +87,8 @@ var ErrUserDataNeeded = errors.New("the VM must be built and its user data was n
 type MachineSpec struct {
 	// Name of the VM in the backend (BackendName): unique across namespaces.
 	Name string
-	// HostName is the guest's host name (HostName of the object's name).
+	// HostName is the guest's host name: the machine's spec.hostName, or
+	// HostName of the object's name when it has none.
 	HostName string
 	// InstanceUUID is the VM's identity, derived from the Kubernetes
 	// object's UID: a create repeated after a crash finds the VM by it

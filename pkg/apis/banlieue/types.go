@@ -168,6 +168,17 @@ type VirtualMachineSpec struct {
 	// one: user data is delivered again, disk contents are not carried.
 	// +optional
 	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
+	// migrationTimeoutSeconds bounds a migration: when the new machine is
+	// not Ready this many seconds after the migration started
+	// (status.migration.startTime), it is deleted and the VM stays where it
+	// is (Migrating=False, reason MigrationTimedOut, and an Event). A
+	// migration asked for with the banlieue.io/migrate annotation is not
+	// tried again by itself: the annotation is removed, annotate again to
+	// retry. One a drifted placement started is tried again once another
+	// migrationTimeoutSeconds has passed since it timed out. Defaults to
+	// 1800 (30 minutes); at least 1.
+	// +optional
+	MigrationTimeoutSeconds *int32 `json:"migrationTimeoutSeconds,omitempty"`
 }
 
 // MigrationPolicy is when a VM is recreated elsewhere.
@@ -404,6 +415,10 @@ type MigrationStatus struct {
 	InfrastructureRef InfrastructureReference `json:"infrastructureRef"`
 	// reason the VM moves: PlacementDrifted or Requested.
 	Reason string `json:"reason"`
+	// startTime is when the migration started: it times out
+	// spec.migrationTimeoutSeconds later.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
 }
 
 // ClassRevision is a VMClass's spec at one generation.

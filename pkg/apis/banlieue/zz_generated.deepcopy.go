@@ -399,6 +399,10 @@ func (in *MigrationStatus) DeepCopyInto(out *MigrationStatus) {
 	*out = *in
 	in.Target.DeepCopyInto(&out.Target)
 	out.InfrastructureRef = in.InfrastructureRef
+	if in.StartTime != nil {
+		in, out := &in.StartTime, &out.StartTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 
@@ -1614,6 +1618,11 @@ func (in *VirtualMachineSpec) DeepCopyInto(out *VirtualMachineSpec) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.MigrationTimeoutSeconds != nil {
+		in, out := &in.MigrationTimeoutSeconds, &out.MigrationTimeoutSeconds
+		*out = new(int32)
+		**out = **in
 	}
 	return
 }

@@ -510,7 +510,7 @@ func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Pr
 	c := m.CommonSpec()
 	fd, _ := infrastructure.FailureDomain(provider, c.FailureDomain)
 	spec, fields := r.Kind.Spec(m, fd)
-	spec.Name, spec.HostName, spec.InstanceUUID = VMName(m), providers.HostName(m.GetName()), string(m.GetUID())
+	spec.Name, spec.HostName, spec.InstanceUUID = VMName(m), hostName(m), string(m.GetUID())
 	spec.CPUs, spec.MemoryMiB, spec.Firmware, spec.TPM = c.CPUs, c.MemoryMiB, string(c.Firmware), c.TPMEnabled
 	spec.PowerState, spec.TaskRef = c.PowerState, m.CommonStatus().TaskRef
 	spec.PowerOffMode = c.PowerOffMode
@@ -526,6 +526,16 @@ func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Pr
 		spec.SoftPowerOffTime = t.Time
 	}
 	return spec, fields
+}
+
+// hostName is the guest's host name: spec.hostName (the VirtualMachine's
+// name, which a migration's target machine keeps) or, when empty, made
+// from the object's name.
+func hostName(m infrav1.Machine) string {
+	if h := m.CommonSpec().HostName; h != "" {
+		return h
+	}
+	return providers.HostName(m.GetName())
 }
 
 // recordLocation writes where m's VM is built (spec's place) to

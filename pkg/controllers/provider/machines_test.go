@@ -18,6 +18,7 @@ package provider
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +157,26 @@ func TestMachineSpecPower(t *testing.T) {
 				t.Errorf("power %s, mode %s, grace %s, asked %v; want PoweredOff, Soft, %s, %v", spec.PowerState, spec.PowerOffMode, spec.PowerOffGrace, spec.SoftPowerOffTime, tc.wantGrace, tc.wantAsked)
 			}
 		})
+	}
+}
+
+// TestMachineSpecHostName (issue 32): the guest's host name is the
+// machine's spec.hostName (a VirtualMachine's name, which its migration
+// target keeps under another object name); without one it is made from
+// the object's name, as for a machine written by hand or by Cluster API.
+func TestMachineSpecHostName(t *testing.T) {
+	p := &v1alpha1.Provider{Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "kvm-01", Host: "kvm-01.lab"}}}}
+	r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
+	for _, tc := range []struct{ name, hostName, want string }{
+		{"web-0-1a2b3c4d", "web-0", "web-0"},
+		{"web-0", "", "web-0"},
+		{strings.Repeat("a", 62) + "-b", "", strings.Repeat("a", 62)},
+	} {
+		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: "team-a"},
+			Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "kvm-01", HostName: tc.hostName}}}
+		if spec, _ := r.machineSpec(m, p); spec.HostName != tc.want {
+			t.Errorf("machine %s, spec.hostName %q: host name %q, want %q", tc.name, tc.hostName, spec.HostName, tc.want)
+		}
 	}
 }
 

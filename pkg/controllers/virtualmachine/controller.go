@@ -358,38 +358,42 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
 	}
 
+	// Pool addresses are claimed and known before any machine is built
+	// (a migration's target too, which keeps them): never without.
+	if reason, msg, err := r.claimAddresses(ctx, vm, resolved); err != nil {
+		return ctrl.Result{}, err
+	} else if reason != "" {
+		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reason, msg)
+		r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reason, msg)
+		return ctrl.Result{}, nil
+	}
 	// A placement that no longer holds (or a request) recreates the VM
 	// elsewhere; until the new machine is Ready the old one is mirrored.
-	if err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)}); err != nil {
+	// The migration's deadline (or the wait after one timed out) requeues.
+	requeue, err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)})
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	result := ctrl.Result{RequeueAfter: requeue}
 	provider := findProvider(providers, vm)
 	if provider == nil {
 		// The chosen Provider is gone; keep the placement and say so.
 		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
 			fmt.Sprintf("Provider %s no longer exists", vm.Status.Scheduled.Provider))
-		return ctrl.Result{}, nil
+		return result, nil
 	}
 	kind, ok := r.Infrastructure.For(provider.Spec.ProviderClassRef.Name)
 	if !ok {
 		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
 			fmt.Sprintf("no backend serves provider class %q", provider.Spec.ProviderClassRef.Name))
-		return ctrl.Result{}, nil
-	}
-	if reason, msg, err := r.claimAddresses(ctx, vm, resolved); err != nil {
-		return ctrl.Result{}, err
-	} else if reason != "" {
-		// The machine is built with its pool addresses, never without.
-		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reason, msg)
-		r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reason, msg)
-		return ctrl.Result{}, nil
+		return result, nil
 	}
 	m, err := r.ensureMachine(ctx, kind, vm, resolved, provider)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is being deleted (its machines first, maybe):
 		// the VM goes with it, there is nothing to create.
-		return ctrl.Result{}, nil
+		return result, nil
 	case apierrors.IsAlreadyExists(err):
 		// Created a moment ago and not in the cache yet; its add event
 		// requeues the VM (we own it). The requeue is for a machine
@@ -403,7 +407,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, err
 	}
 	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed, len(resolved.Spec.Interfaces) > 0)
-	return ctrl.Result{}, nil
+	return result, nil
 }
 
 // invalid records a placement that cannot be resolved.

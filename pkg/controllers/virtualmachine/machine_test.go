@@ -18,6 +18,7 @@ package virtualmachine
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -69,5 +70,35 @@ func TestReadiness(t *testing.T) {
 	o := infrastructure.Observed{Ready: ready, Provisioned: ptr.To(true), PowerState: "PoweredOn", Addresses: hostOnly}
 	if got := readiness(infrastructureReady("XMachine", "vm", o), o, false); got.Status != metav1.ConditionTrue {
 		t.Errorf("no interface: Ready %s/%s, want True", got.Status, got.Reason)
+	}
+}
+
+// TestRetryWait (issue 32): after a migration timed out, a drift starts
+// the next one migrationTimeoutSeconds (default 1800) after the timeout,
+// not at once; any other state of Migrating waits for nothing.
+func TestRetryWait(t *testing.T) {
+	at := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
+	migrating := func(status metav1.ConditionStatus, reason string, timeout *int32) *v1alpha1.VirtualMachine {
+		return &v1alpha1.VirtualMachine{Spec: v1alpha1.VirtualMachineSpec{MigrationTimeoutSeconds: timeout},
+			Status: v1alpha1.VirtualMachineStatus{Conditions: []metav1.Condition{{Type: v1alpha1.VirtualMachineMigrating,
+				Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at)}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		vm   *v1alpha1.VirtualMachine
+		now  time.Time
+		want time.Duration
+	}{
+		{"never migrated", &v1alpha1.VirtualMachine{}, at, 0},
+		{"timed out just now", migrating(metav1.ConditionFalse, reasonMigrationTimedOut, ptr.To[int32](60)), at.Add(10 * time.Second), 50 * time.Second},
+		{"timed out, default timeout", migrating(metav1.ConditionFalse, reasonMigrationTimedOut, nil), at, 30 * time.Minute},
+		{"the wait is over", migrating(metav1.ConditionFalse, reasonMigrationTimedOut, ptr.To[int32](60)), at.Add(2 * time.Minute), 0},
+		{"migrated", migrating(metav1.ConditionFalse, reasonMigrated, ptr.To[int32](60)), at, 0},
+		{"drift reverted", migrating(metav1.ConditionFalse, reasonDriftReverted, ptr.To[int32](60)), at, 0},
+		{"migrating", migrating(metav1.ConditionTrue, reasonPlacementDrifted, ptr.To[int32](60)), at, 0},
+	} {
+		if got := retryWait(tc.vm, tc.now); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -898,12 +898,18 @@ func schema_pkg_apis_banlieue_v1alpha1_MigrationStatus(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "startTime is when the migration started: it times out spec.migrationTimeoutSeconds later.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"target", "infrastructureRef", "reason"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName()},
+			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -3381,6 +3387,14 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCa
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Automatic", "Manual", "Never"},
+						},
+					},
+					"migrationTimeoutSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "migrationTimeoutSeconds bounds a migration: when the new machine is not Ready this many seconds after the migration started (status.migration.startTime), it is deleted and the VM stays where it is (Migrating=False, reason MigrationTimedOut, and an Event). A migration asked for with the banlieue.io/migrate annotation is not tried again by itself: the annotation is removed, annotate again to retry. One a drifted placement started is tried again once another migrationTimeoutSeconds has passed since it timed out. Defaults to 1800 (30 minutes); at least 1.",
+							Default:     1800,
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},

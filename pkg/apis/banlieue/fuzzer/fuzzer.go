@@ -34,6 +34,10 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			c.FillNoCustom(s)
 			powerStates := []banlieue.PowerState{banlieue.PowerStatePoweredOn, banlieue.PowerStatePoweredOff, banlieue.PowerStateSuspended}
 			s.DesiredPowerState = powerStates[c.Intn(len(powerStates))]
+			if s.MigrationTimeoutSeconds == nil {
+				t := int32(1800) // v1alpha1's default
+				s.MigrationTimeoutSeconds = &t
+			}
 			if s.Placement != nil && s.Placement.ProviderSelector == nil && s.Placement.FailureDomainSelector == nil && len(s.Placement.AntiAffinity) == 0 {
 				s.Placement = nil
 			}

@@ -31,19 +31,25 @@ const (
 	DefaultPowerState       = PowerStatePoweredOn
 	DefaultDiskProvisioning = DiskProvisioningThin
 	DefaultInstallMode      = InstallModeImmediate
+	// DefaultMigrationTimeoutSeconds bounds a migration (30 minutes).
+	DefaultMigrationTimeoutSeconds = int32(1800)
 )
 
 func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	return RegisterDefaults(scheme)
 }
 
-// SetDefaults_VirtualMachineSpec defaults the power state and the userData
-// key, and normalises the override deltas: a delta only ever carries what
+// SetDefaults_VirtualMachineSpec defaults the power state, the userData
+// key and the migration timeout, and normalises the override deltas: a delta only ever carries what
 // the user set, so empty overrides are dropped and nothing is copied from
 // the class.
 func SetDefaults_VirtualMachineSpec(obj *VirtualMachineSpec) {
 	if obj.DesiredPowerState == "" {
 		obj.DesiredPowerState = DefaultPowerState
+	}
+	if obj.MigrationTimeoutSeconds == nil {
+		t := DefaultMigrationTimeoutSeconds
+		obj.MigrationTimeoutSeconds = &t
 	}
 	if obj.UserData != nil {
 		defaultKey(obj.UserData.SecretRef, DefaultUserDataKey)

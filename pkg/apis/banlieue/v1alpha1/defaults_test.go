@@ -83,9 +83,17 @@ func TestVirtualMachineDefaults(t *testing.T) {
 			in:   VirtualMachineSpec{NetworkOverrides: []NetworkOverride{{Name: "eth0", Static: &StaticIPConfig{Address: "192.0.2.90/24", Prefix: ptr.To[int32](16)}}}},
 			want: VirtualMachineSpec{DesiredPowerState: PowerStatePoweredOn, NetworkOverrides: []NetworkOverride{{Name: "eth0", Static: &StaticIPConfig{Address: "192.0.2.90/24", Prefix: ptr.To[int32](16)}}}},
 		},
+		{
+			name: "explicit migration timeout kept",
+			in:   VirtualMachineSpec{MigrationTimeoutSeconds: ptr.To[int32](60)},
+			want: VirtualMachineSpec{DesiredPowerState: PowerStatePoweredOn, MigrationTimeoutSeconds: ptr.To[int32](60)},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.want.MigrationTimeoutSeconds == nil {
+				tc.want.MigrationTimeoutSeconds = ptr.To(DefaultMigrationTimeoutSeconds)
+			}
 			got := defaulted(t, &VirtualMachine{Spec: tc.in}).(*VirtualMachine).Spec
 			if !apiequality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("defaults differ:\n%s", diff.Diff(tc.want, got))

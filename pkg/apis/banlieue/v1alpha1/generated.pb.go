@@ -988,6 +988,18 @@ func (m *MigrationStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.StartTime != nil {
+		{
+			size, err := m.StartTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x22
+	}
 	i -= len(m.Reason)
 	copy(dAtA[i:], m.Reason)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Reason)))
@@ -3499,6 +3511,11 @@ func (m *VirtualMachineSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.MigrationTimeoutSeconds != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.MigrationTimeoutSeconds))
+		i--
+		dAtA[i] = 0x60
+	}
 	if m.PowerOffGraceSeconds != nil {
 		i = encodeVarintGenerated(dAtA, i, uint64(*m.PowerOffGraceSeconds))
 		i--
@@ -4045,6 +4062,10 @@ func (m *MigrationStatus) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.Reason)
 	n += 1 + l + sovGenerated(uint64(l))
+	if m.StartTime != nil {
+		l = m.StartTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -4979,6 +5000,9 @@ func (m *VirtualMachineSpec) Size() (n int) {
 	if m.PowerOffGraceSeconds != nil {
 		n += 1 + sovGenerated(uint64(*m.PowerOffGraceSeconds))
 	}
+	if m.MigrationTimeoutSeconds != nil {
+		n += 1 + sovGenerated(uint64(*m.MigrationTimeoutSeconds))
+	}
 	return n
 }
 
@@ -5290,6 +5314,7 @@ func (this *MigrationStatus) String() string {
 		`Target:` + strings.Replace(strings.Replace(this.Target.String(), "ScheduledPlacement", "ScheduledPlacement", 1), `&`, ``, 1) + `,`,
 		`InfrastructureRef:` + strings.Replace(strings.Replace(this.InfrastructureRef.String(), "InfrastructureReference", "InfrastructureReference", 1), `&`, ``, 1) + `,`,
 		`Reason:` + fmt.Sprintf("%v", this.Reason) + `,`,
+		`StartTime:` + strings.Replace(fmt.Sprintf("%v", this.StartTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -6036,6 +6061,7 @@ func (this *VirtualMachineSpec) String() string {
 		`MigrationPolicy:` + fmt.Sprintf("%v", this.MigrationPolicy) + `,`,
 		`PowerOffMode:` + fmt.Sprintf("%v", this.PowerOffMode) + `,`,
 		`PowerOffGraceSeconds:` + valueToStringGenerated(this.PowerOffGraceSeconds) + `,`,
+		`MigrationTimeoutSeconds:` + valueToStringGenerated(this.MigrationTimeoutSeconds) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -8995,6 +9021,42 @@ func (m *MigrationStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StartTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.StartTime == nil {
+				m.StartTime = &v1.Time{}
+			}
+			if err := m.StartTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -16989,6 +17051,26 @@ func (m *VirtualMachineSpec) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.PowerOffGraceSeconds = &v
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MigrationTimeoutSeconds", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.MigrationTimeoutSeconds = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

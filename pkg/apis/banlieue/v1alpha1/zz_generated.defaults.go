@@ -143,6 +143,10 @@ func SetObjectDefaults_VirtualMachine(in *VirtualMachine) {
 	if in.Spec.DesiredPowerState == "" {
 		in.Spec.DesiredPowerState = "PoweredOn"
 	}
+	if in.Spec.MigrationTimeoutSeconds == nil {
+		var ptrVar1 int32 = 1800
+		in.Spec.MigrationTimeoutSeconds = &ptrVar1
+	}
 	if in.Status.ClassRevision != nil {
 		for i := range in.Status.ClassRevision.Spec.Hardware.Disks {
 			a := &in.Status.ClassRevision.Spec.Hardware.Disks[i]

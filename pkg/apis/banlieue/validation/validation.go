@@ -76,6 +76,9 @@ func validateVirtualMachineSpec(spec *banlieue.VirtualMachineSpec, p *field.Path
 	allErrs = append(allErrs, validateRefName(spec.ClassRef.Name, p.Child("classRef", "name"))...)
 	allErrs = append(allErrs, validateRefName(spec.ImageRef.Name, p.Child("imageRef", "name"))...)
 	allErrs = append(allErrs, validateEnum(spec.MigrationPolicy, migrationPolicies, false, p.Child("migrationPolicy"))...)
+	if t := spec.MigrationTimeoutSeconds; t != nil && *t < 1 {
+		allErrs = append(allErrs, field.Invalid(p.Child("migrationTimeoutSeconds"), *t, "must be at least 1"))
+	}
 	if spec.Placement != nil {
 		allErrs = append(allErrs, validateSelector(spec.Placement.ProviderSelector, p.Child("placement", "providerSelector"))...)
 		allErrs = append(allErrs, validateSelector(spec.Placement.FailureDomainSelector, p.Child("placement", "failureDomainSelector"))...)

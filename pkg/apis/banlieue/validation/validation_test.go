@@ -102,6 +102,9 @@ func TestValidateVirtualMachine(t *testing.T) {
 		{"unknown power-off mode", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffMode = "Gentle" }, []want{{field.ErrorTypeNotSupported, "spec.powerOffMode"}}},
 		{"negative grace", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffGraceSeconds = ptr.To[int32](-1) }, []want{{field.ErrorTypeInvalid, "spec.powerOffGraceSeconds"}}},
 		{"grace over an hour", func(vm *banlieue.VirtualMachine) { vm.Spec.PowerOffGraceSeconds = ptr.To[int32](3601) }, []want{{field.ErrorTypeInvalid, "spec.powerOffGraceSeconds"}}},
+		{"migration timeout", func(vm *banlieue.VirtualMachine) { vm.Spec.MigrationTimeoutSeconds = ptr.To[int32](60) }, nil},
+		{"zero migration timeout", func(vm *banlieue.VirtualMachine) { vm.Spec.MigrationTimeoutSeconds = ptr.To[int32](0) }, []want{{field.ErrorTypeInvalid, "spec.migrationTimeoutSeconds"}}},
+		{"negative migration timeout", func(vm *banlieue.VirtualMachine) { vm.Spec.MigrationTimeoutSeconds = ptr.To[int32](-5) }, []want{{field.ErrorTypeInvalid, "spec.migrationTimeoutSeconds"}}},
 		{"anti-affinity", func(vm *banlieue.VirtualMachine) {
 			vm.Spec.Placement.AntiAffinity = []banlieue.AntiAffinityTerm{
 				{TopologyKey: "failureDomain", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Mode: "required"},

@@ -102,6 +102,16 @@ type CommonMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	FailureDomain string `json:"failureDomain,omitempty"`
 
+	// hostName is the guest's host name (cloud-init local-hostname,
+	// vSphere customization, Ignition): banlieue sets it to the
+	// VirtualMachine's name, so a VM recreated elsewhere by a migration
+	// (whose machine has another name) keeps it. Empty means the host
+	// name is made from this object's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	HostName string `json:"hostName,omitempty"`
+
 	// cpus is the number of virtual CPUs.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=768

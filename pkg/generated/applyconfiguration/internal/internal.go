@@ -288,6 +288,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: startTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: target
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ScheduledPlacement
@@ -855,6 +858,10 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: migrationPolicy
       type:
         scalar: string
+    - name: migrationTimeoutSeconds
+      type:
+        scalar: numeric
+      default: 1800
     - name: networkOverrides
       type:
         list:

@@ -80,7 +80,7 @@ func TestBuildSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := infrav1.LibvirtMachineSpec{
-		CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "lab-kvm-01", CPUs: 8, MemoryMiB: 65536, PowerState: infrav1.PowerStatePoweredOn},
+		CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "lab-kvm-01", HostName: "db-prod-02", CPUs: 8, MemoryMiB: 65536, PowerState: infrav1.PowerStatePoweredOn},
 		Image:             "images/debian-12.qcow2",
 		Disks: []infrav1.LibvirtDisk{
 			{Name: "root", SizeGiB: 80, Provisioning: "thin", Pool: "fast"},

@@ -80,7 +80,7 @@ func TestBuildSpec(t *testing.T) {
 	}
 	want := infrav1.VSphereMachineSpec{
 		CommonMachineSpec: infrav1.CommonMachineSpec{
-			FailureDomain: "fd-east", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: infrav1.PowerStatePoweredOff,
+			FailureDomain: "fd-east", HostName: "db-prod-02", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: infrav1.PowerStatePoweredOff,
 			PowerOffMode: infrav1.PowerOffModeSoft, PowerOffGraceSeconds: ptr.To[int32](30),
 			UserDataSecretRef: &infrav1.SecretKeyReference{Name: "ci", Key: "user-data"},
 		},

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // MigrationStatusApplyConfiguration represents a declarative configuration of the MigrationStatus type for use
 // with apply.
 //
@@ -29,6 +33,9 @@ type MigrationStatusApplyConfiguration struct {
 	InfrastructureRef *InfrastructureReferenceApplyConfiguration `json:"infrastructureRef,omitempty"`
 	// reason the VM moves: PlacementDrifted or Requested.
 	Reason *string `json:"reason,omitempty"`
+	// startTime is when the migration started: it times out
+	// spec.migrationTimeoutSeconds later.
+	StartTime *v1.Time `json:"startTime,omitempty"`
 }
 
 // MigrationStatusApplyConfiguration constructs a declarative configuration of the MigrationStatus type for use with
@@ -58,5 +65,13 @@ func (b *MigrationStatusApplyConfiguration) WithInfrastructureRef(value *Infrast
 // If called multiple times, the Reason field is set to the value of the last call.
 func (b *MigrationStatusApplyConfiguration) WithReason(value string) *MigrationStatusApplyConfiguration {
 	b.Reason = &value
+	return b
+}
+
+// WithStartTime sets the StartTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartTime field is set to the value of the last call.
+func (b *MigrationStatusApplyConfiguration) WithStartTime(value v1.Time) *MigrationStatusApplyConfiguration {
+	b.StartTime = &value
 	return b
 }

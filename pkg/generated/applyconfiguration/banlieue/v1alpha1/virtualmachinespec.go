@@ -75,6 +75,16 @@ type VirtualMachineSpecApplyConfiguration struct {
 	// builds the new machine, waits for it to be Ready, then deletes the old
 	// one: user data is delivered again, disk contents are not carried.
 	MigrationPolicy *banlieuev1alpha1.MigrationPolicy `json:"migrationPolicy,omitempty"`
+	// migrationTimeoutSeconds bounds a migration: when the new machine is
+	// not Ready this many seconds after the migration started
+	// (status.migration.startTime), it is deleted and the VM stays where it
+	// is (Migrating=False, reason MigrationTimedOut, and an Event). A
+	// migration asked for with the banlieue.io/migrate annotation is not
+	// tried again by itself: the annotation is removed, annotate again to
+	// retry. One a drifted placement started is tried again once another
+	// migrationTimeoutSeconds has passed since it timed out. Defaults to
+	// 1800 (30 minutes); at least 1.
+	MigrationTimeoutSeconds *int32 `json:"migrationTimeoutSeconds,omitempty"`
 }
 
 // VirtualMachineSpecApplyConfiguration constructs a declarative configuration of the VirtualMachineSpec type for use with
@@ -173,5 +183,13 @@ func (b *VirtualMachineSpecApplyConfiguration) WithPaused(value bool) *VirtualMa
 // If called multiple times, the MigrationPolicy field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithMigrationPolicy(value banlieuev1alpha1.MigrationPolicy) *VirtualMachineSpecApplyConfiguration {
 	b.MigrationPolicy = &value
+	return b
+}
+
+// WithMigrationTimeoutSeconds sets the MigrationTimeoutSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MigrationTimeoutSeconds field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithMigrationTimeoutSeconds(value int32) *VirtualMachineSpecApplyConfiguration {
+	b.MigrationTimeoutSeconds = &value
 	return b
 }
