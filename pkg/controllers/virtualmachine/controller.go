@@ -296,68 +296,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, err
 }
 
+// reconcileNormal drives a VM that is neither paused nor deleted, in
+// phases: resolve its class and image; schedule it; claim its pool
+// addresses (before any machine is built); migrate it when its placement
+// no longer holds; build its machine and mirror it.
 func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMachine) (ctrl.Result, error) {
-	live := &v1alpha1.VMClass{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, live); apierrors.IsNotFound(err) {
-		live = nil
-	} else if err != nil {
-		return ctrl.Result{}, err
+	resolved, image, err := r.resolve(ctx, vm)
+	if err != nil || resolved == nil {
+		return ctrl.Result{}, err // nil: invalid, and said so
 	}
-	class, err := r.pinClass(ctx, vm, live)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if class == nil {
-		r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
-		return ctrl.Result{}, nil
-	}
-	image := &v1alpha1.VMImage{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.invalid(vm, placement.ReasonImageNotFound, fmt.Sprintf("VMImage %s does not exist", vm.Spec.ImageRef.Name))
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	resolved, err := resolve.Resolve(vm, class, image)
-	var overrideErr *resolve.OverrideError
-	if errors.As(err, &overrideErr) {
-		r.invalid(vm, placement.ReasonInvalidOverrides, overrideErr.Error())
-		return ctrl.Result{}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if mismatch := resolve.CheckImage(class, image); mismatch != nil && vm.Status.Scheduled == nil {
-		// Nothing is built for it; a VM already placed keeps running.
-		r.invalid(vm, placement.ReasonImageClassMismatch, mismatch.Error())
-		return ctrl.Result{}, nil
-	}
-	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved,
-		fmt.Sprintf("VMClass %s and VMImage %s resolve", class.Name, image.Name))
-
 	providers, err := r.candidates(ctx, vm)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if vm.Status.Scheduled == nil {
-		d, err := r.decide(ctx, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)})
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !d.Fits {
-			if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled); c == nil || c.Reason != d.Reason || c.Message != d.Message {
-				r.event(vm, corev1.EventTypeWarning, d.Reason, "Scheduling", d.Message)
-			}
-			r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionFalse, d.Reason, d.Message)
-			r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reasonNotScheduled, "the VM is not scheduled")
-			return ctrl.Result{}, nil
-		}
-		vm.Status.Scheduled = d.Scheduled
-		r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionTrue, placement.ReasonScheduled, d.Message)
-		r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
+	in := placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)}
+	if scheduled, err := r.schedule(ctx, vm, in); err != nil || !scheduled {
+		return ctrl.Result{}, err
 	}
-
 	// Pool addresses are claimed and known before any machine is built
 	// (a migration's target too, which keeps them): never without.
 	if reason, msg, err := r.claimAddresses(ctx, vm, resolved); err != nil {
@@ -370,30 +325,108 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 	// A placement that no longer holds (or a request) recreates the VM
 	// elsewhere; until the new machine is Ready the old one is mirrored.
 	// The migration's deadline (or the wait after one timed out) requeues.
-	requeue, err := r.migration(ctx, vm, placement.Input{VM: vm, Resolved: resolved, Image: image, Providers: providers, Backend: r.backend(resolved)})
+	requeue, err := r.migration(ctx, vm, in)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result := ctrl.Result{RequeueAfter: requeue}
+	res, err := r.reconcileMachine(ctx, vm, resolved, providers)
+	if err == nil && res.IsZero() {
+		res.RequeueAfter = requeue
+	}
+	return res, err
+}
+
+// resolve reads vm's class (as pinned) and image and resolves them
+// (PlacementValid). A nil resolved with no error: the VM is invalid, and
+// its conditions say why.
+func (r *Reconciler) resolve(ctx context.Context, vm *v1alpha1.VirtualMachine) (*v1alpha1.ResolvedVirtualMachine, *v1alpha1.VMImage, error) {
+	live := &v1alpha1.VMClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, live); apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
+		return nil, nil, err
+	}
+	class, err := r.pinClass(ctx, vm, live)
+	if err != nil {
+		return nil, nil, err
+	}
+	if class == nil {
+		r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
+		return nil, nil, nil
+	}
+	image := &v1alpha1.VMImage{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.invalid(vm, placement.ReasonImageNotFound, fmt.Sprintf("VMImage %s does not exist", vm.Spec.ImageRef.Name))
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	resolved, err := resolve.Resolve(vm, class, image)
+	var overrideErr *resolve.OverrideError
+	if errors.As(err, &overrideErr) {
+		r.invalid(vm, placement.ReasonInvalidOverrides, overrideErr.Error())
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if mismatch := resolve.CheckImage(class, image); mismatch != nil && vm.Status.Scheduled == nil {
+		// Nothing is built for it; a VM already placed keeps running.
+		r.invalid(vm, placement.ReasonImageClassMismatch, mismatch.Error())
+		return nil, nil, nil
+	}
+	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved,
+		fmt.Sprintf("VMClass %s and VMImage %s resolve", class.Name, image.Name))
+	return resolved, image, nil
+}
+
+// schedule places a VM not placed yet (Scheduled, an Event); false: no
+// candidate fits, and its conditions say why.
+func (r *Reconciler) schedule(ctx context.Context, vm *v1alpha1.VirtualMachine, in placement.Input) (bool, error) {
+	if vm.Status.Scheduled != nil {
+		return true, nil
+	}
+	d, err := r.decide(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	if !d.Fits {
+		if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineScheduled); c == nil || c.Reason != d.Reason || c.Message != d.Message {
+			r.event(vm, corev1.EventTypeWarning, d.Reason, "Scheduling", d.Message)
+		}
+		r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionFalse, d.Reason, d.Message)
+		r.setCondition(vm, v1alpha1.VirtualMachineReady, metav1.ConditionFalse, reasonNotScheduled, "the VM is not scheduled")
+		return false, nil
+	}
+	vm.Status.Scheduled = d.Scheduled
+	r.setCondition(vm, v1alpha1.VirtualMachineScheduled, metav1.ConditionTrue, placement.ReasonScheduled, d.Message)
+	r.event(vm, corev1.EventTypeNormal, placement.ReasonScheduled, "Scheduling", d.Message)
+	return true, nil
+}
+
+// reconcileMachine builds the VM's machine on the Provider it is placed
+// on and mirrors it into the VM's status.
+func (r *Reconciler) reconcileMachine(ctx context.Context, vm *v1alpha1.VirtualMachine, resolved *v1alpha1.ResolvedVirtualMachine, providers []v1alpha1.Provider) (ctrl.Result, error) {
 	provider := findProvider(providers, vm)
 	if provider == nil {
 		// The chosen Provider is gone; keep the placement and say so.
 		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
 			fmt.Sprintf("Provider %s no longer exists", vm.Status.Scheduled.Provider))
-		return result, nil
+		return ctrl.Result{}, nil
 	}
 	kind, ok := r.Infrastructure.For(provider.Spec.ProviderClassRef.Name)
 	if !ok {
 		r.setCondition(vm, v1alpha1.VirtualMachineInfrastructureReady, metav1.ConditionFalse, reasonInfrastructureNotReady,
 			fmt.Sprintf("no backend serves provider class %q", provider.Spec.ProviderClassRef.Name))
-		return result, nil
+		return ctrl.Result{}, nil
 	}
 	m, err := r.ensureMachine(ctx, kind, vm, resolved, provider)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is being deleted (its machines first, maybe):
 		// the VM goes with it, there is nothing to create.
-		return result, nil
+		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		// Created a moment ago and not in the cache yet; its add event
 		// requeues the VM (we own it). The requeue is for a machine
@@ -407,7 +440,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, vm *v1alpha1.VirtualMa
 		return ctrl.Result{}, err
 	}
 	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed, len(resolved.Spec.Interfaces) > 0)
-	return result, nil
+	return ctrl.Result{}, nil
 }
 
 // invalid records a placement that cannot be resolved.
