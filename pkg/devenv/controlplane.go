@@ -76,33 +76,31 @@ func (e *Env) etcdServers() string {
 }
 
 func (e *Env) pickPorts() error {
-	var err error
-	for _, p := range []*int{&e.ports.etcdClient, &e.ports.etcdPeer, &e.ports.kubeAPIServer, &e.ports.banlieue} {
-		if *p, err = freePort(); err != nil {
-			return err
-		}
-	}
-	for range e.etcdMembers() - 1 {
-		var m [2]int
-		for j := range m {
-			if m[j], err = freePort(); err != nil {
-				return err
-			}
-		}
-		e.ports.etcdMembers = append(e.ports.etcdMembers, m)
-	}
+	members, replicas := e.etcdMembers()-1, 0
 	if n := e.cfg.BanlieueReplicas; n > 1 {
-		e.ports.replicas = make([]int, n)
+		replicas = n
+	}
+	// All at once: none is bound before every one is picked, and no two
+	// may be the same.
+	ports, err := loopback.FreePorts(4 + 2*members + replicas)
+	if err != nil {
+		return err
+	}
+	next := func() int { p := ports[0]; ports = ports[1:]; return p }
+	for _, p := range []*int{&e.ports.etcdClient, &e.ports.etcdPeer, &e.ports.kubeAPIServer, &e.ports.banlieue} {
+		*p = next()
+	}
+	for range members {
+		e.ports.etcdMembers = append(e.ports.etcdMembers, [2]int{next(), next()})
+	}
+	if replicas > 0 {
+		e.ports.replicas = make([]int, replicas)
 		for i := range e.ports.replicas {
-			if e.ports.replicas[i], err = freePort(); err != nil {
-				return err
-			}
+			e.ports.replicas[i] = next()
 		}
 	}
 	return nil
 }
-
-func freePort() (int, error) { return loopback.FreePort() }
 
 func (e *Env) startEtcd(ctx context.Context) error {
 	n := e.etcdMembers()

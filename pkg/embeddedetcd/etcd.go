@@ -48,9 +48,12 @@ func Start(dataDir string, clientPort int) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	peerPort, err := freePort()
-	if err != nil {
-		return nil, err
+	// Not clientPort, picked by the caller and not bound yet.
+	peerPort := clientPort
+	for peerPort == clientPort {
+		if peerPort, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "banlieue"

@@ -49,3 +49,22 @@ func FreePort() (int, error) {
 	}
 	return 0, fmt.Errorf("finding a free port: %w", last)
 }
+
+// FreePorts is n distinct free ports. Ports picked one by one, before any
+// is bound, may repeat (each is free when picked): two servers of one
+// environment given the same port fail to start, one of them at random.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	seen := map[int]bool{}
+	for len(ports) < n {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[port] {
+			seen[port] = true
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
+}

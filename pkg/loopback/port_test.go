@@ -38,3 +38,23 @@ func TestFreePortIsBindableAndOutsideTheEphemeralRange(t *testing.T) {
 		_ = l.Close()
 	}
 }
+
+// TestFreePortsAreDistinct: 2000 ports out of the range's 12768, where
+// ports picked one by one would repeat about 150 times (the birthday
+// bound), are all different.
+func TestFreePortsAreDistinct(t *testing.T) {
+	ports, err := FreePorts(2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d handed out twice", p)
+		}
+		seen[p] = true
+	}
+	if len(ports) != 2000 {
+		t.Errorf("%d ports, want 2000", len(ports))
+	}
+}
