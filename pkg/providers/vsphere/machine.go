@@ -680,6 +680,17 @@ func clone(ctx context.Context, l *located, spec providers.MachineSpec, record p
 		}
 	}
 	if custom := customization(spec); custom != nil {
+		// Customization maps one adapter per NIC of the clone: the NICs
+		// the template lacks (or has on other networks) are made by the
+		// clone itself, not by the reconfigure after it, or vCenter fails
+		// the clone with NicSettingMismatch.
+		devices, err := tmpl.Device(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("devices of template %s: %w", spec.Image, err)
+		}
+		if cs.Config.DeviceChange, err = nicChanges(ctx, l, devices, spec.NICs); err != nil {
+			return nil, err
+		}
 		cs.Customization = custom
 	}
 	task, err := tmpl.Clone(ctx, folder, spec.Name, cs)

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -870,5 +871,49 @@ func TestBootstrapRemoval(t *testing.T) {
 				t.Errorf("removal %q, want %q", strings.Join(got, " "), tc.want)
 			}
 		})
+	}
+}
+
+// TestCustomizationOnMoreNICsThanTheTemplate: static addresses without
+// user data go through vCenter's guest customization, which maps one
+// adapter per NIC of the clone. The NICs the template lacks are added by
+// the clone itself, so the mapping matches (vCenter, and vcsim, fail a
+// clone whose mapping does not with NicSettingMismatch, and a retry would
+// find the clone and power it on with neither the addresses nor the host
+// name). vcsim runs no guest: the guest's host name and addresses it
+// reports are those its customization applied.
+func TestCustomizationOnMoreNICsThanTheTemplate(t *testing.T) {
+	ctx := context.Background()
+	c := connected(t)
+	tmpl := template(t, c, "DC0")
+	spec := providers.MachineSpec{
+		Name: "ns-custom-0", HostName: "custom-0", InstanceUUID: "4e6a8c0e-3f5b-4c7d-8e9f-1a2b3c4d5e6f",
+		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		NICs: []providers.NIC{
+			{Name: "eth0", Network: "VM Network", Static: &providers.StaticIP{Address: "192.0.2.30", Prefix: 24, Gateway: "192.0.2.1"}},
+			{Name: "eth1", Network: "DC0_DVPG0", Static: &providers.StaticIP{Address: "198.51.100.30", Prefix: 24}},
+		},
+		PowerState: infrav1.PowerStatePoweredOn,
+	}
+	var rec recorder
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Networks) != 2 || st.Networks[1] != "DC0_DVPG0" {
+		t.Errorf("networks %v, want two, the second on DC0_DVPG0", st.Networks)
+	}
+	m := vmProps(t, c, "DC0", spec.Name)
+	if m.Guest == nil || m.Guest.HostName != "custom-0" {
+		t.Fatalf("guest %+v, want the customized host name custom-0", m.Guest)
+	}
+	var addrs []string
+	for _, n := range m.Guest.Net {
+		addrs = append(addrs, n.IpAddress...)
+	}
+	for _, want := range []string{"192.0.2.30", "198.51.100.30"} {
+		if !slices.Contains(addrs, want) {
+			t.Errorf("guest addresses %v lack %s", addrs, want)
+		}
 	}
 }
