@@ -97,8 +97,7 @@ func seedOf(t *testing.T, domain, name string) (live, config, onPool bool, state
 // ejected the CD-ROM from the running domain, then stopped (crashed)
 // before ejecting it from the definition and deleting the volume, has
 // the job finished by the next reconcile, by another client; the seed
-// is not uploaded, made or attached again. The guest need not have booted
-// for that: the decision was made.
+// is not uploaded, made or attached again.
 func TestSeedRemovalResumes(t *testing.T) {
 	ctx := context.Background()
 	spec := providers.MachineSpec{
@@ -138,10 +137,11 @@ func TestSeedRemovalResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The guest is booting: its kernel closes an open tray when it opens
-	// the drive (Linux's cdrom autoclose), so a forced eject can find the
-	// tray shut again ("Tray of device ... is not open"). The provider
-	// meets that by retrying on its next reconcile; here, a few tries.
+	// As the provider would have: after the guest booted. While it boots
+	// its firmware and kernel load the tray of the drive they probe, so a
+	// forced eject finds it shut again ("Tray of device ... is not
+	// open"); the provider only ejects once the guest has an address.
+	waitSerial(t, spec.Name, "BANLIEUE-READY")
 	for try := 1; ; try++ {
 		err := l.DomainUpdateDeviceFlags(dom, doc, golibvirt.DomainDeviceModifyLive|golibvirt.DomainDeviceModifyForce)
 		if err == nil {
