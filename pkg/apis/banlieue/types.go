@@ -648,6 +648,16 @@ type ResolvedImage struct {
 	// osFamily of the image.
 	// +optional
 	OSFamily string `json:"osFamily,omitempty"`
+	// osDistribution of the image, e.g. ubuntu.
+	// +optional
+	OSDistribution string `json:"osDistribution,omitempty"`
+	// osVersion of the image, e.g. "22.04".
+	// +optional
+	OSVersion string `json:"osVersion,omitempty"`
+	// architecture of the image, e.g. amd64 or arm64: a backend that
+	// cannot run it refuses the VM before it is placed.
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
 	// sources of the image per provider class.
 	// +optional
 	// +listType=map

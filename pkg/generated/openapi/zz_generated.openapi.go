@@ -1996,6 +1996,27 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"osDistribution": {
+						SchemaProps: spec.SchemaProps{
+							Description: "osDistribution of the image, e.g. ubuntu.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"osVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "osVersion of the image, e.g. \"22.04\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"architecture": {
+						SchemaProps: spec.SchemaProps{
+							Description: "architecture of the image, e.g. amd64 or arm64: a backend that cannot run it refuses the VM before it is placed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"sources": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{

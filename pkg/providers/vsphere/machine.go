@@ -334,6 +334,11 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
 		// vCenter changes the hot-add flags of a powered-off VM only.
 		cs.CpuHotAddEnabled, cs.MemoryHotAddEnabled = hotAdd(m.Config, spec)
+		// The guest OS too: set on the clone before its first power-on,
+		// and on a running VM at its next power-off (not worth a restart).
+		if id := GuestID(spec.GuestOS); id != "" && id != m.Config.GuestId {
+			cs.GuestId = id
+		}
 	}
 	nics, err := nicChanges(ctx, l, devices, spec.NICs)
 	if err != nil {
@@ -374,7 +379,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		}
 	}
 	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || cs.Firmware != "" || cs.BootOptions != nil || len(cs.DeviceChange) > 0 || len(cs.ExtraConfig) > 0 ||
-		cs.CpuHotAddEnabled != nil || cs.MemoryHotAddEnabled != nil {
+		cs.CpuHotAddEnabled != nil || cs.MemoryHotAddEnabled != nil || cs.GuestId != "" {
 		if err := reconfigure("configuration", cs); err != nil {
 			return err
 		}

@@ -668,6 +668,16 @@ type ResolvedImage struct {
 	// osFamily of the image.
 	// +optional
 	OSFamily string `json:"osFamily,omitempty" protobuf:"bytes,2,opt,name=osFamily"`
+	// osDistribution of the image, e.g. ubuntu.
+	// +optional
+	OSDistribution string `json:"osDistribution,omitempty" protobuf:"bytes,7,opt,name=osDistribution"`
+	// osVersion of the image, e.g. "22.04".
+	// +optional
+	OSVersion string `json:"osVersion,omitempty" protobuf:"bytes,8,opt,name=osVersion"`
+	// architecture of the image, e.g. amd64 or arm64: a backend that
+	// cannot run it refuses the VM before it is placed.
+	// +optional
+	Architecture string `json:"architecture,omitempty" protobuf:"bytes,9,opt,name=architecture"`
 	// sources of the image per provider class.
 	// +optional
 	// +listType=map

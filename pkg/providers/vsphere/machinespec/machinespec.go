@@ -47,10 +47,20 @@ func Kind() infrastructure.Kind {
 	}
 }
 
-// Admit is what a vSphere Provider cannot build: a boot disk other than
-// thin (the clone keeps the template's disk backing). Asked before
-// scheduling and again by BuildSpec.
+// Architectures are what a vSphere Provider runs: x86-64 guests.
+var Architectures = []infrav1.Architecture{infrav1.ArchitectureAMD64}
+
+// ArchitectureWhy says why (a refusal's reason).
+const ArchitectureWhy = "vSphere Providers run x86-64 guests"
+
+// Admit is what a vSphere Provider cannot build: an image for another
+// architecture than x86-64, and a boot disk other than thin (the clone
+// keeps the template's disk backing). Asked before scheduling and again
+// by BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	if err := infrastructure.ImageArchitecture(r, Architectures, ArchitectureWhy); err != nil {
+		return err
+	}
 	return infrastructure.ThinDisks(r, 1, "the boot disk is cloned with the template's backing")
 }
 
