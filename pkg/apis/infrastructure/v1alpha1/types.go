@@ -180,13 +180,16 @@ type CommonMachineSpec struct {
 	// guestOS is the operating system the image holds, from its VMImage
 	// (osFamily, osDistribution, osVersion), told to the backend the way it
 	// takes it: vSphere's guestId, Proxmox VE's ostype, a libosinfo os id in
-	// the libvirt domain's metadata. Unset: the template's own is kept.
+	// the libvirt domain's metadata. Set before the VM's first power-on; a
+	// change reaches a vSphere or Proxmox VE VM at its next power-off.
+	// Unset: the template's own is kept.
 	// +optional
 	GuestOS *GuestOS `json:"guestOS,omitempty"`
 
 	// architecture is the CPU architecture the image is built for, from
-	// its VMImage: the backend refuses one it cannot run. Unset means
-	// amd64.
+	// its VMImage; the provider refuses one its backend does not run
+	// (ArchitectureUnsupported: every backend runs amd64 only today).
+	// Unset: the backend's own.
 	// +optional
 	Architecture Architecture `json:"architecture,omitempty"`
 }
