@@ -158,12 +158,16 @@ func ThinDisks(resolved *v1alpha1.ResolvedVirtualMachine, count int, why string)
 // case (linux and windows as they are, any other named family other;
 // none named, the distribution's: windows for windows and
 // windows-server, linux for the distributions the backends know), the
-// distribution in lower case and the version as the image writes them.
+// distribution in lower case under its usual name (rocky for Rocky
+// Linux, rhel for Red Hat) and the version as the image writes them.
 func GuestOS(img v1alpha1.ResolvedImage) *infrav1.GuestOS {
 	family := strings.ToLower(strings.TrimSpace(img.OSFamily))
 	g := &infrav1.GuestOS{
 		Distribution: strings.ToLower(strings.TrimSpace(img.OSDistribution)),
 		Version:      strings.TrimSpace(img.OSVersion),
+	}
+	if d, ok := distributionAliases[g.Distribution]; ok {
+		g.Distribution = d
 	}
 	if family == "" && g.Distribution == "" && g.Version == "" {
 		return nil
@@ -189,6 +193,19 @@ func GuestOS(img v1alpha1.ResolvedImage) *infrav1.GuestOS {
 var LinuxDistributions = []string{
 	"ubuntu", "debian", "rhel", "centos", "centos-stream", "rocky", "almalinux", "oraclelinux",
 	"fedora", "sles", "opensuse", "flatcar", "fedora-coreos", "photon", "amazonlinux",
+}
+
+// distributionAliases are other names of LinuxDistributions' (and
+// Windows Server's), in lower case.
+var distributionAliases = map[string]string{
+	"redhat": "rhel", "red hat": "rhel", "red hat enterprise linux": "rhel",
+	"centos stream": "centos-stream", "centosstream": "centos-stream",
+	"rockylinux": "rocky", "rocky linux": "rocky", "alma": "almalinux", "alma linux": "almalinux",
+	"oracle": "oraclelinux", "oracle linux": "oraclelinux", "ol": "oraclelinux",
+	"suse": "sles", "opensuse-leap": "opensuse", "opensuse leap": "opensuse",
+	"fcos": "fedora-coreos", "flatcar container linux": "flatcar", "photon os": "photon",
+	"amazon": "amazonlinux", "amazon linux": "amazonlinux", "amzn": "amazonlinux",
+	"windows server": "windows-server", "windowsserver": "windows-server",
 }
 
 // Architecture is an image's architecture (VMImage architecture) in the

@@ -154,6 +154,9 @@ func TestGuestOSAndArchitecture(t *testing.T) {
 		{"", "debian", "12", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "debian", Version: "12"}},
 		{"", "windows", "11", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyWindows, Distribution: "windows", Version: "11"}},
 		{"", "haiku", "", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyOther, Distribution: "haiku"}},
+		{"", "Rocky Linux", "9", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "rocky", Version: "9"}},
+		{"linux", "RedHat", "9.4", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "rhel", Version: "9.4"}},
+		{"", "Windows Server", "2022", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyWindows, Distribution: "windows-server", Version: "2022"}},
 		{"", "", "1", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyOther, Version: "1"}},
 	} {
 		vm := &v1alpha1.VirtualMachine{Status: v1alpha1.VirtualMachineStatus{Scheduled: &v1alpha1.ScheduledPlacement{FailureDomain: "fd"}}}
