@@ -147,8 +147,8 @@ func TestGuestOSOnTheDomain(t *testing.T) {
 	if got := osInfoIDOf(d.Metadata); got != "http://ubuntu.com/ubuntu/22.04" || d.OS.Type.Arch != "x86_64" {
 		t.Errorf("os id %q, arch %q; want ubuntu 22.04 on x86_64:\n%v", got, d.OS.Type.Arch, d.Metadata)
 	}
-	if !strings.Contains(d.Metadata.XML, libosinfoURI) {
-		t.Errorf("no libosinfo namespace in %s", d.Metadata.XML)
+	if d.Metadata == nil || !strings.Contains(d.Metadata.XML, libosinfoURI) {
+		t.Fatalf("no libosinfo namespace in the metadata %v", d.Metadata)
 	}
 	// The seed's state recorded (as removeSeed does), then the image
 	// says Debian 12: the redefinition names it and keeps the state.
