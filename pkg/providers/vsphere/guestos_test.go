@@ -90,6 +90,8 @@ func TestGuestIDOnTheVM(t *testing.T) {
 	spec := providers.MachineSpec{
 		Name: "ns-os-0", InstanceUUID: "5b7d9f1a-3c5e-4a7b-8c9d-0e1f2a3b4c5d",
 		Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+		// Secure boot switches the firmware first, then reads the VM again.
+		Firmware:   "efi-secure",
 		PowerState: infrav1.PowerStatePoweredOn, Architecture: infrav1.ArchitectureAMD64,
 		GuestOS: &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "debian", Version: "12"},
 	}

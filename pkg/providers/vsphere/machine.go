@@ -288,8 +288,11 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		}
 		return nil
 	}
-	// reread refreshes m after a reconfigure whose result the next step reads.
-	reread := func() error { return vm.Properties(ctx, vm.Reference(), []string{"config"}, &m) }
+	// reread refreshes m after a reconfigure whose result the next step
+	// reads: all of it, as a read replaces m whole (reading config alone
+	// left the power state empty, and a VM just cloned with secure boot
+	// never took its hot-add flags or guestId before its first power-on).
+	reread := func() error { return vm.Properties(ctx, vm.Reference(), settledProperties(), &m) }
 
 	cs := types.VirtualMachineConfigSpec{}
 	if spec.Firmware != "" && spec.Firmware != firmware(m.Config) {
