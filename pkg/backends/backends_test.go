@@ -51,6 +51,11 @@ func TestAdmit(t *testing.T) {
 		}
 		return r
 	}
+	// arch makes r an image of architecture a.
+	arch := func(r *v1alpha1.ResolvedVirtualMachine, a string) *v1alpha1.ResolvedVirtualMachine {
+		r.Spec.Image.Architecture = a
+		return r
+	}
 	const thin, thick, eager = v1alpha1.DiskProvisioningThin, v1alpha1.DiskProvisioningThick, v1alpha1.DiskProvisioningEagerZeroed
 	for _, tc := range []struct {
 		class     string
@@ -73,6 +78,16 @@ func TestAdmit(t *testing.T) {
 		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMDHCP, v1alpha1.IPAMPool), "spec.interfaces[1].mode"},
 		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMStatic), "spec.interfaces[0].mode"},
 		{"vsphere", ignition(resolved("", thin), v1alpha1.IPAMStatic), ""},
+		{"vsphere", arch(resolved("", thin), "amd64"), ""},
+		{"vsphere", arch(resolved("", thin), "x86_64"), ""},
+		{"vsphere", arch(resolved("", thin), "arm64"), "spec.image.architecture"},
+		{"vsphere", arch(resolved("", thick), "arm64"), "spec.image.architecture"},
+		{"libvirt", arch(resolved("", thin), "amd64"), ""},
+		{"libvirt", arch(resolved("", thin), "aarch64"), "spec.image.architecture"},
+		{"libvirt", arch(resolved("", thin), "sparc"), "spec.image.architecture"},
+		{"proxmox", arch(resolved("", thin), "X86-64"), ""},
+		{"proxmox", arch(resolved("", thin), "riscv64"), "spec.image.architecture"},
+		{"no-such-backend", arch(resolved("", thick), "arm64"), ""},
 		{"no-such-backend", resolved("", thick), ""},
 	} {
 		p := &v1alpha1.Provider{Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: tc.class}}}

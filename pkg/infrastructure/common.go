@@ -18,6 +18,8 @@ package infrastructure
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -46,6 +48,10 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 		PowerOffMode:         infrav1.PowerOffMode(vm.Spec.PowerOffMode),
 		PowerOffGraceSeconds: vm.Spec.PowerOffGraceSeconds,
 	}
+	spec.GuestOS = GuestOS(r.Spec.Image)
+	// An architecture no backend knows stays unset: every backend's Admit
+	// refuses it before this is built.
+	spec.Architecture, _ = Architecture(r.Spec.Image.Architecture)
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		spec.UserDataFormat = infrav1.UserDataIgnition
 	}
@@ -149,4 +155,100 @@ func ThinDisks(resolved *v1alpha1.ResolvedVirtualMachine, count int, why string)
 		}
 	}
 	return nil
+}
+
+// GuestOS is the guest operating system of a resolved image in the
+// machine's terms, nil when the image names none: the family in lower
+// case (linux and windows as they are, any other named family other;
+// none named, the distribution's: windows for windows and
+// windows-server, linux for the distributions the backends know), the
+// distribution in lower case under its usual name (rocky for Rocky
+// Linux, rhel for Red Hat) and the version as the image writes them.
+func GuestOS(img v1alpha1.ResolvedImage) *infrav1.GuestOS {
+	family := strings.ToLower(strings.TrimSpace(img.OSFamily))
+	g := &infrav1.GuestOS{
+		Distribution: strings.ToLower(strings.TrimSpace(img.OSDistribution)),
+		Version:      strings.TrimSpace(img.OSVersion),
+	}
+	if d, ok := distributionAliases[g.Distribution]; ok {
+		g.Distribution = d
+	}
+	if family == "" && g.Distribution == "" && g.Version == "" {
+		return nil
+	}
+	switch {
+	case family == string(infrav1.GuestOSFamilyLinux), family == string(infrav1.GuestOSFamilyWindows):
+		g.Family = infrav1.GuestOSFamily(family)
+	case family != "":
+		g.Family = infrav1.GuestOSFamilyOther
+	case g.Distribution == "windows", g.Distribution == "windows-server":
+		g.Family = infrav1.GuestOSFamilyWindows
+	case slices.Contains(LinuxDistributions, g.Distribution):
+		g.Family = infrav1.GuestOSFamilyLinux
+	default:
+		g.Family = infrav1.GuestOSFamilyOther
+	}
+	return g
+}
+
+// LinuxDistributions are the distribution names (VMImage osDistribution,
+// in lower case) that make an image linux when it names no osFamily, and
+// that at least one backend maps to its own guest OS identifier.
+var LinuxDistributions = []string{
+	"ubuntu", "debian", "rhel", "centos", "centos-stream", "rocky", "almalinux", "oraclelinux",
+	"fedora", "sles", "opensuse", "flatcar", "fedora-coreos", "photon", "amazonlinux",
+}
+
+// distributionAliases are other names of LinuxDistributions' (and
+// Windows Server's), in lower case.
+var distributionAliases = map[string]string{
+	"redhat": "rhel", "red hat": "rhel", "red hat enterprise linux": "rhel",
+	"centos stream": "centos-stream", "centosstream": "centos-stream",
+	"rockylinux": "rocky", "rocky linux": "rocky", "alma": "almalinux", "alma linux": "almalinux",
+	"oracle": "oraclelinux", "oracle linux": "oraclelinux", "ol": "oraclelinux",
+	"suse": "sles", "opensuse-leap": "opensuse", "opensuse leap": "opensuse",
+	"fcos": "fedora-coreos", "flatcar container linux": "flatcar", "photon os": "photon",
+	"amazon": "amazonlinux", "amazon linux": "amazonlinux", "amzn": "amazonlinux",
+	"windows server": "windows-server", "windowsserver": "windows-server",
+}
+
+// Architecture is an image's architecture (VMImage architecture) in the
+// machine's terms, accepting the kernel's names too (x86_64, aarch64);
+// "" and true when the image names none, false when it names one no
+// backend knows.
+func Architecture(s string) (infrav1.Architecture, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return "", true
+	case "amd64", "x86_64", "x86-64", "x64":
+		return infrav1.ArchitectureAMD64, true
+	case "arm64", "aarch64":
+		return infrav1.ArchitectureARM64, true
+	case "ppc64le":
+		return infrav1.ArchitecturePPC64LE, true
+	case "s390x":
+		return infrav1.ArchitectureS390X, true
+	case "riscv64":
+		return infrav1.ArchitectureRISCV64, true
+	}
+	return "", false
+}
+
+// ImageArchitecture refuses, on spec.image.architecture, an image built
+// for an architecture other than those a backend runs (why says why): an
+// image naming none is taken to be for the backend's own.
+func ImageArchitecture(resolved *v1alpha1.ResolvedVirtualMachine, runs []infrav1.Architecture, why string) *field.Error {
+	named := resolved.Spec.Image.Architecture
+	arch, known := Architecture(named)
+	if named == "" || known && slices.Contains(runs, arch) {
+		return nil
+	}
+	allowed := make([]string, 0, len(runs))
+	for _, a := range runs {
+		allowed = append(allowed, string(a))
+	}
+	if len(allowed) > 0 {
+		allowed[len(allowed)-1] += " (" + why + ")"
+	}
+	return field.NotSupported(field.NewPath("spec", "image", "architecture"), named, allowed)
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 )
 
 func noSpec(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtualMachine, *v1alpha1.Provider) (map[string]interface{}, error) {
@@ -135,5 +136,54 @@ func TestInterfaces(t *testing.T) {
 	r.Spec.Interfaces[1].NetworkClass = "lab"
 	if _, err := Interfaces(r, p); err == nil || !strings.Contains(err.Error(), `no network class "lab"`) {
 		t.Errorf("an unoffered class: %v", err)
+	}
+}
+
+// TestGuestOSAndArchitecture: what CommonSpec makes of an image's osFamily,
+// osDistribution, osVersion and architecture.
+func TestGuestOSAndArchitecture(t *testing.T) {
+	for _, tc := range []struct {
+		family, dist, version string
+		want                  *infrav1.GuestOS
+	}{
+		{"", "", "", nil},
+		{"linux", "ubuntu", "22.04", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "ubuntu", Version: "22.04"}},
+		{" Linux ", "Ubuntu", " 24.04 ", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "ubuntu", Version: "24.04"}},
+		{"WINDOWS", "windows-server", "2022", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyWindows, Distribution: "windows-server", Version: "2022"}},
+		{"bsd", "freebsd", "14", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyOther, Distribution: "freebsd", Version: "14"}},
+		{"", "debian", "12", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "debian", Version: "12"}},
+		{"", "windows", "11", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyWindows, Distribution: "windows", Version: "11"}},
+		{"", "haiku", "", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyOther, Distribution: "haiku"}},
+		{"", "Rocky Linux", "9", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "rocky", Version: "9"}},
+		{"linux", "RedHat", "9.4", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "rhel", Version: "9.4"}},
+		{"", "Windows Server", "2022", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyWindows, Distribution: "windows-server", Version: "2022"}},
+		{"", "", "1", &infrav1.GuestOS{Family: infrav1.GuestOSFamilyOther, Version: "1"}},
+	} {
+		vm := &v1alpha1.VirtualMachine{Status: v1alpha1.VirtualMachineStatus{Scheduled: &v1alpha1.ScheduledPlacement{FailureDomain: "fd"}}}
+		r := &v1alpha1.ResolvedVirtualMachine{}
+		r.Spec.Image = v1alpha1.ResolvedImage{OSFamily: tc.family, OSDistribution: tc.dist, OSVersion: tc.version, Architecture: "x86_64"}
+		spec := CommonSpec(vm, r)
+		if !reflect.DeepEqual(spec.GuestOS, tc.want) {
+			t.Errorf("%q/%q/%q: guest OS %+v, want %+v", tc.family, tc.dist, tc.version, spec.GuestOS, tc.want)
+		}
+		if spec.Architecture != infrav1.ArchitectureAMD64 {
+			t.Errorf("architecture %q, want amd64", spec.Architecture)
+		}
+	}
+	for in, want := range map[string]infrav1.Architecture{"": "", "amd64": "amd64", "X86_64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+		"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", "sparc": "", "i386": ""} {
+		got, known := Architecture(in)
+		if got != want || known != (want != "" || in == "") {
+			t.Errorf("Architecture(%q) = %q, %v; want %q", in, got, known, want)
+		}
+	}
+	r := &v1alpha1.ResolvedVirtualMachine{}
+	amd64 := []infrav1.Architecture{infrav1.ArchitectureAMD64}
+	for in, refused := range map[string]bool{"": false, "amd64": false, "x86_64": false, "arm64": true, "sparc": true} {
+		r.Spec.Image.Architecture = in
+		err := ImageArchitecture(r, amd64, "why")
+		if (err != nil) != refused || err != nil && (err.Field != "spec.image.architecture" || !strings.Contains(err.Error(), "amd64 (why)")) {
+			t.Errorf("ImageArchitecture(%q) = %v, refused want %v", in, err, refused)
+		}
 	}
 }

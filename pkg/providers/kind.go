@@ -17,6 +17,10 @@ limitations under the License.
 package providers
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,6 +91,25 @@ type Fields struct {
 // about the value, after the field: "is an absolute inventory path").
 type FieldError struct {
 	Field, Reason, Message string
+}
+
+// ReasonArchitectureUnsupported: a machine for an architecture its
+// backend does not run.
+const ReasonArchitectureUnsupported = "ArchitectureUnsupported"
+
+// ArchitectureError refuses, on spec.architecture, a machine for an
+// architecture other than those its backend runs (why says why); none
+// named is the backend's own. nil when it runs it.
+func ArchitectureError(arch infrav1.Architecture, runs []infrav1.Architecture, why string) []FieldError {
+	if arch == "" || slices.Contains(runs, arch) {
+		return nil
+	}
+	names := make([]string, 0, len(runs))
+	for _, a := range runs {
+		names = append(names, string(a))
+	}
+	return []FieldError{{Field: "spec.architecture", Reason: ReasonArchitectureUnsupported,
+		Message: fmt.Sprintf("%q: the backend runs %s only (%s)", arch, strings.Join(names, ", "), why)}}
 }
 
 // ImageKind is how one backend's image sources are checked and reported.

@@ -117,6 +117,13 @@ type MachineSpec struct {
 	Firmware string
 	// TPM adds a virtual TPM at creation.
 	TPM bool
+	// GuestOS is the operating system of the image, told to the backend
+	// its own way (vSphere guestId, Proxmox VE ostype, libosinfo metadata
+	// on libvirt); nil keeps the template's.
+	GuestOS *infrav1.GuestOS
+	// Architecture is the CPU architecture of the image; the backend's own
+	// when empty.
+	Architecture infrav1.Architecture
 	// UserData is the first-boot payload, handed to the guest at creation
 	// the way UserDataFormat says; nil for none.
 	UserData []byte

@@ -162,12 +162,15 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 	spec.TPMEnabled = class.Spec.TPMEnabled
 
 	spec.Image = v1alpha1.ResolvedImage{
-		Name:         image.Name,
-		OSFamily:     image.Spec.OSFamily,
-		Sources:      image.Spec.Sources,
-		InstallMode:  v1alpha1.DefaultInstallMode,
-		GuestAgent:   image.Spec.GuestAgent,
-		CloudConfigs: image.Spec.CloudConfigs,
+		Name:           image.Name,
+		OSFamily:       image.Spec.OSFamily,
+		OSDistribution: image.Spec.OSDistribution,
+		OSVersion:      image.Spec.OSVersion,
+		Architecture:   image.Spec.Architecture,
+		Sources:        image.Spec.Sources,
+		InstallMode:    v1alpha1.DefaultInstallMode,
+		GuestAgent:     image.Spec.GuestAgent,
+		CloudConfigs:   image.Spec.CloudConfigs,
 	}
 	if spec.Image.GuestAgent == "" {
 		spec.Image.GuestAgent = v1alpha1.GuestAgentCloudInit

@@ -241,6 +241,7 @@ func TestResolveRejectsUnknownOverrides(t *testing.T) {
 func TestResolveImageAndVMFields(t *testing.T) {
 	img := seedImage()
 	img.Spec.Template = &ImageTemplate{InstallMode: InstallModeDeferred}
+	img.Spec.OSDistribution, img.Spec.OSVersion, img.Spec.Architecture = "ubuntu", "22.04", "amd64"
 	v := vm(func(s *VirtualMachineSpec) {
 		s.DesiredPowerState = ""
 		s.UserData = &UserData{ConfigMapRef: &KeySelector{Name: "cm", Key: "user-data"}}
@@ -256,5 +257,9 @@ func TestResolveImageAndVMFields(t *testing.T) {
 		r.Spec.UserData.ConfigMapRef.Name != "cm" || r.Spec.Placement.ProviderSelector.MatchLabels["dc"] != "dc1" ||
 		len(r.Spec.Features) != 3 {
 		t.Errorf("resolved = %+v", r.Spec)
+	}
+	// The image's guest OS and architecture, as the image says them.
+	if i := r.Spec.Image; i.OSFamily != "linux" || i.OSDistribution != "ubuntu" || i.OSVersion != "22.04" || i.Architecture != "amd64" {
+		t.Errorf("resolved image = %+v", i)
 	}
 }

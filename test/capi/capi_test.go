@@ -382,6 +382,12 @@ func TestSchemaRejectsInvalidObjects(t *testing.T) {
 		}, []string{"spec.network[0].static.address"}},
 		{"missing template", func(s *infrav1.VSphereMachineSpec) { s.Template = "" }, []string{"spec.template"}},
 		{"unknown power state", func(s *infrav1.VSphereMachineSpec) { s.PowerState = "Sleeping" }, []string{"spec.powerState"}},
+		{"unknown architecture", func(s *infrav1.VSphereMachineSpec) { s.Architecture = "x86_64" }, []string{"spec.architecture"}},
+		{"unknown guest OS family", func(s *infrav1.VSphereMachineSpec) { s.GuestOS = &infrav1.GuestOS{Family: "bsd"} }, []string{"spec.guestOS.family"}},
+		{"guest OS without a family", func(s *infrav1.VSphereMachineSpec) { s.GuestOS = &infrav1.GuestOS{Distribution: "ubuntu"} }, []string{"spec.guestOS.family"}},
+		{"overlong guest OS version", func(s *infrav1.VSphereMachineSpec) {
+			s.GuestOS = &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Version: strings.Repeat("9", 257)}
+		}, []string{"spec.guestOS.version"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

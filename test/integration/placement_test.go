@@ -190,6 +190,27 @@ func TestPlacementExplain(t *testing.T) {
 		t.Errorf("769 CPUs on vSphere: %v %+v", err, p)
 	}
 
+	// An image for an architecture the backend does not run (issue 32):
+	// refused by field before anything is placed.
+	arm := image.DeepCopy()
+	arm.ObjectMeta = metav1.ObjectMeta{Name: "ubuntu-arm64"}
+	arm.Spec.Architecture = "aarch64"
+	if _, err := c.BanlieueV1alpha1().VMImages().Create(ctx, arm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	armVM := newVM("arm-vm", class.Name, "ubuntu-arm64")
+	armVM.Spec.Placement = vm.Spec.Placement
+	if _, err := vms.Create(ctx, armVM, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = vms.GetPlacement(ctx, "arm-vm", metav1.GetOptions{})
+		return err == nil && p.Result.Reason == "BackendUnsupported", err
+	}); err != nil || p.Result.Fits || !strings.Contains(p.Result.Providers[0].Message, "spec.image.architecture") {
+		t.Errorf("an arm64 image on vSphere: %v %+v", err, p)
+	}
+
 	// A missing class is a reason, not an error.
 	if _, err := vms.Create(ctx, newVM("classless", "no-such-class", "ubuntu-22.04-cloudinit"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

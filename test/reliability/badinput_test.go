@@ -217,6 +217,7 @@ func badInputs() []badInput {
 			map[string]any{"providerClass": "vsphere", "kind": "Template", "ref": "a"}, map[string]any{"providerClass": "vsphere", "kind": "Template", "ref": "b"}}), field: "spec.sources[1].providerClass"},
 		{name: "image source without a ref", kind: "image", mutate: set("spec.sources", []any{map[string]any{"providerClass": "vsphere", "kind": "Template"}}), field: "spec.sources[0].ref"},
 		{name: "image OS family of 300 characters", kind: "image", mutate: set("spec.osFamily", strings.Repeat("l", 300)), field: "spec.osFamily"},
+		{name: "image architecture unknown", kind: "image", mutate: set("spec.architecture", "sparc64"), field: "spec.architecture"},
 		{name: "image template firmware unknown", kind: "image", mutate: set("spec.template", map[string]any{"firmware": "coreboot"}), field: "spec.template.firmware"},
 		{name: "image cloud config without a Secret", kind: "image", mutate: set("spec.cloudConfigs", []any{map[string]any{"secretRef": map[string]any{"name": ""}}}), field: "spec.cloudConfigs[0].secretRef.name"},
 		// Provider.

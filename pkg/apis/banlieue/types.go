@@ -663,6 +663,16 @@ type ResolvedImage struct {
 	// osFamily of the image.
 	// +optional
 	OSFamily string `json:"osFamily,omitempty"`
+	// osDistribution of the image, e.g. ubuntu.
+	// +optional
+	OSDistribution string `json:"osDistribution,omitempty"`
+	// osVersion of the image, e.g. "22.04".
+	// +optional
+	OSVersion string `json:"osVersion,omitempty"`
+	// architecture of the image, e.g. amd64 or arm64: a backend that
+	// cannot run it refuses the VM before it is placed.
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
 	// sources of the image per provider class.
 	// +optional
 	// +listType=map
@@ -846,16 +856,27 @@ type VMImage struct {
 
 // VMImageSpec describes an image.
 type VMImageSpec struct {
-	// osFamily, e.g. linux or windows.
+	// osFamily is linux, windows or another family (any case). With
+	// osDistribution and osVersion it names the guest OS to the backend:
+	// vSphere's guestId, Proxmox VE's ostype, a libosinfo os id in the
+	// libvirt domain's metadata (the machine's spec.guestOS). Naming none
+	// keeps the template's.
 	// +optional
 	OSFamily string `json:"osFamily,omitempty"`
-	// osDistribution, e.g. ubuntu.
+	// osDistribution in lower case, e.g. ubuntu, debian, rhel,
+	// centos-stream, rocky, almalinux, oraclelinux, fedora, sles, opensuse,
+	// flatcar, fedora-coreos, photon, amazonlinux; windows or
+	// windows-server; freebsd. A distribution known as linux makes the
+	// family linux when osFamily is empty.
 	// +optional
 	OSDistribution string `json:"osDistribution,omitempty"`
-	// osVersion, e.g. "22.04".
+	// osVersion, e.g. "22.04", "12", "9.4", "2022".
 	// +optional
 	OSVersion string `json:"osVersion,omitempty"`
-	// architecture, e.g. amd64 or arm64.
+	// architecture the image is built for: amd64 (or x86_64), arm64 (or
+	// aarch64), ppc64le, s390x or riscv64. A backend that does not run it
+	// refuses the VM before it is placed (BackendUnsupported on
+	// spec.image.architecture); every backend runs amd64 only today.
 	// +optional
 	Architecture string `json:"architecture,omitempty"`
 	// guestAgent is the first-boot agent in the image, which decides how

@@ -24,6 +24,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 	vspheremachines "github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
@@ -105,6 +106,7 @@ func TestAdmit(t *testing.T) {
 		{"an absolute template path", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "/DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
 		{"a template climbing out", shared, func(m *infrav1.VSphereMachine) { m.Spec.Template = "../../DC1/vm/ubuntu" }, vspheremachines.ReasonOutsideFailureDomain, "spec.template"},
 		{"a folder by managed object reference", shared, func(m *infrav1.VSphereMachine) { m.Spec.Folder = "Folder:group-v3" }, vspheremachines.ReasonOutsideFailureDomain, "spec.folder"},
+		{"an arm64 guest", shared, func(m *infrav1.VSphereMachine) { m.Spec.Architecture = infrav1.ArchitectureARM64 }, providers.ReasonArchitectureUnsupported, "spec.architecture"},
 		// Features the machine uses must be the Provider's.
 		{"CPU hot add, not advertised", shared, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, ReasonFeatureNotPublished, "spec.cpuHotAdd"},
 		{"CPU hot add, advertised", featured, func(m *infrav1.VSphereMachine) { m.Spec.CPUHotAdd = true }, "", ""},
@@ -232,6 +234,8 @@ func TestAdmitLibvirt(t *testing.T) {
 		{"a bridge named like a network", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "default" }, "NetworkNotPublished", "spec.network[1].bridge"},
 		{"volume of no image", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "images/someone-elses.qcow2" }, "ImageNotPublished", "spec.image"},
 		{"a vTPM, not advertised", func(m *infrav1.LibvirtMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
+		{"an amd64 guest", func(m *infrav1.LibvirtMachine) { m.Spec.Architecture = infrav1.ArchitectureAMD64 }, "", ""},
+		{"an arm64 guest", func(m *infrav1.LibvirtMachine) { m.Spec.Architecture = infrav1.ArchitectureARM64 }, providers.ReasonArchitectureUnsupported, "spec.architecture"},
 	} {
 		m := good()
 		tc.mutate(m)

@@ -512,6 +512,7 @@ func (r *MachineReconciler) machineSpec(m infrav1.Machine, provider *v1alpha1.Pr
 	spec, fields := r.Kind.Spec(m, fd)
 	spec.Name, spec.HostName, spec.InstanceUUID = VMName(m), hostName(m), string(m.GetUID())
 	spec.CPUs, spec.MemoryMiB, spec.Firmware, spec.TPM = c.CPUs, c.MemoryMiB, string(c.Firmware), c.TPMEnabled
+	spec.GuestOS, spec.Architecture = c.GuestOS, c.Architecture
 	spec.PowerState, spec.TaskRef = c.PowerState, m.CommonStatus().TaskRef
 	spec.PowerOffMode = c.PowerOffMode
 	if g := c.PowerOffGraceSeconds; g != nil {

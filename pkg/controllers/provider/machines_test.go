@@ -256,3 +256,16 @@ func TestBuiltLocation(t *testing.T) {
 		t.Errorf("builtLocation = %+v, want %+v", got, want)
 	}
 }
+
+// TestMachineSpecGuestOS (issue 32): the machine's guest OS and
+// architecture reach the backend's spec, whatever the kind.
+func TestMachineSpecGuestOS(t *testing.T) {
+	p := &v1alpha1.Provider{Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "kvm-01", Host: "kvm-01.lab"}}}}
+	r := &MachineReconciler{Kind: libvirtmachines.MachineKind()}
+	os := &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "debian", Version: "12"}
+	m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
+		Spec: infrav1.LibvirtMachineSpec{CommonMachineSpec: infrav1.CommonMachineSpec{FailureDomain: "kvm-01", GuestOS: os, Architecture: infrav1.ArchitectureAMD64}}}
+	if spec, _ := r.machineSpec(m, p); spec.GuestOS == nil || *spec.GuestOS != *os || spec.Architecture != infrav1.ArchitectureAMD64 {
+		t.Errorf("guest OS %+v, architecture %q; want %+v, amd64", spec.GuestOS, spec.Architecture, os)
+	}
+}

@@ -2002,6 +2002,27 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"osDistribution": {
+						SchemaProps: spec.SchemaProps{
+							Description: "osDistribution of the image, e.g. ubuntu.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"osVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "osVersion of the image, e.g. \"22.04\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"architecture": {
+						SchemaProps: spec.SchemaProps{
+							Description: "architecture of the image, e.g. amd64 or arm64: a backend that cannot run it refuses the VM before it is placed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"sources": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -3004,28 +3025,28 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 				Properties: map[string]spec.Schema{
 					"osFamily": {
 						SchemaProps: spec.SchemaProps{
-							Description: "osFamily, e.g. linux or windows.",
+							Description: "osFamily is linux, windows or another family (any case). With osDistribution and osVersion it names the guest OS to the backend: vSphere's guestId, Proxmox VE's ostype, a libosinfo os id in the libvirt domain's metadata (the machine's spec.guestOS). Naming none keeps the template's.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"osDistribution": {
 						SchemaProps: spec.SchemaProps{
-							Description: "osDistribution, e.g. ubuntu.",
+							Description: "osDistribution in lower case, e.g. ubuntu, debian, rhel, centos-stream, rocky, almalinux, oraclelinux, fedora, sles, opensuse, flatcar, fedora-coreos, photon, amazonlinux; windows or windows-server; freebsd. A distribution known as linux makes the family linux when osFamily is empty.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"osVersion": {
 						SchemaProps: spec.SchemaProps{
-							Description: "osVersion, e.g. \"22.04\".",
+							Description: "osVersion, e.g. \"22.04\", \"12\", \"9.4\", \"2022\".",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"architecture": {
 						SchemaProps: spec.SchemaProps{
-							Description: "architecture, e.g. amd64 or arm64.",
+							Description: "architecture the image is built for: amd64 (or x86_64), arm64 (or aarch64), ppc64le, s390x or riscv64. A backend that does not run it refuses the VM before it is placed (BackendUnsupported on spec.image.architecture); every backend runs amd64 only today.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

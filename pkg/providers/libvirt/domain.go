@@ -18,8 +18,10 @@ package libvirt
 
 import (
 	"crypto/sha256"
+	"encoding/xml"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -71,8 +73,10 @@ func macAddresses(spec providers.MachineSpec) []string {
 }
 
 // domainXML is the domain for spec: disks, the seed CD-ROM, NICs on their
-// networks or bridges with stable MACs, firmware, a vTPM when asked, and a
-// serial console (a pty, logged to a file libvirt keeps beside QEMU's log).
+// networks or bridges with stable MACs, firmware, a vTPM when asked, a
+// serial console (a pty, logged to a file libvirt keeps beside QEMU's
+// log), the image's architecture, and metadata naming the guest OS
+// (libosinfo) beside the seed's state.
 func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, error) {
 	disks, seed := vols.disks, vols.seed
 	d := &libvirtxml.Domain{
@@ -80,13 +84,13 @@ func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, 
 		Memory: &libvirtxml.DomainMemory{Value: uint(spec.MemoryMiB), Unit: "MiB"},
 		VCPU:   &libvirtxml.DomainVCPU{Value: uint(spec.CPUs)},
 		OS: &libvirtxml.DomainOS{
-			Type:        &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
+			Type:        &libvirtxml.DomainOSType{Arch: Arch(spec.Architecture), Type: "hvm"},
 			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}},
 		},
 		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
 		OnPoweroff: "destroy", OnReboot: "restart", OnCrash: "destroy",
 		Devices:  &libvirtxml.DomainDeviceList{},
-		Metadata: seedMetadata(vols.seedState),
+		Metadata: domainMetadata(OSInfoID(spec.GuestOS), vols.seedState),
 	}
 	cdromBus := "ide"
 	switch spec.Firmware {
@@ -171,6 +175,51 @@ func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, 
 	}}
 	d.Devices.Consoles = []libvirtxml.DomainConsole{{Target: &libvirtxml.DomainConsoleTarget{Type: "serial"}}}
 	return d.Marshal()
+}
+
+// libosinfoURI is the namespace of the libosinfo metadata element, which
+// names the domain's guest OS for virt-manager, virt-install and other
+// libosinfo users.
+const libosinfoURI = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
+
+// domainMetadata is the domain's <metadata>: the libosinfo element naming
+// its guest OS (osID, none when "") and the seed's state (seedMetadata),
+// one beside the other, as libvirt keeps an element per namespace.
+func domainMetadata(osID, seedState string) *libvirtxml.DomainMetadata {
+	var b strings.Builder
+	if osID != "" {
+		b.WriteString(`<libosinfo:libosinfo xmlns:libosinfo="` + libosinfoURI + `"><libosinfo:os id="`)
+		_ = xml.EscapeText(&b, []byte(osID))
+		b.WriteString(`"/></libosinfo:libosinfo>`)
+	}
+	if m := seedMetadata(seedState); m != nil {
+		b.WriteString(m.XML)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return &libvirtxml.DomainMetadata{XML: b.String()}
+}
+
+// osInfoIDOf is the libosinfo os id a domain's metadata names, "" for none.
+func osInfoIDOf(m *libvirtxml.DomainMetadata) string {
+	if m == nil {
+		return ""
+	}
+	dec := xml.NewDecoder(strings.NewReader("<metadata>" + m.XML + "</metadata>"))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if e, ok := tok.(xml.StartElement); ok && e.Name.Space == libosinfoURI && e.Name.Local == "os" {
+			for _, a := range e.Attr {
+				if a.Name.Local == "id" {
+					return a.Value
+				}
+			}
+		}
+	}
 }
 
 // IgnitionFWCfg is the fw_cfg entry Ignition reads its config from on QEMU.

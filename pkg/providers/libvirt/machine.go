@@ -351,8 +351,9 @@ func (c *Client) volumeXML(v golibvirt.StorageVol) (*libvirtxml.StorageVolume, e
 }
 
 // converge redefines the domain when its persistent definition differs
-// from want in what the spec controls (CPUs, memory, disks, NICs); a
-// running domain takes the change at its next boot.
+// from want in what the spec controls (CPUs, memory, disks, NICs, the
+// guest OS its metadata names); a running domain takes the change at its
+// next boot.
 func (c *Client) converge(dom golibvirt.Domain, want string) error {
 	have, err := c.definition(dom)
 	if err != nil {
@@ -413,6 +414,9 @@ func memoryKiB(m *libvirtxml.DomainMemory) uint {
 func summary(d *libvirtxml.Domain) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "vcpu=%d mem=%d%s", d.VCPU.Value, d.Memory.Value, d.Memory.Unit)
+	if id := osInfoIDOf(d.Metadata); id != "" {
+		fmt.Fprintf(&b, " os=%s", id)
+	}
 	for _, disk := range d.Devices.Disks {
 		if disk.Source != nil && disk.Source.File != nil {
 			fmt.Fprintf(&b, " disk=%s", disk.Source.File.File)

@@ -285,9 +285,9 @@ func (c *Client) converge(ctx context.Context, vm *proxmox.VirtualMachine, spec 
 	return false, nil
 }
 
-// desired is the config spec asks for: size, firmware, vTPM, NICs and
-// their addresses, extra disks, the SMBIOS UUID, the guest agent and the
-// cloud-init seed.
+// desired is the config spec asks for: size, firmware, vTPM, guest OS,
+// NICs and their addresses, extra disks, the SMBIOS UUID, the guest agent
+// and the cloud-init seed.
 func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec) (map[string]string, error) {
 	cfg := vm.VirtualMachineConfig
 	want := map[string]string{
@@ -309,6 +309,12 @@ func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec p
 		want["bios"] = "seabios"
 	}
 	// No firmware named (neither class nor image): the template's stays.
+	// The guest OS too; Proxmox VE applies a new ostype at the next start
+	// only, so a running VM takes it at its next power-off, not with a
+	// restart of its own.
+	if os := OSType(spec.GuestOS); os != "" && vm.Status != proxmox.StatusVirtualMachineRunning {
+		want["ostype"] = os
+	}
 	if spec.TPM && cfg.TPMState0 == "" {
 		want["tpmstate0"] = storage + ":1,version=v2.0"
 	}
@@ -807,6 +813,11 @@ func current(cfg *proxmox.VirtualMachineConfig, key string) string {
 		return cfg.TPMState0
 	case "nameserver":
 		return cfg.Nameserver
+	case "ostype":
+		if cfg.OSType == nil {
+			return "other" // Proxmox VE's default
+		}
+		return *cfg.OSType
 	}
 	return ""
 }

@@ -288,8 +288,11 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		}
 		return nil
 	}
-	// reread refreshes m after a reconfigure whose result the next step reads.
-	reread := func() error { return vm.Properties(ctx, vm.Reference(), []string{"config"}, &m) }
+	// reread refreshes m after a reconfigure whose result the next step
+	// reads: all of it, as a read replaces m whole (reading config alone
+	// left the power state empty, and a VM just cloned with secure boot
+	// never took its hot-add flags or guestId before its first power-on).
+	reread := func() error { return vm.Properties(ctx, vm.Reference(), settledProperties(), &m) }
 
 	cs := types.VirtualMachineConfigSpec{}
 	if spec.Firmware != "" && spec.Firmware != firmware(m.Config) {
@@ -334,6 +337,11 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
 		// vCenter changes the hot-add flags of a powered-off VM only.
 		cs.CpuHotAddEnabled, cs.MemoryHotAddEnabled = hotAdd(m.Config, spec)
+		// The guest OS too: set on the clone before its first power-on,
+		// and on a running VM at its next power-off (not worth a restart).
+		if id := GuestID(spec.GuestOS); id != "" && id != m.Config.GuestId {
+			cs.GuestId = id
+		}
 	}
 	nics, err := nicChanges(ctx, l, devices, spec.NICs)
 	if err != nil {
@@ -374,7 +382,7 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		}
 	}
 	if cs.NumCPUs != 0 || cs.MemoryMB != 0 || cs.Firmware != "" || cs.BootOptions != nil || len(cs.DeviceChange) > 0 || len(cs.ExtraConfig) > 0 ||
-		cs.CpuHotAddEnabled != nil || cs.MemoryHotAddEnabled != nil {
+		cs.CpuHotAddEnabled != nil || cs.MemoryHotAddEnabled != nil || cs.GuestId != "" {
 		if err := reconfigure("configuration", cs); err != nil {
 			return err
 		}

@@ -99,10 +99,19 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// The seed guide's image says what it holds (issue 32): the VM's
+	// guestId follows. An image of its own, which the VM cannot be
+	// resolved without, so no cache shows it without those fields.
+	seedImage := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-seed"},
+		Spec: v1alpha1.VMImageSpec{OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "amd64",
+			Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}}}
+	if err := c.Create(ctx, seedImage); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	vm := &v1alpha1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-prod-01", Namespace: ns},
 		Spec: v1alpha1.VirtualMachineSpec{
-			ClassRef: v1alpha1.LocalObjectReference{Name: "seed-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+			ClassRef: v1alpha1.LocalObjectReference{Name: "seed-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: seedImage.Name},
 			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"seed": "yes"}}},
 			HardwareOverride: &v1alpha1.HardwareOverride{MemoryMiB: ptr.To[int64](65536),
 				DiskOverrides: []v1alpha1.DiskOverride{{Name: "data", SizeGiB: ptr.To[int64](2000)}}},
@@ -146,6 +155,9 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	}
 	if m.Config.Hardware.NumCPU != 8 || m.Config.Hardware.MemoryMB != 65536 || string(m.Runtime.PowerState) != "poweredOn" {
 		t.Errorf("vcsim VM: cpus %d memory %d power %s", m.Config.Hardware.NumCPU, m.Config.Hardware.MemoryMB, m.Runtime.PowerState)
+	}
+	if g := vsm.Spec.GuestOS; g == nil || g.Distribution != "ubuntu" || vsm.Spec.Architecture != infrav1.ArchitectureAMD64 || m.Config.GuestId != "ubuntu64Guest" {
+		t.Errorf("guest OS: VSphereMachine %+v %q, vcsim guestId %q; want ubuntu, amd64, ubuntu64Guest", g, vsm.Spec.Architecture, m.Config.GuestId)
 	}
 	var sizes []int64
 	for _, d := range m.Config.Hardware.Device {

@@ -2204,6 +2204,21 @@ func (m *ResolvedImage) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.Architecture)
+	copy(dAtA[i:], m.Architecture)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Architecture)))
+	i--
+	dAtA[i] = 0x4a
+	i -= len(m.OSVersion)
+	copy(dAtA[i:], m.OSVersion)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.OSVersion)))
+	i--
+	dAtA[i] = 0x42
+	i -= len(m.OSDistribution)
+	copy(dAtA[i:], m.OSDistribution)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.OSDistribution)))
+	i--
+	dAtA[i] = 0x3a
 	if len(m.CloudConfigs) > 0 {
 		for iNdEx := len(m.CloudConfigs) - 1; iNdEx >= 0; iNdEx-- {
 			{
@@ -4510,6 +4525,12 @@ func (m *ResolvedImage) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
+	l = len(m.OSDistribution)
+	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.OSVersion)
+	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.Architecture)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -5680,6 +5701,9 @@ func (this *ResolvedImage) String() string {
 		`InstallMode:` + fmt.Sprintf("%v", this.InstallMode) + `,`,
 		`GuestAgent:` + fmt.Sprintf("%v", this.GuestAgent) + `,`,
 		`CloudConfigs:` + repeatedStringForCloudConfigs + `,`,
+		`OSDistribution:` + fmt.Sprintf("%v", this.OSDistribution) + `,`,
+		`OSVersion:` + fmt.Sprintf("%v", this.OSVersion) + `,`,
+		`Architecture:` + fmt.Sprintf("%v", this.Architecture) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -12928,6 +12952,102 @@ func (m *ResolvedImage) Unmarshal(dAtA []byte) error {
 			if err := m.CloudConfigs[len(m.CloudConfigs)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field OSDistribution", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.OSDistribution = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field OSVersion", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.OSVersion = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Architecture", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Architecture = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

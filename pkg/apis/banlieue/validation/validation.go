@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -309,13 +310,32 @@ var kindPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
 // ValidateVMImage validates a new VMImage.
 func ValidateVMImage(img *banlieue.VMImage) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&img.ObjectMeta, false, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateArchitecture(img.Spec.Architecture, field.NewPath("spec", "architecture"))...)
 	return append(allErrs, validateVMImageSpec(&img.Spec, field.NewPath("spec"))...)
 }
 
-// ValidateVMImageUpdate validates an update of a VMImage. Images are mutable.
+// ValidateVMImageUpdate validates an update of a VMImage. Images are
+// mutable. An architecture is checked when it changes: one an image was
+// stored with before it was checked stays until it is edited (every
+// backend refuses it when a VM is placed).
 func ValidateVMImageUpdate(img, old *banlieue.VMImage) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&img.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	if img.Spec.Architecture != old.Spec.Architecture {
+		allErrs = append(allErrs, validateArchitecture(img.Spec.Architecture, field.NewPath("spec", "architecture"))...)
+	}
 	return append(allErrs, validateVMImageSpec(&img.Spec, field.NewPath("spec"))...)
+}
+
+// architectures are the names an image's architecture may have, in any
+// case: Go's and Kubernetes' (kubernetes.io/arch) and the kernel's for
+// the same.
+var architectures = sets.New("amd64", "x86_64", "x86-64", "x64", "arm64", "aarch64", "ppc64le", "s390x", "riscv64")
+
+func validateArchitecture(a string, p *field.Path) field.ErrorList {
+	if a == "" || architectures.Has(strings.ToLower(strings.TrimSpace(a))) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, a, []string{"amd64 (or x86_64)", "arm64 (or aarch64)", "ppc64le", "s390x", "riscv64"})}
 }
 
 func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorList {

@@ -348,6 +348,9 @@ func TestValidateVMImage(t *testing.T) {
 		{"unknown guest agent", func(i *banlieue.VMImage) { i.Spec.GuestAgent = "puppet" }, []want{{field.ErrorTypeNotSupported, "spec.guestAgent"}}},
 		{"cloud configs with ignition", func(i *banlieue.VMImage) { i.Spec.GuestAgent = "ignition" }, []want{{field.ErrorTypeForbidden, "spec.cloudConfigs"}}},
 		{"overlong os version", func(i *banlieue.VMImage) { i.Spec.OSVersion = strings.Repeat("9", MaxFreeTextLength+1) }, []want{{field.ErrorTypeTooLong, "spec.osVersion"}}},
+		{"architecture amd64", func(i *banlieue.VMImage) { i.Spec.Architecture = "amd64" }, nil},
+		{"architecture as the kernel names it", func(i *banlieue.VMImage) { i.Spec.Architecture = "AArch64" }, nil},
+		{"unknown architecture", func(i *banlieue.VMImage) { i.Spec.Architecture = "sparc64" }, []want{{field.ErrorTypeNotSupported, "spec.architecture"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,6 +367,16 @@ func TestValidateVMImage(t *testing.T) {
 	check(t, ValidateVMImageStatusUpdate(img, old),
 		want{field.ErrorTypeDuplicate, "status.perProvider[1].provider"},
 		want{field.ErrorTypeRequired, "status.perProvider[2].reason"})
+
+	// An architecture stored before it was checked stays until edited.
+	old.Spec.Architecture = "sparc64"
+	img = old.DeepCopy()
+	img.Spec.OSVersion = "24.04"
+	check(t, ValidateVMImageUpdate(img, old))
+	img.Spec.Architecture = "mips"
+	check(t, ValidateVMImageUpdate(img, old), want{field.ErrorTypeNotSupported, "spec.architecture"})
+	img.Spec.Architecture = "x86_64"
+	check(t, ValidateVMImageUpdate(img, old))
 }
 
 func validProvider() *banlieue.Provider {

@@ -186,7 +186,65 @@ type CommonMachineSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	CloudConfigs []string `json:"cloudConfigs,omitempty"`
+
+	// guestOS is the operating system the image holds, from its VMImage
+	// (osFamily, osDistribution, osVersion), told to the backend the way it
+	// takes it: vSphere's guestId, Proxmox VE's ostype, a libosinfo os id in
+	// the libvirt domain's metadata. Set before the VM's first power-on; a
+	// change reaches a vSphere or Proxmox VE VM at its next power-off.
+	// Unset: the template's own is kept.
+	// +optional
+	GuestOS *GuestOS `json:"guestOS,omitempty"`
+
+	// architecture is the CPU architecture the image is built for, from
+	// its VMImage; the provider refuses one its backend does not run
+	// (ArchitectureUnsupported: every backend runs amd64 only today).
+	// Unset: the backend's own.
+	// +optional
+	Architecture Architecture `json:"architecture,omitempty"`
 }
+
+// GuestOS is the operating system of a machine's image.
+type GuestOS struct {
+	// family is linux, windows or other.
+	Family GuestOSFamily `json:"family"`
+
+	// distribution in lower case, e.g. ubuntu, debian, rhel, rocky,
+	// almalinux, centos-stream, fedora, sles, opensuse, flatcar; for
+	// windows, windows (desktop) or windows-server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Distribution string `json:"distribution,omitempty"`
+
+	// version of the distribution, e.g. "22.04", "12", "9.4", "2022".
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Version string `json:"version,omitempty"`
+}
+
+// GuestOSFamily is the family of a guest operating system.
+// +kubebuilder:validation:Enum=linux;windows;other
+type GuestOSFamily string
+
+const (
+	GuestOSFamilyLinux   GuestOSFamily = "linux"
+	GuestOSFamilyWindows GuestOSFamily = "windows"
+	// GuestOSFamilyOther is any other family (a BSD, an appliance).
+	GuestOSFamilyOther GuestOSFamily = "other"
+)
+
+// Architecture is a CPU architecture, named as Go and Kubernetes nodes
+// name it (kubernetes.io/arch).
+// +kubebuilder:validation:Enum=amd64;arm64;ppc64le;s390x;riscv64
+type Architecture string
+
+const (
+	ArchitectureAMD64   Architecture = "amd64"
+	ArchitectureARM64   Architecture = "arm64"
+	ArchitecturePPC64LE Architecture = "ppc64le"
+	ArchitectureS390X   Architecture = "s390x"
+	ArchitectureRISCV64 Architecture = "riscv64"
+)
 
 // UserDataFormat is the format of a machine's user data, named as Cluster
 // API's bootstrap data secrets name it.

@@ -64,13 +64,23 @@ func Kind() infrastructure.Kind {
 	}
 }
 
-// Admit is what a libvirt Provider cannot build: a static or pool address
-// for an Ignition guest. Every disk's provisioning is honoured: a thin
-// boot disk is a copy-on-write overlay of the image, a thick or
-// eagerZeroed one a full copy allocated in full (or, for an installer,
-// a blank volume allocated so). Asked before scheduling and again by
-// BuildSpec.
+// Architectures are what a libvirt Provider runs: its hosts publish no
+// architecture of their own, so x86-64 guests (domains of arch x86_64).
+var Architectures = []infrav1.Architecture{infrav1.ArchitectureAMD64}
+
+// ArchitectureWhy says why (a refusal's reason).
+const ArchitectureWhy = "a libvirt Provider's hosts publish no architecture and are taken to be x86-64"
+
+// Admit is what a libvirt Provider cannot build: an image for another
+// architecture than its hosts', a static or pool address for an Ignition
+// guest. Every disk's provisioning is honoured: a thin boot disk is a
+// copy-on-write overlay of the image, a thick or eagerZeroed one a full
+// copy allocated in full (or, for an installer, a blank volume allocated
+// so). Asked before scheduling and again by BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	if err := infrastructure.ImageArchitecture(r, Architectures, ArchitectureWhy); err != nil {
+		return err
+	}
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		// QEMU passes Ignition its config and no network metadata
 		// (Afterburn reads kernel arguments on VMware only): a static or
@@ -164,7 +174,8 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Pool})
 	}
 	return spec, providers.Fields{
-		Disk: func(i int) string { return fmt.Sprintf("spec.disks[%d].pool", i) },
+		Invalid: providers.ArchitectureError(lm.Spec.Architecture, Architectures, ArchitectureWhy),
+		Disk:    func(i int) string { return fmt.Sprintf("spec.disks[%d].pool", i) },
 		NIC: func(i int) string {
 			if lm.Spec.Network[i].Bridge != "" {
 				return fmt.Sprintf("spec.network[%d].bridge", i)

@@ -69,12 +69,22 @@ func Kind() infrastructure.Kind {
 	}
 }
 
+// Architectures are what a Proxmox VE Provider runs: x86-64 guests.
+var Architectures = []infrav1.Architecture{infrav1.ArchitectureAMD64}
+
+// ArchitectureWhy says why (a refusal's reason).
+const ArchitectureWhy = "Proxmox VE runs on x86-64 hosts, which clone x86-64 templates"
+
 // Admit is what a Proxmox VE Provider cannot build: an image installed at
 // each clone (installMode deferred: a template is cloned as it is), an
 // Ignition guest (its user data would sit on a NoCloud drive), and a
 // disk other than thin (ThickReason: a thick disk would be accepted and not
-// be thick). Asked before scheduling and again by BuildSpec.
+// be thick), and an image for another architecture than x86-64. Asked
+// before scheduling and again by BuildSpec.
 func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	if err := infrastructure.ImageArchitecture(r, Architectures, ArchitectureWhy); err != nil {
+		return err
+	}
 	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
 		return field.NotSupported(field.NewPath("spec", "image", "installMode"), r.Spec.Image.InstallMode,
 			[]string{string(v1alpha1.InstallModeImmediate) + " (Proxmox VE clones a template as it is)"})
@@ -170,6 +180,7 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 		spec.Disks = append(spec.Disks, providers.Disk{Name: d.Name, SizeGiB: d.SizeGiB, Provisioning: string(d.Provisioning), Target: d.Storage})
 	}
 	return spec, providers.Fields{
+		Invalid:   providers.ArchitectureError(pm.Spec.Architecture, Architectures, ArchitectureWhy),
 		Disk:      func(i int) string { return fmt.Sprintf("spec.disks[%d].storage", i) },
 		NIC:       func(i int) string { return fmt.Sprintf("spec.network[%d].bridge", i) },
 		Image:     "spec.template",

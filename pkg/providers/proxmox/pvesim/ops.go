@@ -153,8 +153,12 @@ func sortedKeys(m map[string]any) []string {
 // medium, ide2=none,media=cdrom included, changes live.
 var coldDrive = regexp.MustCompile(`^(efidisk|ide|sata|tpmstate)\d+$`)
 
-// Keys a running VM takes only at its next start (PVE keeps them pending).
-var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true}
+// Keys a running VM takes only at its next start (PVE keeps them pending;
+// ostype is none of qemu-server's fast_plug_option).
+var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true, "ostype": true}
+
+// OSTypes are the values of a VM's ostype (qemu-server's enum, PVE 8 and 9).
+var OSTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}
 
 var knownKey = regexp.MustCompile(`^(name|description|cores|sockets|memory|bios|machine|cpu|ostype|scsihw|boot|agent|tags|onboot|serial0|vga|smbios1|nameserver|searchdomain|ciuser|cipassword|citype|efidisk0|tpmstate0|net\d+|scsi\d+|virtio\d+|sata\d+|ide\d+|ipconfig\d+|unused\d+)$`)
 
@@ -236,6 +240,10 @@ func (s *Simulator) checkValue(v *vm, k, val string) *apiError {
 	case k == "bios":
 		if val != "seabios" && val != "ovmf" {
 			return badParam(k, "value '"+val+"' does not have a value in the enumeration 'seabios, ovmf'")
+		}
+	case k == "ostype":
+		if !contains(OSTypes, val) {
+			return badParam(k, "value '"+val+"' does not have a value in the enumeration '"+strings.Join(OSTypes, ", ")+"'")
 		}
 	case strings.HasPrefix(k, "net"):
 		if !strings.Contains(val, "bridge=") {

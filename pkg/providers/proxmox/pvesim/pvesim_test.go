@@ -258,3 +258,61 @@ func TestDriveDeletionWhileRunning(t *testing.T) {
 		t.Errorf("after the stop: ide2 %q, %v", vm.VirtualMachineConfig.IDEs["ide2"], err)
 	}
 }
+
+// TestOSType: ostype is one of qemu-server's values (400 naming the
+// enumeration otherwise, before any task), read back from the config, and
+// pending on a running VM until its next start.
+func TestOSType(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	tmpl, _ := c.NodeRef("pve1").VirtualMachine(ctx, 9000)
+	if got := tmpl.VirtualMachineConfig.OSType; got == nil || *got != "l26" {
+		t.Errorf("the template's ostype %v, want l26", got)
+	}
+	id, task, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 103, Name: "os", Full: true})
+	if err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	vm := c.NodeRef("pve1").VirtualMachineRef(id)
+	ostype := func() string {
+		t.Helper()
+		if err := vm.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if p := vm.VirtualMachineConfig.OSType; p != nil {
+			return *p
+		}
+		return ""
+	}
+	if _, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: "ostype", Value: "w2k19"}); err == nil ||
+		!strings.Contains(err.Error(), "does not have a value in the enumeration 'other, wxp, w2k, w2k3, w2k8, wvista, win7, win8, win10, win11, l24, l26, solaris'") {
+		t.Errorf("ostype w2k19: %v, want refused", err)
+	}
+	for _, want := range OSTypes {
+		task, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: "ostype", Value: want})
+		if err != nil || wait(t, task) != nil {
+			t.Fatalf("ostype %s: %v", want, err)
+		}
+		if got := ostype(); got != want {
+			t.Errorf("ostype %q, want %q", got, want)
+		}
+	}
+	if task, err = vm.Start(ctx); err != nil || wait(t, task) != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if task, err = vm.Config(ctx, proxmox.VirtualMachineOption{Name: "ostype", Value: "win11"}); err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	if got := ostype(); got != "solaris" {
+		t.Errorf("running: ostype %q, want solaris until the next start", got)
+	}
+	if task, err = vm.Stop(ctx); err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	if task, err = vm.Start(ctx); err != nil || wait(t, task) != nil {
+		t.Fatal(err)
+	}
+	if got := ostype(); got != "win11" {
+		t.Errorf("after a restart: ostype %q, want win11", got)
+	}
+}

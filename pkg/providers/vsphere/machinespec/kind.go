@@ -100,6 +100,7 @@ func machineSpec(m infrav1.Machine, fd v1alpha1.FailureDomain) (providers.Machin
 	if vsm.Spec.MemoryHotAdd {
 		fields.Features[FeatureHotAddMemory] = "spec.memoryHotAdd"
 	}
+	fields.Invalid = append(fields.Invalid, providers.ArchitectureError(vsm.Spec.Architecture, Architectures, ArchitectureWhy)...)
 	for _, o := range []struct{ field, value, under string }{
 		{"spec.resourcePool", vsm.Spec.ResourcePool, "the root resource pool of the failure domain's cluster"},
 		{"spec.folder", vsm.Spec.Folder, "the VM folder of the failure domain's datacenter"},

@@ -47,13 +47,19 @@ func Kind() infrastructure.Kind {
 	}
 }
 
-// Admit is what a vSphere Provider cannot build: nothing it is asked
-// before placing. Every disk's provisioning is honoured, the boot disk's
-// through the clone's relocate disk locator (thin, thick or eagerly
-// scrubbed, whatever the template's backing), the others as they are
-// added. Asked before scheduling and again by BuildSpec.
-func Admit(_ *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
-	return nil
+// Architectures are what a vSphere Provider runs: x86-64 guests.
+var Architectures = []infrav1.Architecture{infrav1.ArchitectureAMD64}
+
+// ArchitectureWhy says why (a refusal's reason).
+const ArchitectureWhy = "vSphere Providers run x86-64 guests"
+
+// Admit is what a vSphere Provider cannot build: an image for another
+// architecture than x86-64. Every disk's provisioning is honoured, the
+// boot disk's through the clone's relocate disk locator (thin, thick or
+// eagerly scrubbed, whatever the template's backing), the others as they
+// are added. Asked before scheduling and again by BuildSpec.
+func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Error {
+	return infrastructure.ImageArchitecture(r, Architectures, ArchitectureWhy)
 }
 
 // BuildSpec is the VSphereMachine spec for a resolved, scheduled VM on

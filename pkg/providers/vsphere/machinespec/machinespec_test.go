@@ -16,6 +16,7 @@ limitations under the License.
 package machinespec
 
 import (
+	"strings"
 	"testing"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -45,7 +46,7 @@ func TestBuildSpec(t *testing.T) {
 	}
 	image := &v1alpha1.VMImage{
 		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
-		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{
+		Spec: v1alpha1.VMImageSpec{OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "x86_64", Sources: []v1alpha1.ImageSource{
 			{ProviderClass: "proxmox", Kind: "Template", Ref: "9000"},
 			{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"},
 		}},
@@ -83,6 +84,8 @@ func TestBuildSpec(t *testing.T) {
 			FailureDomain: "fd-east", HostName: "db-prod-02", CPUs: 8, MemoryMiB: 65536, Firmware: "efi-secure", PowerState: infrav1.PowerStatePoweredOff,
 			PowerOffMode: infrav1.PowerOffModeSoft, PowerOffGraceSeconds: ptr.To[int32](30),
 			UserDataSecretRef: &infrav1.SecretKeyReference{Name: "ci", Key: "user-data"},
+			GuestOS:           &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux, Distribution: "ubuntu", Version: "22.04"},
+			Architecture:      infrav1.ArchitectureAMD64,
 		},
 		Template: "ubuntu-22.04-cloudinit", Datacenter: "DC-E", Cluster: "C-E",
 		Disks: []infrav1.VSphereDisk{
@@ -98,9 +101,32 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("spec differs:\n%s", diff.Diff(want, got))
 	}
 
+	// An arm64 image is refused by name before anything is built.
+	r.Spec.Image.Architecture = "arm64"
+	if _, err := BuildSpec(vm, r, provider); err == nil || !strings.Contains(err.Error(), "spec.image.architecture") {
+		t.Errorf("an arm64 image: %v", err)
+	}
+	r.Spec.Image.Architecture = "amd64"
+
 	provider.Spec.ProviderClassRef.Name = "libvirt"
 	if _, err := BuildSpec(vm, r, provider); err == nil {
 		t.Error("an image without a source for the provider class built a spec")
+	}
+}
+
+// TestMachineSpecArchitecture: a VSphereMachine written for another
+// architecture than x86-64 (by hand, by Cluster API) is refused by the
+// provider's admission on spec.architecture.
+func TestMachineSpecArchitecture(t *testing.T) {
+	m := &infrav1.VSphereMachine{Spec: infrav1.VSphereMachineSpec{Template: "t", CommonMachineSpec: infrav1.CommonMachineSpec{
+		GuestOS: &infrav1.GuestOS{Family: infrav1.GuestOSFamilyLinux}}}}
+	for arch, refused := range map[infrav1.Architecture]bool{"": false, infrav1.ArchitectureAMD64: false, infrav1.ArchitectureARM64: true} {
+		m.Spec.Architecture = arch
+		_, fields := machineSpec(m, v1alpha1.FailureDomain{})
+		got := len(fields.Invalid) > 0 && fields.Invalid[0].Field == "spec.architecture" && fields.Invalid[0].Reason == "ArchitectureUnsupported"
+		if got != refused {
+			t.Errorf("architecture %q: invalid %+v, want refused %v", arch, fields.Invalid, refused)
+		}
 	}
 }
 

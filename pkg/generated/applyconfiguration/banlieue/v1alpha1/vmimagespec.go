@@ -27,13 +27,24 @@ import (
 //
 // VMImageSpec describes an image.
 type VMImageSpecApplyConfiguration struct {
-	// osFamily, e.g. linux or windows.
+	// osFamily is linux, windows or another family (any case). With
+	// osDistribution and osVersion it names the guest OS to the backend:
+	// vSphere's guestId, Proxmox VE's ostype, a libosinfo os id in the
+	// libvirt domain's metadata (the machine's spec.guestOS). Naming none
+	// keeps the template's.
 	OSFamily *string `json:"osFamily,omitempty"`
-	// osDistribution, e.g. ubuntu.
+	// osDistribution in lower case, e.g. ubuntu, debian, rhel,
+	// centos-stream, rocky, almalinux, oraclelinux, fedora, sles, opensuse,
+	// flatcar, fedora-coreos, photon, amazonlinux; windows or
+	// windows-server; freebsd. A distribution known as linux makes the
+	// family linux when osFamily is empty.
 	OSDistribution *string `json:"osDistribution,omitempty"`
-	// osVersion, e.g. "22.04".
+	// osVersion, e.g. "22.04", "12", "9.4", "2022".
 	OSVersion *string `json:"osVersion,omitempty"`
-	// architecture, e.g. amd64 or arm64.
+	// architecture the image is built for: amd64 (or x86_64), arm64 (or
+	// aarch64), ppc64le, s390x or riscv64. A backend that does not run it
+	// refuses the VM before it is placed (BackendUnsupported on
+	// spec.image.architecture); every backend runs amd64 only today.
 	Architecture *string `json:"architecture,omitempty"`
 	// guestAgent is the first-boot agent in the image, which decides how
 	// the VM's user data reaches the guest: cloud-init (the default; vSphere
