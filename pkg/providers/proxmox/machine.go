@@ -93,7 +93,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 	if vm.IsHibernated() && spec.PowerState != infrav1.PowerStateSuspended {
 		// A hibernated VM's configuration is locked until it resumes:
 		// power first, converge after.
-		if err := c.power(ctx, vm, spec, false, record, h); err != nil {
+		if _, err := c.power(ctx, vm, spec, false, record, h); err != nil {
 			return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("powering %s: %w", spec.Name, err)
 		}
 	}
@@ -103,11 +103,12 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 			return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 		}
 	}
-	if err := c.power(ctx, vm, spec, restart, record, h); err != nil {
+	restarting, err := c.power(ctx, vm, spec, restart, record, h)
+	if err != nil {
 		return providers.MachineStatus{Created: created, Handle: h.String()}, fmt.Errorf("powering %s: %w", spec.Name, err)
 	}
 	st, err := c.observe(ctx, vm)
-	st.Created = created
+	st.Created, st.Restarting = created, restarting
 	if err != nil || st.IPAddress == "" {
 		return st, err
 	}
@@ -469,22 +470,20 @@ func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 }
 
 // power drives the VM to spec.PowerState as package power decides;
-// restart first stops a running VM whose configuration waits for its next
-// start. Suspended is PVE's hibernation (suspend todisk=1): the memory in
+// restart first powers off a running VM whose configuration waits for its
+// next start, as spec.powerOffMode says. A guest asked to shut down has
+// its grace: the VM is left running and restarting reports it, a later
+// call starts it once it is off (PVE applies the pending configuration
+// then). Suspended is PVE's hibernation (suspend todisk=1): the memory in
 // a state volume, the VM stopped with the lock "suspended"; a start
 // resumes it.
-func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, restart bool, record providers.TaskRecorder, h handle) error {
+func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, restart bool, record providers.TaskRecorder, h handle) (restarting bool, err error) {
 	p := vmPower{c: c, vm: vm, record: record, h: h}
 	if vm.IsPaused() {
 		// banlieue never pauses a VM (Suspended hibernates it): one
 		// paused by hand, or by an earlier banlieue, runs again first.
 		if err := p.step(ctx, vm.Resume); err != nil {
-			return fmt.Errorf("resuming paused VM %d: %w", vm.VMID, err)
-		}
-	}
-	if restart && vm.IsRunning() {
-		if err := p.step(ctx, vm.Stop); err != nil {
-			return err
+			return false, fmt.Errorf("resuming paused VM %d: %w", vm.VMID, err)
 		}
 	}
 	desired := spec.PowerState
@@ -495,8 +494,21 @@ func (c *Client) power(ctx context.Context, vm *proxmox.VirtualMachine, spec pro
 	if grace <= 0 {
 		grace = power.DefaultGrace
 	}
-	return power.Drive(ctx, p, power.Request{Desired: desired, Mode: spec.PowerOffMode, Grace: grace,
-		SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
+	drive := func(to infrav1.PowerState) error {
+		return power.Drive(ctx, p, power.Request{Desired: to, Mode: spec.PowerOffMode, Grace: grace,
+			SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
+	}
+	if restart && vm.IsRunning() {
+		if err := drive(infrav1.PowerStatePoweredOff); err != nil {
+			return false, err
+		}
+		if vm.IsRunning() {
+			// Asked to shut down (SoftOff reads the VM no more), or
+			// within the grace of that request.
+			return desired != infrav1.PowerStatePoweredOff, nil
+		}
+	}
+	return false, drive(desired)
 }
 
 // vmPower is a Proxmox VE VM's power primitives.

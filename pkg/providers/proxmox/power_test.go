@@ -134,3 +134,69 @@ func TestPowerOffModes(t *testing.T) {
 		})
 	}
 }
+
+// A resize PVE keeps pending while the VM runs (cores, memory) restarts
+// it as spec.powerOffMode says, counted in the requests pvesim served:
+// Hard stops and starts it in one call, as before; Soft and TrySoft ask
+// the guest (status/shutdown, its time recorded) and the VM reports
+// Restarting, still running with its old shape, until the guest is off;
+// then a call starts it with the new one. A guest that ignores the
+// request is stopped after the grace (TrySoft).
+func TestResizeHonoursPowerOffMode(t *testing.T) {
+	cases := []struct {
+		name            string
+		mode            infrav1.PowerOffMode
+		guestIgnores    bool
+		shutdowns, stop int
+		restarting      bool
+	}{
+		{"hard", infrav1.PowerOffModeHard, false, 0, 1, false},
+		{"soft", infrav1.PowerOffModeSoft, false, 1, 0, true},
+		{"try-soft", infrav1.PowerOffModeTrySoft, false, 1, 0, true},
+		{"try-soft, the guest ignores it", infrav1.PowerOffModeTrySoft, true, 1, 1, true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, c := simulate(t)
+			ctx := context.Background()
+			spec, rec, vm := poweredOn(t, sim, c, "team.resize", "8e1b4c63-2d5f-4a7b-9c3e-4f6a8b0d2e3"+string(rune('0'+i)))
+			sim.IgnoreShutdown(vm.VMID, tc.guestIgnores)
+			before := sim.Requests()
+			spec.CPUs, spec.MemoryMiB = 4, 4096
+			spec.PowerOffMode, spec.PowerOffGrace = tc.mode, 300*time.Millisecond
+			var asked []time.Time
+			spec.RecordSoftPowerOff = func(_ context.Context, at time.Time) error { asked = append(asked, at); return nil }
+			// Calls as the reconciler makes them while the VM restarts,
+			// each with the request time the status recorded.
+			var st providers.MachineStatus
+			var err error
+			restarted, calls := false, 0
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if len(asked) > 0 {
+					spec.SoftPowerOffTime = asked[len(asked)-1]
+				}
+				if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+					t.Fatal(err)
+				}
+				calls++
+				if st.Restarting {
+					restarted = true
+					if st.PowerState != infrav1.PowerStatePoweredOn || st.CPUs != 2 {
+						t.Errorf("call %d: restarting %s with %d CPUs, want PoweredOn with its old 2", calls, st.PowerState, st.CPUs)
+					}
+					continue
+				}
+				break
+			}
+			after := sim.Requests()
+			shutdowns, stops := after["POST qemu shutdown"]-before["POST qemu shutdown"], after["POST qemu stop"]-before["POST qemu stop"]
+			if shutdowns != tc.shutdowns || stops != tc.stop || len(asked) != tc.shutdowns || restarted != tc.restarting {
+				t.Errorf("%d shutdown and %d stop requests, %d recorded, restarting reported %t; want %d, %d, %t", shutdowns, stops, len(asked), restarted, tc.shutdowns, tc.stop, tc.restarting)
+			}
+			vm2 := namedVMs(sim, spec.Name)[0]
+			if st.Restarting || st.PowerState != infrav1.PowerStatePoweredOn || st.CPUs != 4 || st.MemoryMiB != 4096 || vm2.Boots != vm.Boots+1 {
+				t.Errorf("after %d calls: %+v, boots %d (was %d); want PoweredOn with 4 CPUs and 4096 MiB, booted once more", calls, st, vm2.Boots, vm.Boots)
+			}
+		})
+	}
+}

@@ -186,13 +186,14 @@ func TestMachineLifecycle(t *testing.T) {
 	if left := namedVMs(sim, fresh.Name); len(left) != 0 {
 		t.Errorf("a VM was built without its user data: %v", left)
 	}
+	// The CPU change's restart and each state in one call: Hard, as a
+	// soft power-off waits for the guest across calls (TestPowerOffModes,
+	// TestResizeHonoursPowerOffMode).
+	spec.PowerOffMode = infrav1.PowerOffModeHard
 	spec.CPUs = 4
-	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != infrav1.PowerStatePoweredOn {
+	if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.CPUs != 4 || st.PowerState != infrav1.PowerStatePoweredOn || st.Restarting {
 		t.Errorf("after a CPU change: %+v, %v", st, err)
 	}
-	// Each state in one call: Hard, as a soft power-off waits for the
-	// guest across calls (TestPowerOffModes).
-	spec.PowerOffMode = infrav1.PowerOffModeHard
 	for _, want := range []infrav1.PowerState{infrav1.PowerStateSuspended, infrav1.PowerStatePoweredOff, infrav1.PowerStatePoweredOn} {
 		spec.PowerState = want
 		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != want {

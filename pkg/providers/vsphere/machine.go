@@ -86,14 +86,20 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 			return providers.MachineStatus{}, err
 		}
 	}
-	if err := converge(ctx, l, vm, spec); err != nil {
+	offPending, err := converge(ctx, l, vm, spec)
+	if err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
-	if err := power(ctx, vm, spec); err != nil {
-		return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
+	// A guest asked to shut down for new CPUs or memory has its grace:
+	// no power change meanwhile, the next call looks again.
+	if !offPending {
+		if err := power(ctx, vm, spec); err != nil {
+			return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
+		}
 	}
 	st, m, err := observe(ctx, vm, spec.Name)
 	st.Created = created
+	st.Restarting = offPending && spec.PowerState != infrav1.PowerStatePoweredOff
 	if err != nil {
 		return st, err
 	}
@@ -269,8 +275,16 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 // needs the firmware switched first (vCenter checks secure boot against the
 // current firmware), and guestinfo names NICs by MAC, so NICs being added
 // get their guestinfo in a second reconfigure. Nothing differs, nothing is
-// sent: a steady-state reconcile changes nothing.
-func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec) error {
+// sent: a steady-state reconcile changes nothing. CPUs or memory a running
+// VM cannot take wait for it to power off as spec.powerOffMode says:
+// offPending tells that its guest was asked to shut down and is not off
+// yet (the rest is converged meanwhile).
+func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec) (offPending bool, err error) {
+	err = convergeVM(ctx, l, vm, spec, &offPending)
+	return offPending, err
+}
+
+func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec, offPending *bool) error {
 	m, err := settled(ctx, vm)
 	if err != nil {
 		return err
@@ -325,13 +339,24 @@ func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec p
 		cs.MemoryMB = spec.MemoryMiB
 	}
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && needsPowerOff(m.Config, cs) {
-		// CPUs or memory vCenter cannot change live: off first, then on
-		// again (the power step) with the new shape.
-		if err := hardOff(ctx, vm); err != nil {
+		// CPUs or memory vCenter cannot change live: off first, as
+		// spec.powerOffMode says, then on again (the power step) with
+		// the new shape. A guest asked to shut down keeps its shape
+		// until it is off (a later call, after the grace TrySoft's
+		// hard power-off).
+		off := spec
+		off.PowerState = infrav1.PowerStatePoweredOff
+		if err := power(ctx, vm, off); err != nil {
 			return fmt.Errorf("powering off to change CPUs or memory: %w", err)
 		}
-		if err := reread(); err != nil {
+		// The whole read again: the power state decides below.
+		m = mo.VirtualMachine{}
+		if err := vm.Properties(ctx, vm.Reference(), settledProperties(), &m); err != nil {
 			return err
+		}
+		if m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
+			*offPending = true
+			cs.NumCPUs, cs.MemoryMB = 0, 0
 		}
 	}
 	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
@@ -791,8 +816,8 @@ func (p vmPower) task(ctx context.Context, do func(context.Context) (*object.Tas
 	return err
 }
 
-// hardOff powers vm off when it is not off: CPUs or memory a running VM
-// cannot take, and a VM about to be destroyed, need no guest's say.
+// hardOff powers vm off when it is not off: a VM about to be destroyed
+// needs no guest's say.
 func hardOff(ctx context.Context, vm *object.VirtualMachine) error {
 	s, err := vm.PowerState(ctx)
 	if err != nil || s == types.VirtualMachinePowerStatePoweredOff {

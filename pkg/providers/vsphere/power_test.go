@@ -94,3 +94,76 @@ func TestPowerOffModes(t *testing.T) {
 		})
 	}
 }
+
+// A resize vCenter cannot make live (CPUs and memory without hot add)
+// powers the VM off as spec.powerOffMode says, then on with the new
+// shape, counted as TestPowerOffModes counts: Hard is PowerOffVM_Task in
+// one call, as before; Soft and TrySoft ask the guest first
+// (ShutdownGuest, its time recorded), and vcsim's guest answers at once.
+// A guest that has not answered yet (a recorded request within the
+// grace) keeps the VM running with its old shape, Restarting; past the
+// grace TrySoft powers off hard and the VM comes back resized.
+func TestResizeHonoursPowerOffMode(t *testing.T) {
+	ctx := context.Background()
+	c := connected(t)
+	tmpl := template(t, c, "DC0")
+	calls := func(method string) float64 {
+		return testutil.ToFloat64(providers.BackendRequests.WithLabelValues("vsphere", method))
+	}
+	type call struct {
+		softRequested        time.Duration // ago; 0 for none
+		shutdowns, powerOffs float64
+		recorded, restarting bool
+	}
+	cases := []struct {
+		name  string
+		mode  infrav1.PowerOffMode
+		calls []call
+	}{
+		{"hard", infrav1.PowerOffModeHard, []call{{0, 0, 1, false, false}}},
+		{"soft", infrav1.PowerOffModeSoft, []call{{0, 1, 0, true, false}}},
+		{"try-soft", infrav1.PowerOffModeTrySoft, []call{{0, 1, 0, true, false}}},
+		{"try-soft, the guest does not answer", infrav1.PowerOffModeTrySoft, []call{{time.Second, 0, 0, false, true}, {time.Minute, 0, 1, false, false}}},
+		{"soft, the guest does not answer", infrav1.PowerOffModeSoft, []call{{time.Second, 0, 0, false, true}, {time.Minute, 1, 0, true, false}}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := providers.MachineSpec{
+				Name: fmt.Sprintf("ns-resize-%d", i), InstanceUUID: fmt.Sprintf("6b1d8f32-4c5e-4f70-9bac-1d2e3f4a5b%02d", i),
+				Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 1, MemoryMiB: 512,
+				PowerState: infrav1.PowerStatePoweredOn,
+			}
+			var rec recorder
+			if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+				t.Fatal(err)
+			}
+			guestBoots(t, c, "DC0", spec.Name, "192.0.2.81")
+			spec.CPUs, spec.MemoryMiB = 2, 1024
+			spec.PowerOffMode, spec.PowerOffGrace = tc.mode, 10*time.Second
+			for j, want := range tc.calls {
+				spec.SoftPowerOffTime = time.Time{}
+				if want.softRequested > 0 {
+					spec.SoftPowerOffTime = time.Now().Add(-want.softRequested)
+				}
+				var recorded bool
+				spec.RecordSoftPowerOff = func(context.Context, time.Time) error { recorded = true; return nil }
+				shutdowns, powerOffs := calls("ShutdownGuest"), calls("PowerOffVM_Task")
+				st, err := c.EnsureMachine(ctx, spec, rec.record)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotShutdowns, gotPowerOffs := calls("ShutdownGuest")-shutdowns, calls("PowerOffVM_Task")-powerOffs
+				if gotShutdowns != want.shutdowns || gotPowerOffs != want.powerOffs || recorded != want.recorded || st.Restarting != want.restarting {
+					t.Errorf("call %d: %v ShutdownGuest, %v PowerOffVM_Task, recorded %t, restarting %t; want %v, %v, %t, %t",
+						j, gotShutdowns, gotPowerOffs, recorded, st.Restarting, want.shutdowns, want.powerOffs, want.recorded, want.restarting)
+				}
+				// Running throughout: with its old shape while the guest
+				// has time, its new one once restarted.
+				resized := st.CPUs == 2 && st.MemoryMiB == 1024
+				if st.PowerState != infrav1.PowerStatePoweredOn || resized == want.restarting {
+					t.Errorf("call %d: %s with %d CPUs and %d MiB, restarting %t", j, st.PowerState, st.CPUs, st.MemoryMiB, st.Restarting)
+				}
+			}
+		})
+	}
+}
