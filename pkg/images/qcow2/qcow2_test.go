@@ -22,33 +22,15 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 )
 
 const virtualSize = 64 << 20
-
-// qemuImg returns the path of qemu-img, failing the test (not skipping it)
-// when it is missing: make test installs it.
-func qemuImg(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("qemu-img")
-	if err != nil {
-		t.Fatalf("qemu-img is required by these tests (install qemu-utils; make test does): %v", err)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
 
 // rawImage writes a sparse raw disk with random data in a few regions and
 // returns its path and contents.
@@ -138,7 +120,7 @@ func compare(t *testing.T, img *Image, want []byte) {
 }
 
 func TestConvertedImages(t *testing.T) {
-	qi := qemuImg(t)
+	qi := imagetest.Tool(t, "qemu-img")
 	dir := t.TempDir()
 	raw, want := rawImage(t, dir)
 	cases := []struct {
@@ -157,7 +139,7 @@ func TestConvertedImages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(dir, c.name+".qcow2")
 			args := append([]string{"convert", "-f", "raw", "-O", "qcow2"}, c.args...)
-			run(t, qi, append(args, raw, out)...)
+			imagetest.Run(t, qi, append(args, raw, out)...)
 			img, err := openFile(t, out)
 			if err != nil {
 				t.Fatal(err)
@@ -189,16 +171,13 @@ func countCompressed(t *testing.T, img *Image) int {
 // TestZeroFlag writes data, then zeroes an allocated cluster with
 // qemu-io "write -z", which in v3 sets the L2 zero flag.
 func TestZeroFlag(t *testing.T) {
-	qi := qemuImg(t)
-	qio, err := exec.LookPath("qemu-io")
-	if err != nil {
-		t.Fatalf("qemu-io is required by this test (qemu-utils): %v", err)
-	}
+	qi := imagetest.Tool(t, "qemu-img")
+	qio := imagetest.Tool(t, "qemu-io")
 	dir := t.TempDir()
 	p := filepath.Join(dir, "z.qcow2")
-	run(t, qi, "create", "-f", "qcow2", p, "1M")
-	run(t, qio, "-f", "qcow2", "-c", "write -P 0xab 0 192k", p)
-	run(t, qio, "-f", "qcow2", "-c", "write -z 64k 64k", p)
+	imagetest.Run(t, qi, "create", "-f", "qcow2", p, "1M")
+	imagetest.Run(t, qio, "-f", "qcow2", "-c", "write -P 0xab 0 192k", p)
+	imagetest.Run(t, qio, "-f", "qcow2", "-c", "write -z 64k 64k", p)
 	want := make([]byte, 1<<20)
 	for i := range 192 << 10 {
 		want[i] = 0xab
@@ -219,12 +198,12 @@ func TestZeroFlag(t *testing.T) {
 }
 
 func TestBackingFileRefused(t *testing.T) {
-	qi := qemuImg(t)
+	qi := imagetest.Tool(t, "qemu-img")
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base.qcow2")
 	over := filepath.Join(dir, "over.qcow2")
-	run(t, qi, "create", "-f", "qcow2", base, "1M")
-	run(t, qi, "create", "-f", "qcow2", "-b", base, "-F", "qcow2", over)
+	imagetest.Run(t, qi, "create", "-f", "qcow2", base, "1M")
+	imagetest.Run(t, qi, "create", "-f", "qcow2", "-b", base, "-F", "qcow2", over)
 	_, err := openFile(t, over)
 	if err == nil || !strings.Contains(err.Error(), base) {
 		t.Fatalf("Open(over) error = %v, want one naming %q", err, base)
@@ -232,9 +211,9 @@ func TestBackingFileRefused(t *testing.T) {
 }
 
 func TestZstdRefused(t *testing.T) {
-	qi := qemuImg(t)
+	qi := imagetest.Tool(t, "qemu-img")
 	p := filepath.Join(t.TempDir(), "zstd.qcow2")
-	run(t, qi, "create", "-f", "qcow2", "-o", "compression_type=zstd", p, "1M")
+	imagetest.Run(t, qi, "create", "-f", "qcow2", "-o", "compression_type=zstd", p, "1M")
 	_, err := openFile(t, p)
 	if err == nil || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("Open(zstd image) error = %v, want one about zstd", err)

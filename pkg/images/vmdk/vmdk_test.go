@@ -23,28 +23,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 )
-
-func qemuImg(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("qemu-img")
-	if err != nil {
-		t.Fatalf("qemu-img is required to verify the VMDK writer but was not found in PATH: %v", err)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
-	return string(out)
-}
 
 // writeVMDK streams disk through a Writer in chunk-sized writes.
 func writeVMDK(t *testing.T, path string, disk []byte, chunk int) {
@@ -82,18 +65,18 @@ func verify(t *testing.T, qemu string, disk []byte, dir string) int64 {
 	}
 	writeVMDK(t, out, disk, 7*1024)
 
-	run(t, qemu, "check", out)
+	imagetest.Run(t, qemu, "check", out)
 	var info struct {
 		Format      string `json:"format"`
 		VirtualSize int64  `json:"virtual-size"`
 	}
-	if err := json.Unmarshal([]byte(run(t, qemu, "info", "--output=json", out)), &info); err != nil {
+	if err := json.Unmarshal([]byte(imagetest.Run(t, qemu, "info", "--output=json", out)), &info); err != nil {
 		t.Fatal(err)
 	}
 	if info.Format != "vmdk" || info.VirtualSize != int64(len(disk)) {
 		t.Fatalf("qemu-img info: format %q virtual-size %d, want vmdk %d", info.Format, info.VirtualSize, len(disk))
 	}
-	if got := run(t, qemu, "compare", "-f", "raw", "-F", "vmdk", raw, out); !bytes.Contains([]byte(got), []byte("identical")) {
+	if got := imagetest.Run(t, qemu, "compare", "-f", "raw", "-F", "vmdk", raw, out); !bytes.Contains([]byte(got), []byte("identical")) {
 		t.Fatalf("qemu-img compare: %s", got)
 	}
 	st, err := os.Stat(out)
@@ -104,7 +87,7 @@ func verify(t *testing.T, qemu string, disk []byte, dir string) int64 {
 }
 
 func TestStreamOptimizedQemu(t *testing.T) {
-	qemu := qemuImg(t)
+	qemu := imagetest.Tool(t, "qemu-img")
 	const size = 20<<20 + 512 // not a multiple of the grain size
 	disk := make([]byte, size)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -122,7 +105,7 @@ func TestStreamOptimizedQemu(t *testing.T) {
 }
 
 func TestStreamOptimizedMultipleTables(t *testing.T) {
-	qemu := qemuImg(t)
+	qemu := imagetest.Tool(t, "qemu-img")
 	const size = 70<<20 + 1024 // three grain tables, the middle one empty
 	disk := make([]byte, size)
 	copy(disk[100:], "first table")
@@ -131,7 +114,7 @@ func TestStreamOptimizedMultipleTables(t *testing.T) {
 }
 
 func TestStreamOptimizedAllZero(t *testing.T) {
-	qemu := qemuImg(t)
+	qemu := imagetest.Tool(t, "qemu-img")
 	disk := make([]byte, 20<<20+512)
 	n := verify(t, qemu, disk, t.TempDir())
 	// header, descriptor and padding + GD marker + GD + footer marker + footer + EOS.
