@@ -141,14 +141,11 @@ func FailureDomain(provider *v1alpha1.Provider, name string) (v1alpha1.FailureDo
 	return v1alpha1.FailureDomain{}, false
 }
 
-// ThinDisks refuses a disk provisioned other than thin among the first
-// count of resolved's disks (all of them when count < 0), for a backend
-// that cannot allocate those otherwise: why says what it does instead.
-func ThinDisks(resolved *v1alpha1.ResolvedVirtualMachine, count int, why string) *field.Error {
+// ThinDisks refuses a disk of resolved provisioned other than thin, for a
+// backend that cannot allocate disks otherwise: why says what it does
+// instead.
+func ThinDisks(resolved *v1alpha1.ResolvedVirtualMachine, why string) *field.Error {
 	for i, d := range resolved.Spec.Disks {
-		if count >= 0 && i >= count {
-			break
-		}
 		if d.Provisioning != "" && d.Provisioning != v1alpha1.DiskProvisioningThin {
 			return field.NotSupported(field.NewPath("spec", "disks").Index(i).Child("provisioning"), d.Provisioning,
 				[]string{string(v1alpha1.DiskProvisioningThin) + " (" + why + ")"})

@@ -95,7 +95,7 @@ func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Erro
 		return field.NotSupported(field.NewPath("spec", "image", "guestAgent"), r.Spec.Image.GuestAgent,
 			[]string{string(v1alpha1.GuestAgentCloudInit) + " (Proxmox VE delivers user data on a NoCloud drive)"})
 	}
-	return infrastructure.ThinDisks(r, -1, ThickReason)
+	return infrastructure.ThinDisks(r, ThickReason)
 }
 
 // ThickReason is why a Proxmox VE disk cannot be asked thick: a storage
