@@ -128,6 +128,11 @@ func ImageRef(r *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1.Provider) (
 			return src.Ref, nil
 		}
 	}
+	if im := r.Spec.Image.Imported; im != nil && (len(im.ProviderClasses) == 0 || slices.Contains(im.ProviderClasses, class)) {
+		// What the provider built of the import: the backend's kind
+		// places it (a libvirt pool, a vSphere template folder).
+		return im.Name, nil
+	}
 	return "", fmt.Errorf("VMImage %s has no source for provider class %q", r.Spec.Image.Name, class)
 }
 

@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/images"
 )
 
 // Reasons of the PlacementValid and Scheduled conditions.
@@ -344,8 +345,8 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 	if !hasSource(in.Image, p.Spec.ProviderClassRef.Name) {
 		return stop(StageImage, "VMImage %s has no source for provider class %q", in.Image.Name, p.Spec.ProviderClassRef.Name)
 	}
-	ready, why := imageReady(in.Image, p)
-	if !ready {
+	imageFDs, why := imageReady(in.Image, p)
+	if imageFDs == nil {
 		return stop(StageImage, "VMImage %s is not ready on this Provider: %s", in.Image.Name, why)
 	}
 
@@ -359,16 +360,19 @@ func checkProvider(in Input, p *v1alpha1.Provider) ProviderFit {
 	matched := false
 	for _, fd := range p.Status.FailureDomains {
 		f := FailureDomainFit{Name: fd.Name, Load: in.Load[Key(ImageStatusKey(p), fd.Name)]}
-		if fdSel.Matches(fdLabels(fd)) {
-			f.Fits, matched = true, true
-		} else {
+		switch msg, imageHere := imageFDs(fd.Name); {
+		case !fdSel.Matches(fdLabels(fd)):
 			f.Message = fmt.Sprintf("labels %v do not match failureDomainSelector %s", fdLabels(fd), fdSel)
+		case !imageHere:
+			f.Message = fmt.Sprintf("VMImage %s is not ready here: %s", in.Image.Name, msg)
+		default:
+			f.Fits, matched = true, true
 		}
 		fit.FailureDomains = append(fit.FailureDomains, f)
 	}
 	if !matched {
 		fit.Stage, fit.Reason = StageFailureDomain, ReasonNoProviderMatched
-		fit.Message = fmt.Sprintf("none of its %d failure domains matches failureDomainSelector %s", len(p.Status.FailureDomains), fdSel)
+		fit.Message = fmt.Sprintf("none of its %d failure domains matches failureDomainSelector %s and has VMImage %s ready", len(p.Status.FailureDomains), fdSel, in.Image.Name)
 		return fit
 	}
 	if msg := antiAffinity(placement.AntiAffinity, in.Peers, ImageStatusKey(p), fit.FailureDomains); msg != "" {
@@ -401,19 +405,49 @@ func hasSource(img *v1alpha1.VMImage, providerClass string) bool {
 			return true
 		}
 	}
-	return false
+	return images.Serves(img, providerClass)
 }
 
-func imageReady(img *v1alpha1.VMImage, p *v1alpha1.Provider) (bool, string) {
+// imageReady says in which of p's failure domains img is ready: nil (and
+// why) when in none. An image from a source is ready in all of them or
+// none; an import is ready failure domain by failure domain, at the
+// image's current revision.
+func imageReady(img *v1alpha1.VMImage, p *v1alpha1.Provider) (func(fd string) (string, bool), string) {
 	for _, s := range img.Status.PerProvider {
-		if s.Provider == ImageStatusKey(p) {
-			if s.Ready {
-				return true, ""
-			}
-			return false, strings.TrimSpace(s.Reason + " " + s.Message)
+		if s.Provider != ImageStatusKey(p) {
+			continue
 		}
+		if !images.Serves(img, p.Spec.ProviderClassRef.Name) || len(s.FailureDomains) == 0 {
+			if s.Ready {
+				return func(string) (string, bool) { return "", true }, ""
+			}
+			return nil, strings.TrimSpace(s.Reason + " " + s.Message)
+		}
+		fds := map[string]v1alpha1.ImageFailureDomainStatus{}
+		any := false
+		for _, fd := range s.FailureDomains {
+			fds[fd.Name] = fd
+			any = any || readyAt(fd, img.Status.Revision)
+		}
+		if !any {
+			return nil, "ready in none of its failure domains yet (" + strings.TrimSpace(s.Reason+" "+s.Message) + ")"
+		}
+		return func(name string) (string, bool) {
+			fd, ok := fds[name]
+			if !ok {
+				return "not imported here yet", false
+			}
+			if readyAt(fd, img.Status.Revision) {
+				return "", true
+			}
+			return strings.TrimSpace(fmt.Sprintf("%s %s %s", fd.Phase, fd.Reason, fd.Message)), false
+		}, ""
 	}
-	return false, "the Provider has not checked it yet"
+	return nil, "the Provider has not checked it yet"
+}
+
+func readyAt(fd v1alpha1.ImageFailureDomainStatus, revision string) bool {
+	return fd.Phase == v1alpha1.ImagePhaseReady && fd.Revision == revision
 }
 
 // summarise picks the reason of the Provider that got furthest.

@@ -123,6 +123,10 @@ type ImageKind struct {
 	// host): each scope is checked once; ScopeWord names it.
 	Scope     func(failuredomain.Location) failuredomain.Location
 	ScopeWord string
+	// ImportFormats are the spec.import formats the backend builds
+	// (ImageImporter); others are refused (FormatUnsupported) before a
+	// byte is fetched. None: the backend imports nothing.
+	ImportFormats []v1alpha1.ImageFormat
 }
 
 // MachineItems are a typed list's items as Machines (MachineKind.Items).

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/images"
 )
 
 // firmware is the class's, else the image template's, else none: the
@@ -171,6 +172,7 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		InstallMode:    v1alpha1.DefaultInstallMode,
 		GuestAgent:     image.Spec.GuestAgent,
 		CloudConfigs:   image.Spec.CloudConfigs,
+		Imported:       images.Resolved(image),
 	}
 	if spec.Image.GuestAgent == "" {
 		spec.Image.GuestAgent = v1alpha1.GuestAgentCloudInit

@@ -38,6 +38,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/images"
 )
 
 // FieldManager is the operator's server-side apply field manager.
@@ -198,18 +199,27 @@ type Inputs struct {
 	CloudConfigs []string
 }
 
-// CloudConfigs are the cloud-config Secrets of the images that have a
-// source for class, sorted and without duplicates.
-func CloudConfigs(class string, images []v1alpha1.VMImage) []string {
+// CloudConfigs are the Secrets the images class serves name: their
+// cloud-config Secrets, and an import's mirror credentials
+// (spec.import.secretRef), sorted and without duplicates.
+func CloudConfigs(class string, imgs []v1alpha1.VMImage) []string {
 	var out []string
-	for _, img := range images {
-		if !slices.ContainsFunc(img.Spec.Sources, func(s v1alpha1.ImageSource) bool { return s.ProviderClass == class }) {
+	add := func(name string) {
+		if name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	for i := range imgs {
+		img := &imgs[i]
+		imported := images.Serves(img, class)
+		if !imported && !slices.ContainsFunc(img.Spec.Sources, func(s v1alpha1.ImageSource) bool { return s.ProviderClass == class }) {
 			continue
 		}
 		for _, cc := range img.Spec.CloudConfigs {
-			if name := cc.SecretRef.Name; name != "" && !slices.Contains(out, name) {
-				out = append(out, name)
-			}
+			add(cc.SecretRef.Name)
+		}
+		if imported && img.Spec.Import.SecretRef != nil {
+			add(img.Spec.Import.SecretRef.Name)
 		}
 	}
 	slices.Sort(out)

@@ -688,6 +688,25 @@ type ResolvedImage struct {
 	// +optional
 	// +listType=atomic
 	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
+	// imported names what banlieue built of the image's spec.import, for
+	// classes without a source: the VM is built from this revision.
+	// +optional
+	Imported *ResolvedImport `json:"imported,omitempty"`
+}
+
+// ResolvedImport is the revision of an imported image a VM uses.
+type ResolvedImport struct {
+	// name every backend gives what it built of this revision (derived
+	// from the image's UID and the revision).
+	Name string `json:"name"`
+	// revision of the image.
+	Revision string `json:"revision"`
+	// format of the import.
+	Format ImageFormat `json:"format"`
+	// providerClasses the import is limited to; all when empty.
+	// +optional
+	// +listType=set
+	ProviderClasses []string `json:"providerClasses,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -904,6 +923,67 @@ type VMImageSpec struct {
 	// +optional
 	// +listType=atomic
 	CloudConfigs []CloudConfigSource `json:"cloudConfigs,omitempty"`
+	// import is an image banlieue fetches and materialises itself, in
+	// every failure domain of every Provider that serves it, naming no
+	// backend: a disk image (qcow2, raw, ova) becomes a libvirt base
+	// volume, a Proxmox VE template, a vSphere template; an installer (iso,
+	// with template) is installed into a template by a build VM. A class
+	// with an entry in sources uses that entry instead (bring your own).
+	// +optional
+	Import *ImageImport `json:"import,omitempty"`
+}
+
+// ImageFormat is the format of an imported image.
+// +enum
+type ImageFormat string
+
+const (
+	// ImageFormatQCOW2 is a QEMU copy-on-write disk image (a cloud image);
+	// converted while streaming where a backend cannot take it.
+	ImageFormatQCOW2 ImageFormat = "qcow2"
+	// ImageFormatRaw is a raw disk image.
+	ImageFormatRaw ImageFormat = "raw"
+	// ImageFormatOVA is an OVF package (tar) with its disks.
+	ImageFormatOVA ImageFormat = "ova"
+	// ImageFormatISO is an installer medium: needs spec.template.
+	ImageFormatISO ImageFormat = "iso"
+)
+
+// ImageImport is an image the providers fetch from a URL.
+type ImageImport struct {
+	// url is where the image is fetched from: http or https, no user
+	// information (credentials come from secretRef). Only the provider
+	// serving a failure domain fetches it; a URL (or a redirect) to a
+	// link-local address (the cloud metadata service) or to a range the
+	// provider denies is refused (FetchFailed).
+	URL string `json:"url"`
+	// checksum of the image's bytes as fetched, "sha256:" followed by 64
+	// hex digits or "sha512:" followed by 128; computed while streaming: a
+	// mismatch leaves nothing behind (ChecksumMismatch).
+	Checksum string `json:"checksum"`
+	// format of the image: qcow2, raw, ova, or iso (an installer, which
+	// needs spec.template).
+	Format ImageFormat `json:"format"`
+	// secretRef names a Secret, in the namespace of each Provider serving
+	// the image, with a private mirror's credentials (keys username and
+	// password for HTTP basic authentication, or token for a bearer token)
+	// and CA (ca.crt). Read by name only.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// providerClasses limits the import to Providers of these classes;
+	// every class without a source in spec.sources when empty.
+	// +optional
+	// +listType=set
+	ProviderClasses []string `json:"providerClasses,omitempty"`
+	// installTimeoutSeconds bounds an installer's run in a build VM
+	// (immediate mode): a guest that has not powered itself off by then
+	// fails the failure domain (InstallTimedOut). Default 1800.
+	// +optional
+	InstallTimeoutSeconds *int32 `json:"installTimeoutSeconds,omitempty"`
+	// retainOnDelete keeps what was built (volumes, templates) when the
+	// VMImage is deleted; removed otherwise, once no VM uses it.
+	// +optional
+	RetainOnDelete bool `json:"retainOnDelete,omitempty"`
 }
 
 // ImageSource is the image's source for one provider class.
@@ -944,6 +1024,76 @@ type VMImageStatus struct {
 	// +listType=map
 	// +listMapKey=provider
 	PerProvider []ImageProviderStatus `json:"perProvider,omitempty"`
+	// revision names the spec's import (URL, checksum, format, template):
+	// set by the API server, it changes when any of them does, and what is
+	// built for it is named after it. VMs keep the revision they were
+	// built from.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// conditions: Ready (computed by the API server from perProvider)
+	// is True when every Provider reporting has the image ready in all its
+	// failure domains.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ImagePhase is how far an image is in one failure domain.
+// +enum
+type ImagePhase string
+
+const (
+	ImagePhasePending    ImagePhase = "Pending"
+	ImagePhaseImporting  ImagePhase = "Importing"
+	ImagePhaseInstalling ImagePhase = "Installing"
+	ImagePhaseReady      ImagePhase = "Ready"
+	ImagePhaseFailed     ImagePhase = "Failed"
+)
+
+// ImageReady is the VMImage's condition type.
+const ImageReady = "Ready"
+
+// Reasons of an imported image in a failure domain.
+const (
+	ImageReasonFetchFailed       = "FetchFailed"
+	ImageReasonChecksumMismatch  = "ChecksumMismatch"
+	ImageReasonFormatUnsupported = "FormatUnsupported"
+	ImageReasonImportFailed      = "ImportFailed"
+	ImageReasonInstallTimedOut   = "InstallTimedOut"
+	ImageReasonImporting         = "Importing"
+	ImageReasonInstalling        = "Installing"
+	ImageReasonPending           = "Pending"
+	ImageReasonReady             = "Ready"
+	ImageReasonNotReady          = "NotReady"
+)
+
+// ImageFailureDomainStatus is an imported image in one failure domain.
+type ImageFailureDomainStatus struct {
+	// name of the failure domain.
+	Name string `json:"name"`
+	// phase: Pending, Importing, Installing, Ready or Failed.
+	Phase ImagePhase `json:"phase"`
+	// revision this entry is about (status.revision when current).
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// ref is what was built, in the backend's terms (POOL/VOLUME, a
+	// template's name).
+	// +optional
+	Ref string `json:"ref,omitempty"`
+	// bytesDone of bytesTotal fetched (bytesTotal 0 when the server did
+	// not say).
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// reason in CamelCase when not Ready (FetchFailed, ChecksumMismatch,
+	// FormatUnsupported, ImportFailed, InstallTimedOut).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// message for humans.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Reasons a VMImage is not ready on a Provider.
@@ -967,6 +1117,12 @@ type ImageProviderStatus struct {
 	// message is a human-readable explanation.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// failureDomains report an imported image (spec.import) in each of
+	// the Provider's failure domains; ready is true when all are Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	FailureDomains []ImageFailureDomainStatus `json:"failureDomains,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

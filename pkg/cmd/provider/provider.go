@@ -20,7 +20,9 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,6 +39,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/flagenv"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	providerctrl "github.com/firestoned/banlieue/pkg/controllers/provider"
+	"github.com/firestoned/banlieue/pkg/images/fetch"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt"
@@ -148,17 +151,19 @@ func connector(sessions sessionCache, d providers.Deadlines) providerctrl.Connec
 
 func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	var (
-		clientOpts     = controllers.DefaultClientOptions()
-		serving        = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
-		namespace      string
-		leaderElect    bool
-		only           string
-		resync         time.Duration
-		workers        int
-		serviceAccount string
-		shared         = placement.DefaultSharedProviderNamespace
-		deadlines      providers.Deadlines
-		reconcileLimit time.Duration
+		clientOpts         = controllers.DefaultClientOptions()
+		serving            = controllers.Serving{MetricsAddr: ":8443", HealthAddr: ":8081"}
+		namespace          string
+		leaderElect        bool
+		only               string
+		imageDeny          []string
+		importsPerProvider int
+		resync             time.Duration
+		workers            int
+		serviceAccount     string
+		shared             = placement.DefaultSharedProviderNamespace
+		deadlines          providers.Deadlines
+		reconcileLimit     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:          b.class,
@@ -212,8 +217,14 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
 			}
+			guard, err := imageGuard(imageDeny)
+			if err != nil {
+				return err
+			}
 			images := &providerctrl.ImageReconciler{
 				Client: mgr.GetClient(), Class: b.class, Kind: b.image, Namespace: namespace, Resync: resync, Providers: r,
+				Reader: mgr.GetAPIReader(), Guard: guard, ImportsPerProvider: importsPerProvider,
+				Events: mgr.GetEventRecorder("banlieue-provider-" + b.class),
 			}
 			if err := images.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("image controller: %w", err)
@@ -244,6 +255,8 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	f.DurationVar(&deadlines.Call, "call-timeout", providers.DefaultCallTimeout, "The longest a backend call that awaits no task (inventory, image check, guest address) may take.")
 	f.DurationVar(&deadlines.Machine, "machine-timeout", providers.DefaultMachineTimeout, "The longest creating, converging or deleting one VM may take, its tasks included.")
 	f.DurationVar(&reconcileLimit, "reconcile-timeout", providers.DefaultMachineTimeout+time.Minute, "The longest one reconcile may take (a machine's backend call and its Kubernetes writes).")
+	f.StringSliceVar(&imageDeny, "image-deny-cidrs", nil, "Address ranges a VMImage's spec.import.url (or a redirect) may not reach, e.g. the cluster's service and pod networks; link-local ranges (the cloud metadata service) are always refused.")
+	f.IntVar(&importsPerProvider, "imports-per-provider", providerctrl.DefaultImportsPerProvider, "How many image imports a Provider runs at once.")
 	serving.AddFlags(f)
 	if b.flags != nil {
 		b.flags(f)
@@ -273,4 +286,17 @@ func leaseName(class, only string) string {
 		return "banlieue-provider-" + class
 	}
 	return "banlieue-provider-" + class + "-" + only
+}
+
+// imageGuard is where image imports may fetch from: nowhere in deny.
+func imageGuard(deny []string) (fetch.Guard, error) {
+	var g fetch.Guard
+	for _, c := range deny {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return g, fmt.Errorf("--image-deny-cidrs: %w", err)
+		}
+		g.Deny = append(g.Deny, p)
+	}
+	return g, nil
 }

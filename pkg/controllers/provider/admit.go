@@ -25,6 +25,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
+	imgs "github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -117,12 +118,10 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 	var refs []string
 	var configs [][]string // the cloudConfigs of the images of spec.Image
 	for _, img := range images {
-		for _, s := range img.Spec.Sources {
-			if s.ProviderClass == class {
-				refs = append(refs, s.Ref)
-				if s.Ref == spec.Image {
-					configs = append(configs, cloudConfigNames(img))
-				}
+		for _, ref := range imageRefs(img, class, p) {
+			refs = append(refs, ref)
+			if ref == spec.Image {
+				configs = append(configs, cloudConfigNames(img))
 			}
 		}
 	}
@@ -237,4 +236,29 @@ func published(items []string) string {
 	}
 	sort.Strings(items)
 	return "published: " + strings.Join(slices.Compact(items), ", ")
+}
+
+// imageRefs are the refs img publishes for class on p: its source's, or
+// what the provider built of its import there (failure domains' refs).
+func imageRefs(img v1alpha1.VMImage, class string, p *v1alpha1.Provider) []string {
+	var refs []string
+	for _, s := range img.Spec.Sources {
+		if s.ProviderClass == class {
+			refs = append(refs, s.Ref)
+		}
+	}
+	if !imgs.Serves(&img, class) {
+		return refs
+	}
+	for _, st := range img.Status.PerProvider {
+		if st.Provider != placement.ImageStatusKey(p) {
+			continue
+		}
+		for _, fd := range st.FailureDomains {
+			if fd.Ref != "" && !slices.Contains(refs, fd.Ref) {
+				refs = append(refs, fd.Ref)
+			}
+		}
+	}
+	return refs
 }

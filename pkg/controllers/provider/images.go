@@ -23,8 +23,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -34,6 +36,8 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/fetch"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/redact"
@@ -55,6 +59,17 @@ type ImageReconciler struct {
 	Resync    time.Duration
 	// Providers reads a Provider's credentials and logs in.
 	Providers *Reconciler
+	// Reader reads the Secrets an import names (by name, uncached).
+	Reader client.Reader
+	// Guard is where imports may fetch from.
+	Guard fetch.Guard
+	// ImportsPerProvider bounds a Provider's imports at once
+	// (DefaultImportsPerProvider when zero).
+	ImportsPerProvider int
+	// Events records each failure domain's import phase changes (may be nil).
+	Events events.EventRecorder
+
+	jobs importJobs
 }
 
 // SetupWithManager registers the controller; Provider changes recheck every image.
@@ -93,11 +108,17 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	// processes.
 	mine := map[string]v1alpha1.ImageProviderStatus{}
 	others := map[string]bool{}
+	busy := false
 	for i := range providers.Items {
 		p := &providers.Items[i]
 		switch {
 		case !r.Providers.Serves(p):
 			others[placement.ImageStatusKey(p)] = true
+		case p.DeletionTimestamp.IsZero() && images.Serves(img, r.Class):
+			st, importing := r.importStatus(ctx, img, p)
+			st.Provider = placement.ImageStatusKey(p)
+			mine[st.Provider] = st
+			busy = busy || importing
 		case p.DeletionTimestamp.IsZero():
 			st := r.check(ctx, img, p)
 			st.Provider = placement.ImageStatusKey(p)
@@ -118,10 +139,14 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].Provider < next[j].Provider })
 	if !apiequality.Semantic.DeepEqual(next, img.Status.PerProvider) {
+		r.recordTransitions(img, img.Status.PerProvider, next)
 		img.Status.PerProvider = next
 		if err := r.Client.Status().Update(ctx, img); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if busy {
+		return ctrl.Result{RequeueAfter: importPoll}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
@@ -173,4 +198,30 @@ func (r *ImageReconciler) check(ctx context.Context, img *v1alpha1.VMImage, p *v
 			Message: fmt.Sprintf("%s %q not found in %s(s) %s", r.Kind.Word, ref, r.Kind.ScopeWord, strings.Join(missing, ", "))}
 	}
 	return v1alpha1.ImageProviderStatus{Ready: true, Message: fmt.Sprintf("%s %q found in %d %s(s)", r.Kind.Word, ref, len(names), r.Kind.ScopeWord)}
+}
+
+// recordTransitions emits an Event for each failure domain whose import
+// phase changed.
+func (r *ImageReconciler) recordTransitions(img *v1alpha1.VMImage, before, after []v1alpha1.ImageProviderStatus) {
+	if r.Events == nil {
+		return
+	}
+	was := map[string]v1alpha1.ImagePhase{}
+	for _, p := range before {
+		for _, fd := range p.FailureDomains {
+			was[p.Provider+"/"+fd.Name+"@"+fd.Revision] = fd.Phase
+		}
+	}
+	for _, p := range after {
+		for _, fd := range p.FailureDomains {
+			if was[p.Provider+"/"+fd.Name+"@"+fd.Revision] == fd.Phase {
+				continue
+			}
+			kind, reason := corev1.EventTypeNormal, string(fd.Phase)
+			if fd.Phase == v1alpha1.ImagePhaseFailed {
+				kind, reason = corev1.EventTypeWarning, fd.Reason
+			}
+			r.Events.Eventf(img, nil, kind, reason, "Import", "%s failure domain %s: %s %s", p.Provider, fd.Name, fd.Phase, redact.Message(fd.Message))
+		}
+	}
 }

@@ -50,6 +50,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.FailureDomainNameOverrideApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HardwareOverride"):
 		return &banlieuev1alpha1.HardwareOverrideApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ImageFailureDomainStatus"):
+		return &banlieuev1alpha1.ImageFailureDomainStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ImageImport"):
+		return &banlieuev1alpha1.ImageImportApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ImageProviderStatus"):
 		return &banlieuev1alpha1.ImageProviderStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ImageSource"):

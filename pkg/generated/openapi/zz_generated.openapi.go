@@ -45,6 +45,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.HardwareOverride{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_HardwareOverride(ref),
 		v1alpha1.IPAMConfig{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_IPAMConfig(ref),
 		v1alpha1.IPPoolReference{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_IPPoolReference(ref),
+		v1alpha1.ImageFailureDomainStatus{}.OpenAPIModelName():     schema_pkg_apis_banlieue_v1alpha1_ImageFailureDomainStatus(ref),
+		v1alpha1.ImageImport{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_ImageImport(ref),
 		v1alpha1.ImageProviderStatus{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref),
 		v1alpha1.ImageSource{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_ImageSource(ref),
 		v1alpha1.ImageTemplate{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ImageTemplate(ref),
@@ -75,6 +77,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ProviderWorkload{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_ProviderWorkload(ref),
 		v1alpha1.ResolvedDisk{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ResolvedDisk(ref),
 		v1alpha1.ResolvedImage{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref),
+		v1alpha1.ResolvedImport{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_ResolvedImport(ref),
 		v1alpha1.ResolvedInt32{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt32(ref),
 		v1alpha1.ResolvedInt64{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_ResolvedInt64(ref),
 		v1alpha1.ResolvedInterface{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ResolvedInterface(ref),
@@ -636,6 +639,158 @@ func schema_pkg_apis_banlieue_v1alpha1_IPPoolReference(ref common.ReferenceCallb
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_ImageFailureDomainStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ImageFailureDomainStatus is an imported image in one failure domain.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the failure domain.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase: Pending, Importing, Installing, Ready or Failed.\n\nPossible enum values:\n - `\"Failed\"`\n - `\"Importing\"`\n - `\"Installing\"`\n - `\"Pending\"`\n - `\"Ready\"`",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Failed", "Importing", "Installing", "Pending", "Ready"},
+						},
+					},
+					"revision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revision this entry is about (status.revision when current).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ref": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ref is what was built, in the backend's terms (POOL/VOLUME, a template's name).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bytesDone": {
+						SchemaProps: spec.SchemaProps{
+							Description: "bytesDone of bytesTotal fetched (bytesTotal 0 when the server did not say).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"bytesTotal": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason in CamelCase when not Ready (FetchFailed, ChecksumMismatch, FormatUnsupported, ImportFailed, InstallTimedOut).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message for humans.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "phase"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ImageImport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ImageImport is an image the providers fetch from a URL.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"url": {
+						SchemaProps: spec.SchemaProps{
+							Description: "url is where the image is fetched from: http or https, no user information (credentials come from secretRef). Only the provider serving a failure domain fetches it; a URL (or a redirect) to a link-local address (the cloud metadata service) or to a range the provider denies is refused (FetchFailed).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"checksum": {
+						SchemaProps: spec.SchemaProps{
+							Description: "checksum of the image's bytes as fetched, \"sha256:\" followed by 64 hex digits or \"sha512:\" followed by 128; computed while streaming: a mismatch leaves nothing behind (ChecksumMismatch).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"format": {
+						SchemaProps: spec.SchemaProps{
+							Description: "format of the image: qcow2, raw, ova, or iso (an installer, which needs spec.template).\n\nPossible enum values:\n - `\"iso\"` is an installer medium: needs spec.template.\n - `\"ova\"` is an OVF package (tar) with its disks.\n - `\"qcow2\"` is a QEMU copy-on-write disk image (a cloud image); converted while streaming where a backend cannot take it.\n - `\"raw\"` is a raw disk image.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"iso", "ova", "qcow2", "raw"},
+						},
+					},
+					"secretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "secretRef names a Secret, in the namespace of each Provider serving the image, with a private mirror's credentials (keys username and password for HTTP basic authentication, or token for a bearer token) and CA (ca.crt). Read by name only.",
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
+						},
+					},
+					"providerClasses": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "providerClasses limits the import to Providers of these classes; every class without a source in spec.sources when empty.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"installTimeoutSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "installTimeoutSeconds bounds an installer's run in a build VM (immediate mode): a guest that has not powered itself off by then fails the failure domain (InstallTimedOut). Default 1800.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"retainOnDelete": {
+						SchemaProps: spec.SchemaProps{
+							Description: "retainOnDelete keeps what was built (volumes, templates) when the VMImage is deleted; removed otherwise, once no VM uses it.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"url", "checksum", "format"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -673,10 +828,33 @@ func schema_pkg_apis_banlieue_v1alpha1_ImageProviderStatus(ref common.ReferenceC
 							Format:      "",
 						},
 					},
+					"failureDomains": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "failureDomains report an imported image (spec.import) in each of the Provider's failure domains; ready is true when all are Ready.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.ImageFailureDomainStatus{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"provider", "ready"},
 			},
 		},
+		Dependencies: []string{
+			v1alpha1.ImageFailureDomainStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -2078,12 +2256,76 @@ func schema_pkg_apis_banlieue_v1alpha1_ResolvedImage(ref common.ReferenceCallbac
 							},
 						},
 					},
+					"imported": {
+						SchemaProps: spec.SchemaProps{
+							Description: "imported names what banlieue built of the image's spec.import, for classes without a source: the VM is built from this revision.",
+							Ref:         ref(v1alpha1.ResolvedImport{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName()},
+			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName(), v1alpha1.ResolvedImport{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_ResolvedImport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResolvedImport is the revision of an imported image a VM uses.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name every backend gives what it built of this revision (derived from the image's UID and the revision).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"revision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revision of the image.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"format": {
+						SchemaProps: spec.SchemaProps{
+							Description: "format of the import.\n\nPossible enum values:\n - `\"iso\"` is an installer medium: needs spec.template.\n - `\"ova\"` is an OVF package (tar) with its disks.\n - `\"qcow2\"` is a QEMU copy-on-write disk image (a cloud image); converted while streaming where a backend cannot take it.\n - `\"raw\"` is a raw disk image.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"iso", "ova", "qcow2", "raw"},
+						},
+					},
+					"providerClasses": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "providerClasses the import is limited to; all when empty.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name", "revision", "format"},
+			},
+		},
 	}
 }
 
@@ -3105,11 +3347,17 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref common.ReferenceCallback)
 							},
 						},
 					},
+					"import": {
+						SchemaProps: spec.SchemaProps{
+							Description: "import is an image banlieue fetches and materialises itself, in every failure domain of every Provider that serves it, naming no backend: a disk image (qcow2, raw, ova) becomes a libvirt base volume, a Proxmox VE template, a vSphere template; an installer (iso, with template) is installed into a template by a build VM. A class with an entry in sources uses that entry instead (bring your own).",
+							Ref:         ref(v1alpha1.ImageImport{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName(), v1alpha1.ImageTemplate{}.OpenAPIModelName()},
+			v1alpha1.CloudConfigSource{}.OpenAPIModelName(), v1alpha1.ImageImport{}.OpenAPIModelName(), v1alpha1.ImageSource{}.OpenAPIModelName(), v1alpha1.ImageTemplate{}.OpenAPIModelName()},
 	}
 }
 
@@ -3141,11 +3389,39 @@ func schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref common.ReferenceCallbac
 							},
 						},
 					},
+					"revision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revision names the spec's import (URL, checksum, format, template): set by the API server, it changes when any of them does, and what is built for it is named after it. VMs keep the revision they were built from.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready (computed by the API server from perProvider) is True when every Provider reporting has the image ready in all its failure domains.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ImageProviderStatus{}.OpenAPIModelName()},
+			v1alpha1.ImageProviderStatus{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -82,6 +82,16 @@ func (in IPPoolReference) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ImageFailureDomainStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageFailureDomainStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ImageImport) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageImport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ImageProviderStatus) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageProviderStatus"
 }
@@ -229,6 +239,11 @@ func (in ResolvedDisk) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ResolvedImage) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ResolvedImage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ResolvedImport) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ResolvedImport"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

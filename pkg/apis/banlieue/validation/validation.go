@@ -350,8 +350,11 @@ func validateVMImageSpec(spec *banlieue.VMImageSpec, p *field.Path) field.ErrorL
 	}
 	allErrs = append(allErrs, validateGuestAgent(spec.GuestAgent, p.Child("guestAgent"))...)
 	sp := p.Child("sources")
-	if len(spec.Sources) == 0 {
-		allErrs = append(allErrs, field.Required(sp, "an image needs at least one source: the template or volume it is built from on some provider class"))
+	if len(spec.Sources) == 0 && spec.Import == nil {
+		allErrs = append(allErrs, field.Required(sp, "an image needs spec.import (a URL banlieue fetches) or at least one source: the template or volume it is built from on some provider class"))
+	}
+	if spec.Import != nil {
+		allErrs = append(allErrs, validateImageImport(spec, p.Child("import"))...)
 	}
 	allErrs = append(allErrs, tooMany(len(spec.Sources), MaxSources, sp)...)
 	classes := sets.New[string]()
@@ -422,6 +425,7 @@ func ValidateVMImageStatusUpdate(img, old *banlieue.VMImage) field.ErrorList {
 		if !s.Ready && s.Reason == "" {
 			allErrs = append(allErrs, field.Required(ip.Child("reason"), "a provider that is not ready needs a reason"))
 		}
+		allErrs = append(allErrs, validateImageFailureDomains(s.FailureDomains, ip.Child("failureDomains"))...)
 	}
 	return allErrs
 }

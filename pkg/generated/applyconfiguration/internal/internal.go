@@ -192,9 +192,76 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageFailureDomainStatus
+  map:
+    fields:
+    - name: bytesDone
+      type:
+        scalar: numeric
+    - name: bytesTotal
+      type:
+        scalar: numeric
+    - name: message
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: phase
+      type:
+        scalar: string
+      default: ""
+    - name: reason
+      type:
+        scalar: string
+    - name: ref
+      type:
+        scalar: string
+    - name: revision
+      type:
+        scalar: string
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageImport
+  map:
+    fields:
+    - name: checksum
+      type:
+        scalar: string
+      default: ""
+    - name: format
+      type:
+        scalar: string
+      default: ""
+    - name: installTimeoutSeconds
+      type:
+        scalar: numeric
+    - name: providerClasses
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: retainOnDelete
+      type:
+        scalar: boolean
+    - name: secretRef
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.LocalObjectReference
+    - name: url
+      type:
+        scalar: string
+      default: ""
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageProviderStatus
   map:
     fields:
+    - name: failureDomains
+      type:
+        list:
+          elementType:
+            namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageFailureDomainStatus
+          elementRelationship: associative
+          keys:
+          - name
     - name: message
       type:
         scalar: string
@@ -779,6 +846,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: cloud-init
+    - name: import
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ImageImport
     - name: osDistribution
       type:
         scalar: string
@@ -802,6 +872,14 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VMImageStatus
   map:
     fields:
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
+          elementRelationship: associative
+          keys:
+          - type
     - name: perProvider
       type:
         list:
@@ -810,6 +888,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - provider
+    - name: revision
+      type:
+        scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachine
   map:
     fields:

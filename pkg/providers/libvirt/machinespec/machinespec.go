@@ -108,6 +108,10 @@ func BuildSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine, 
 	if spec.Image, err = infrastructure.ImageRef(r, provider); err != nil {
 		return spec, err
 	}
+	if im := r.Spec.Image.Imported; im != nil && spec.Image == im.Name {
+		// The provider imported it into the Provider's image pool.
+		spec.Image = providers.ImageStorage(provider) + "/" + im.Name
+	}
 	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
 		spec.InstallMode = string(v1alpha1.InstallModeDeferred)
 	}
@@ -197,6 +201,9 @@ func ImageKind() providers.ImageKind {
 		NoSourceReason: ImageReasonNoLibvirtSource,
 		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
 		ScopeWord:      "host",
+		// Uploaded as they are: QEMU reads both; an overlay is made on
+		// either.
+		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw},
 	}
 }
 

@@ -58,8 +58,9 @@ func (Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 
 func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	img := obj.(*banlieue.VMImage)
-	img.Status = banlieue.VMImageStatus{}
+	img.Status = banlieue.VMImageStatus{Revision: Revision(&img.Spec)}
 	img.Generation = 1
+	setReady(img)
 }
 
 func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
@@ -67,6 +68,8 @@ func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	img.Status = oldImg.Status
 	if !apiequality.Semantic.DeepEqual(img.Spec, oldImg.Spec) {
 		img.Generation = oldImg.Generation + 1
+		img.Status.Revision = Revision(&img.Spec)
+		setReady(img)
 	}
 }
 
@@ -98,8 +101,14 @@ func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 }
 
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	obj.(*banlieue.VMImage).Spec = old.(*banlieue.VMImage).Spec
-	metav1.ResetObjectMetaForStatus(obj.(*banlieue.VMImage), old.(*banlieue.VMImage))
+	img, oldImg := obj.(*banlieue.VMImage), old.(*banlieue.VMImage)
+	img.Spec = oldImg.Spec
+	metav1.ResetObjectMetaForStatus(img, oldImg)
+	// The revision and the Ready condition are the server's: Providers
+	// write perProvider only.
+	img.Status.Revision = oldImg.Status.Revision
+	img.Status.Conditions = oldImg.Status.Conditions
+	setReady(img)
 }
 
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
@@ -160,16 +169,58 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	if os == "" {
 		os = img.Spec.OSFamily
 	}
-	ready := 0
-	for _, p := range img.Status.PerProvider {
-		if p.Ready {
-			ready++
-		}
-	}
-	return []interface{}{os, img.Spec.OSVersion, img.Spec.Architecture, fmt.Sprintf("%d/%d", ready, len(img.Status.PerProvider))}, nil
+	return []interface{}{os, img.Spec.OSVersion, img.Spec.Architecture, readyColumn(img), progressColumn(img),
+		fmt.Sprintf("%d/%d", readyProviders(img), len(img.Status.PerProvider)), img.Status.Revision}, nil
 },
 	table.Column{Name: "OS", Type: "string", Description: "OS distribution (or family)."},
 	table.Column{Name: "Version", Type: "string", Description: "OS version."},
 	table.Column{Name: "Arch", Type: "string", Description: "CPU architecture."},
+	table.Column{Name: "Ready", Type: "string", Description: "The Ready condition's status."},
+	table.Column{Name: "Progress", Type: "string", Description: "Imported failure domains of all reporting, and the bytes fetched of those still importing."},
 	table.Column{Name: "Ready-Providers", Type: "string", Priority: 1, Description: "Providers on which the image is ready, of those reporting."},
+	table.Column{Name: "Revision", Type: "string", Priority: 1, Description: "The revision of spec.import being built."},
 )
+
+func readyColumn(img *banlieue.VMImage) string {
+	for _, c := range img.Status.Conditions {
+		if c.Type == banlieue.ImageReady {
+			return string(c.Status)
+		}
+	}
+	return "Unknown"
+}
+
+func readyProviders(img *banlieue.VMImage) int {
+	n := 0
+	for _, p := range img.Status.PerProvider {
+		if p.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// progressColumn is "READY/ALL" failure domains, and while some import,
+// the share of their bytes fetched ("1/3 40%"); empty without an import.
+func progressColumn(img *banlieue.VMImage) string {
+	if img.Spec.Import == nil {
+		return ""
+	}
+	var ready, all int
+	var done, total int64
+	for _, p := range img.Status.PerProvider {
+		for _, fd := range p.FailureDomains {
+			all++
+			if fd.Phase == banlieue.ImagePhaseReady && fd.Revision == img.Status.Revision {
+				ready++
+				continue
+			}
+			done, total = done+fd.BytesDone, total+fd.BytesTotal
+		}
+	}
+	out := fmt.Sprintf("%d/%d", ready, all)
+	if total > 0 {
+		out += fmt.Sprintf(" %d%%", done*100/total)
+	}
+	return out
+}

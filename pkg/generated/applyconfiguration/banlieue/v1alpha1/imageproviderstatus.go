@@ -32,6 +32,9 @@ type ImageProviderStatusApplyConfiguration struct {
 	Reason *string `json:"reason,omitempty"`
 	// message is a human-readable explanation.
 	Message *string `json:"message,omitempty"`
+	// failureDomains report an imported image (spec.import) in each of
+	// the Provider's failure domains; ready is true when all are Ready.
+	FailureDomains []ImageFailureDomainStatusApplyConfiguration `json:"failureDomains,omitempty"`
 }
 
 // ImageProviderStatusApplyConfiguration constructs a declarative configuration of the ImageProviderStatus type for use with
@@ -69,5 +72,18 @@ func (b *ImageProviderStatusApplyConfiguration) WithReason(value string) *ImageP
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *ImageProviderStatusApplyConfiguration) WithMessage(value string) *ImageProviderStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithFailureDomains adds the given value to the FailureDomains field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FailureDomains field.
+func (b *ImageProviderStatusApplyConfiguration) WithFailureDomains(values ...*ImageFailureDomainStatusApplyConfiguration) *ImageProviderStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithFailureDomains")
+		}
+		b.FailureDomains = append(b.FailureDomains, *values[i])
+	}
 	return b
 }

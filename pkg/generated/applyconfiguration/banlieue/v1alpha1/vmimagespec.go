@@ -64,6 +64,13 @@ type VMImageSpecApplyConfiguration struct {
 	// provider reads only Secrets a VMImage names this way. cloud-init
 	// images only: refused with guestAgent ignition.
 	CloudConfigs []CloudConfigSourceApplyConfiguration `json:"cloudConfigs,omitempty"`
+	// import is an image banlieue fetches and materialises itself, in
+	// every failure domain of every Provider that serves it, naming no
+	// backend: a disk image (qcow2, raw, ova) becomes a libvirt base
+	// volume, a Proxmox VE template, a vSphere template; an installer (iso,
+	// with template) is installed into a template by a build VM. A class
+	// with an entry in sources uses that entry instead (bring your own).
+	Import *ImageImportApplyConfiguration `json:"import,omitempty"`
 }
 
 // VMImageSpecApplyConfiguration constructs a declarative configuration of the VMImageSpec type for use with
@@ -143,5 +150,13 @@ func (b *VMImageSpecApplyConfiguration) WithCloudConfigs(values ...*CloudConfigS
 		}
 		b.CloudConfigs = append(b.CloudConfigs, *values[i])
 	}
+	return b
+}
+
+// WithImport sets the Import field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Import field is set to the value of the last call.
+func (b *VMImageSpecApplyConfiguration) WithImport(value *ImageImportApplyConfiguration) *VMImageSpecApplyConfiguration {
+	b.Import = value
 	return b
 }

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+)
+
 // VMImageStatusApplyConfiguration represents a declarative configuration of the VMImageStatus type for use
 // with apply.
 //
@@ -26,6 +30,15 @@ type VMImageStatusApplyConfiguration struct {
 	// perProvider reports, for each Provider ("namespace/name"), whether the
 	// image's source exists there.
 	PerProvider []ImageProviderStatusApplyConfiguration `json:"perProvider,omitempty"`
+	// revision names the spec's import (URL, checksum, format, template):
+	// set by the API server, it changes when any of them does, and what is
+	// built for it is named after it. VMs keep the revision they were
+	// built from.
+	Revision *string `json:"revision,omitempty"`
+	// conditions: Ready (computed by the API server from perProvider)
+	// is True when every Provider reporting has the image ready in all its
+	// failure domains.
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // VMImageStatusApplyConfiguration constructs a declarative configuration of the VMImageStatus type for use with
@@ -43,6 +56,27 @@ func (b *VMImageStatusApplyConfiguration) WithPerProvider(values ...*ImageProvid
 			panic("nil value passed to WithPerProvider")
 		}
 		b.PerProvider = append(b.PerProvider, *values[i])
+	}
+	return b
+}
+
+// WithRevision sets the Revision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Revision field is set to the value of the last call.
+func (b *VMImageStatusApplyConfiguration) WithRevision(value string) *VMImageStatusApplyConfiguration {
+	b.Revision = &value
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *VMImageStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *VMImageStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
 	}
 	return b
 }
