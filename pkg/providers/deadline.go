@@ -18,6 +18,7 @@ package providers
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/firestoned/banlieue/pkg/failuredomain"
@@ -98,4 +99,43 @@ func (b *boundedReader) GuestAddress(ctx context.Context, spec MachineSpec) (str
 	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
 	defer cancel()
 	return b.r.GuestAddress(ctx, spec)
+}
+
+func (b *bounded) unbounded() (Backend, Deadlines) { return b.b, b.d }
+
+// Importer is b's ImageImporter, its lookups bounded like every call and
+// its deletes like a machine's (an import itself is bounded by its
+// caller, as it lasts as long as its bytes take); false when b's backend
+// imports nothing.
+func Importer(b Backend) (ImageImporter, bool) {
+	d := Deadlines{}.withDefaults()
+	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
+		b, d = bb.unbounded()
+	}
+	imp, ok := b.(ImageImporter)
+	if !ok {
+		return nil, false
+	}
+	return boundedImporter{imp: imp, d: d}, true
+}
+
+type boundedImporter struct {
+	imp ImageImporter
+	d   Deadlines
+}
+
+func (b boundedImporter) ImportedImage(ctx context.Context, location failuredomain.Location, t ImageTarget) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
+	defer cancel()
+	return b.imp.ImportedImage(ctx, location, t)
+}
+
+func (b boundedImporter) ImportImage(ctx context.Context, location failuredomain.Location, t ImageTarget, body io.Reader) (string, error) {
+	return b.imp.ImportImage(ctx, location, t, body)
+}
+
+func (b boundedImporter) DeleteImportedImage(ctx context.Context, location failuredomain.Location, t ImageTarget) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
+	defer cancel()
+	return b.imp.DeleteImportedImage(ctx, location, t)
 }

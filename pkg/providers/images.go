@@ -18,6 +18,7 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -40,6 +41,10 @@ type ImageImporter interface {
 	// none is not an error.
 	DeleteImportedImage(ctx context.Context, location failuredomain.Location, target ImageTarget) error
 }
+
+// ErrFormatMismatch: an image's bytes are not in the format its import
+// names (FormatMismatch), found before anything is built.
+var ErrFormatMismatch = errors.New("format mismatch")
 
 // ImageTarget is what a backend builds of one revision of an import.
 type ImageTarget struct {

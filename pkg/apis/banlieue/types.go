@@ -1059,6 +1059,7 @@ const (
 	ImageReasonFetchFailed       = "FetchFailed"
 	ImageReasonChecksumMismatch  = "ChecksumMismatch"
 	ImageReasonFormatUnsupported = "FormatUnsupported"
+	ImageReasonFormatMismatch    = "FormatMismatch"
 	ImageReasonImportFailed      = "ImportFailed"
 	ImageReasonInstallTimedOut   = "InstallTimedOut"
 	ImageReasonImporting         = "Importing"

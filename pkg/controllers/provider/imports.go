@@ -109,7 +109,7 @@ func (r *ImageReconciler) importStatus(ctx context.Context, img *v1alpha1.VMImag
 		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonConnectFailed,
 			Message: "cannot reach the Provider's backend; the Provider's Ready condition has the details"}, false
 	}
-	importer, ok := backend.(providers.ImageImporter)
+	importer, ok := providers.Importer(backend)
 	if !ok {
 		return v1alpha1.ImageProviderStatus{Reason: v1alpha1.ImageReasonFormatUnsupported,
 			Message: fmt.Sprintf("provider class %s imports no images", r.Class)}, false
@@ -122,6 +122,7 @@ func (r *ImageReconciler) importStatus(ctx context.Context, img *v1alpha1.VMImag
 		busy = busy || fd.Phase == v1alpha1.ImagePhaseImporting || fd.Phase == v1alpha1.ImagePhasePending
 		for _, name := range scope.failureDomains {
 			fd.Name = name
+			keepCounts(&fd, img, placement.ImageStatusKey(p))
 			st.FailureDomains = append(st.FailureDomains, fd)
 			st.Ready = st.Ready && fd.Phase == v1alpha1.ImagePhaseReady
 		}
@@ -136,6 +137,21 @@ func (r *ImageReconciler) importStatus(ctx context.Context, img *v1alpha1.VMImag
 		st.Message = fmt.Sprintf("imported as %s in %d failure domain(s)", target.Name, len(st.FailureDomains))
 	}
 	return st, busy
+}
+
+// keepCounts keeps the byte counts a Ready failure domain was reported
+// with, which a process restarted since does not know.
+func keepCounts(fd *v1alpha1.ImageFailureDomainStatus, img *v1alpha1.VMImage, provider string) {
+	if fd.Phase != v1alpha1.ImagePhaseReady || fd.BytesDone > 0 {
+		return
+	}
+	for _, p := range img.Status.PerProvider {
+		for _, was := range p.FailureDomains {
+			if p.Provider == provider && was.Name == fd.Name && was.Revision == fd.Revision && was.Phase == fd.Phase {
+				fd.BytesDone, fd.BytesTotal = was.BytesDone, was.BytesTotal
+			}
+		}
+	}
 }
 
 // scope is a place imported images are kept once for the failure domains
@@ -209,6 +225,9 @@ func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p
 	}
 	if found {
 		out.Phase, out.Ref = v1alpha1.ImagePhaseReady, ref
+		if job != nil {
+			out.BytesDone, out.BytesTotal = job.done.Load(), max(job.total.Load(), 0)
+		}
 		return out
 	}
 	src, err := r.source(ctx, img, p)
@@ -277,6 +296,8 @@ func reasonOf(err error) string {
 		return v1alpha1.ImageReasonChecksumMismatch
 	case errors.As(err, &fe), errors.Is(err, fetch.ErrDenied):
 		return v1alpha1.ImageReasonFetchFailed
+	case errors.Is(err, providers.ErrFormatMismatch):
+		return v1alpha1.ImageReasonFormatMismatch
 	}
 	return v1alpha1.ImageReasonImportFailed
 }

@@ -17,7 +17,10 @@ limitations under the License.
 package libvirt
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +28,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
@@ -40,7 +44,7 @@ func (c *Client) ImportedImage(ctx context.Context, _ failuredomain.Location, t 
 	defer c.bound(ctx)()
 	ref := t.Storage + "/" + t.Name
 	for _, name := range []string{t.Name + readySuffix, t.Name} {
-		if _, err := c.lookupVolume(t.Storage + "/" + name); isNotFound(errors.Unwrap(err)) || isNotFound(err) {
+		if _, err := c.lookupVolume(t.Storage + "/" + name); isNotFound(err) {
 			return ref, false, nil
 		} else if err != nil {
 			return ref, false, c.timedOut(ctx, err)
@@ -52,12 +56,15 @@ func (c *Client) ImportedImage(ctx context.Context, _ failuredomain.Location, t 
 // ImportImage uploads body into a new volume of the host's image pool
 // (libvirt's stream API: the bytes go through the connection, so a remote
 // host needs no access to the URL), then marks it complete. The volume is
-// made raw of the body's length and the pool refreshed after the upload,
-// so libvirt probes the format from the bytes: a qcow2 must then read as
-// qcow2 (what overlays are made on), or the import fails.
+// made in the format the bytes start with (checked against target's: a
+// qcow2 is what overlays are made on, and must be told to QEMU as such),
+// at the size they give: a qcow2 header's virtual size, a raw image's
+// length.
 func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget, body io.Reader) (string, error) {
-	if t.Size < 0 {
-		return "", errors.New("the image server did not say the image's length, which a libvirt volume needs before the upload")
+	head := bufio.NewReaderSize(body, 1<<20)
+	capacity, err := imageCapacity(head, t)
+	if err != nil {
+		return "", err
 	}
 	if err := c.DeleteImportedImage(ctx, loc, t); err != nil {
 		return "", err
@@ -67,55 +74,50 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	if err != nil {
 		return "", fmt.Errorf("storage pool %s: %w", t.Storage, c.timedOut(ctx, err))
 	}
-	vol, err := c.createRaw(pool, t.Name, uint64(t.Size))
+	vol, err := c.createVolume(pool, t.Name, string(t.Format), capacity)
 	if err != nil {
 		return "", c.timedOut(ctx, err)
 	}
-	if err := c.upload(ctx, pool, vol, t, body); err != nil {
+	if err := c.l.StorageVolUpload(vol, head, 0, 0, 0); err != nil {
 		// Nothing half built is left: the retry starts over.
 		_ = c.l.StorageVolDelete(vol, 0)
-		return "", err
+		return "", fmt.Errorf("uploading %s/%s: %w", t.Storage, t.Name, c.timedOut(ctx, err))
 	}
-	if _, err := c.createRaw(pool, t.Name+readySuffix, 0); err != nil {
+	if _, err := c.createVolume(pool, t.Name+readySuffix, "raw", 0); err != nil {
 		return "", c.timedOut(ctx, err)
 	}
 	return t.Storage + "/" + t.Name, nil
 }
 
-func (c *Client) upload(ctx context.Context, pool golibvirt.StoragePool, vol golibvirt.StorageVol, t providers.ImageTarget, body io.Reader) error {
-	if err := c.l.StorageVolUpload(vol, body, 0, uint64(t.Size), 0); err != nil {
-		return fmt.Errorf("uploading %s/%s: %w", t.Storage, t.Name, c.timedOut(ctx, err))
+// qcow2Magic starts every qcow2 image.
+var qcow2Magic = []byte{'Q', 'F', 'I', 0xfb}
+
+// imageCapacity is the virtual disk size of the image head starts, after
+// checking that its bytes are in target's format.
+func imageCapacity(head *bufio.Reader, t providers.ImageTarget) (uint64, error) {
+	b, err := head.Peek(32)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
 	}
-	if err := c.l.StoragePoolRefresh(pool, 0); err != nil {
-		return fmt.Errorf("refreshing storage pool %s: %w", t.Storage, c.timedOut(ctx, err))
+	isQCOW2 := len(b) >= 32 && bytes.Equal(b[:4], qcow2Magic)
+	switch {
+	case t.Format == v1alpha1.ImageFormatQCOW2 && !isQCOW2:
+		return 0, fmt.Errorf("%w: the image's bytes do not start as a qcow2 image does, spec.import.format says qcow2", providers.ErrFormatMismatch)
+	case t.Format == v1alpha1.ImageFormatQCOW2:
+		return binary.BigEndian.Uint64(b[24:32]), nil
+	case isQCOW2:
+		return 0, fmt.Errorf("%w: the image's bytes are a qcow2 image, spec.import.format says %s", providers.ErrFormatMismatch, t.Format)
+	case t.Size < 0:
+		return 0, errors.New("the image server did not say the image's length, which a raw libvirt volume needs before the upload")
 	}
-	vol, err := c.l.StorageVolLookupByName(pool, t.Name)
-	if err != nil {
-		return fmt.Errorf("volume %s/%s after the upload: %w", t.Storage, t.Name, c.timedOut(ctx, err))
-	}
-	doc, err := c.l.StorageVolGetXMLDesc(vol, 0)
-	if err != nil {
-		return err
-	}
-	v := &libvirtxml.StorageVolume{}
-	if err := v.Unmarshal(doc); err != nil {
-		return err
-	}
-	got := "raw"
-	if v.Target != nil && v.Target.Format != nil {
-		got = v.Target.Format.Type
-	}
-	if got != string(t.Format) {
-		return fmt.Errorf("the image's bytes are %s, spec.import.format says %s", got, t.Format)
-	}
-	return nil
+	return uint64(t.Size), nil
 }
 
-// createRaw makes an empty raw volume of capacity bytes.
-func (c *Client) createRaw(pool golibvirt.StoragePool, name string, capacity uint64) (golibvirt.StorageVol, error) {
+// createVolume makes an empty volume of format and capacity bytes.
+func (c *Client) createVolume(pool golibvirt.StoragePool, name, format string, capacity uint64) (golibvirt.StorageVol, error) {
 	doc, err := (&libvirtxml.StorageVolume{Name: name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
-		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}).Marshal()
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}}}).Marshal()
 	if err != nil {
 		return golibvirt.StorageVol{}, err
 	}

@@ -1089,6 +1089,7 @@ const (
 	ImageReasonFetchFailed       = "FetchFailed"
 	ImageReasonChecksumMismatch  = "ChecksumMismatch"
 	ImageReasonFormatUnsupported = "FormatUnsupported"
+	ImageReasonFormatMismatch    = "FormatMismatch"
 	ImageReasonImportFailed      = "ImportFailed"
 	ImageReasonInstallTimedOut   = "InstallTimedOut"
 	ImageReasonImporting         = "Importing"
