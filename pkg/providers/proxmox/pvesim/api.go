@@ -21,6 +21,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +57,11 @@ func (s *Simulator) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, nil, fail(http.StatusUnauthorized, "authentication failure"))
 		return
 	}
-	params, err := readParams(r)
+	// An upload's file is on disk before the handler runs, as pveproxy
+	// has it in /var/tmp/pveupload-* first; unless a task took it over,
+	// it goes when the request ends.
+	params, err := s.readParams(r)
+	defer params.dropUpload()
 	if err != nil {
 		write(w, nil, fail(http.StatusBadRequest, "%v", err))
 		return
@@ -85,22 +90,25 @@ func (s *Simulator) authenticated(r *http.Request) bool {
 // pveproxy does; clients read either).
 func write(w http.ResponseWriter, data any, err *apiError) {
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	// PVE's JSON leaves <, > and & as they are.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	if err != nil {
 		body := map[string]any{"data": nil, "message": err.msg + "\n"}
 		if err.params != nil {
 			body["errors"] = err.params
 		}
 		w.WriteHeader(err.code)
-		_ = json.NewEncoder(w).Encode(body)
+		_ = enc.Encode(body)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
+	_ = enc.Encode(map[string]any{"data": data})
 }
 
 // params are a request's arguments: query, JSON body, or form.
 type params map[string]string
 
-func readParams(r *http.Request) (params, error) {
+func (s *Simulator) readParams(r *http.Request) (params, error) {
 	p := params{}
 	for k, v := range r.URL.Query() {
 		p[k] = v[0]
@@ -131,21 +139,8 @@ func readParams(r *http.Request) (params, error) {
 			}
 		}
 	case "multipart/form-data":
-		if err := r.ParseMultipartForm(64 << 20); err != nil {
-			return nil, err
-		}
-		for k, v := range r.MultipartForm.Value {
-			p[k] = v[0]
-		}
-		for k, files := range r.MultipartForm.File {
-			f, err := files[0].Open()
-			if err != nil {
-				return nil, err
-			}
-			data, _ := io.ReadAll(f)
-			f.Close()
-			p[k] = files[0].Filename
-			p[k+".size"] = strconv.Itoa(len(data))
+		if err := s.readMultipart(r, p); err != nil {
+			return p, err
 		}
 	case "application/x-www-form-urlencoded":
 		if err := r.ParseForm(); err != nil {
@@ -206,6 +201,9 @@ func (s *Simulator) routeNode(method string, n *node, seg []string, p params) (s
 		return s.routeStorage(method, n, st, seg[2:], p)
 	case len(seg) == 1 && seg[0] == "qemu" && get:
 		return "qemu list", s.qemuList(n), nil
+	case len(seg) == 1 && seg[0] == "qemu" && method == http.MethodPost:
+		data, err := s.createVM(n, p)
+		return "qemu create", data, err
 	case len(seg) >= 2 && seg[0] == "qemu":
 		id, err := strconv.Atoi(seg[1])
 		if err != nil {
@@ -253,13 +251,26 @@ func (s *Simulator) routeStorage(method string, n *node, st *storage, seg []stri
 		if _, ok := st.volumes[vol]; !ok {
 			return "storage delete", nil, fail(http.StatusInternalServerError, "volume '%s:%s' does not exist", st.name, vol)
 		}
-		return "storage delete", s.startTask(n.name, "imgdel", st.name, func() string { delete(st.volumes, vol); return "" }), nil
+		return "storage delete", s.startTask(n.name, "imgdel", st.name, func() string {
+			if path := st.paths[vol]; path != "" {
+				_ = os.Remove(path)
+				delete(st.paths, vol)
+			}
+			delete(st.volumes, vol)
+			return ""
+		}), nil
 	case len(seg) == 1 && seg[0] == "upload" && method == http.MethodPost:
 		if err := s.need(storagePath(st.name), "Datastore.AllocateTemplate"); err != nil {
 			return "upload", nil, err
 		}
 		data, err := s.upload(n, st, p)
 		return "upload", data, err
+	case len(seg) == 1 && seg[0] == "download-url" && method == http.MethodPost:
+		if err := s.downloadPermission(n, st); err != nil {
+			return "download-url", nil, err
+		}
+		data, err := s.downloadURL(n, st, p)
+		return "download-url", data, err
 	}
 	return "unknown", nil, fail(http.StatusNotImplemented, "Method '%s' not implemented", method)
 }
@@ -287,6 +298,9 @@ func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p param
 	case len(seg) == 1 && seg[0] == "clone" && method == http.MethodPost:
 		data, err := s.clone(v, p)
 		return "qemu clone", data, err
+	case len(seg) == 1 && seg[0] == "template" && method == http.MethodPost:
+		data, err := s.makeTemplate(v, p)
+		return "qemu template", data, err
 	case len(seg) == 1 && seg[0] == "resize" && method == http.MethodPut:
 		data, err := s.resize(v, p)
 		return "qemu resize", data, err
@@ -323,6 +337,8 @@ func (s *Simulator) vmPermission(method string, v *vm, seg []string) *apiError {
 	path := vmPath(v.vmid)
 	switch {
 	case len(seg) == 0 && method == http.MethodDelete:
+		return s.need(path, "VM.Allocate")
+	case len(seg) == 1 && seg[0] == "template" && method == http.MethodPost:
 		return s.need(path, "VM.Allocate")
 	case len(seg) >= 1 && seg[0] == "status" && method == http.MethodPost:
 		return s.need(path, "VM.PowerMgmt")

@@ -21,7 +21,10 @@ limitations under the License.
 // exitstatus OK or an error text, VMIDs that clone refuses when taken
 // and /cluster/nextid does not reserve, running VMs that cannot be deleted,
 // locks while a clone runs, unknown nodes and storages refused, faults on
-// demand (a node down, a kind of task failing). It is what vcsim is to the
+// demand (a node down, a kind of task failing). Images come in as real
+// PVE takes them (importing.go): uploads streamed to files on disk,
+// download-url fetching a URL, a VM created with import-from, made a
+// template and cloned. It is what vcsim is to the
 // vSphere provider: tests and "banlieue dev" run it in process; the
 // shipped binary does not hold it.
 package pvesim
@@ -33,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -61,6 +65,9 @@ type Options struct {
 	AgentDelay time.Duration
 	// Version is the release it answers as (default Version); from 9 on,
 	// the guest agent takes VM.GuestAgent.Audit instead of VM.Monitor.
+	// Upload and download-url take import content from 8.3 (.ova files
+	// alone), disk images (.qcow2, .raw, .vmdk) in it from 8.4; a storage
+	// holds import content only if its StorageSpec lists it.
 	Version string
 	// ACL restricts the token to these grants (default: none, the token
 	// may do everything, as root@pam).
@@ -111,6 +118,12 @@ type Simulator struct {
 	acl    []ACL
 	seq    int
 	leases int
+	// files holds what uploads and downloads put on storages (and the
+	// uploads in flight, as pveproxy's /var/tmp/pveupload-*): a
+	// per-simulator temporary directory, removed by Close.
+	files string
+	// stop cancels the downloads running when the simulator closes.
+	stop chan struct{}
 	// Requests counts requests by "METHOD /path-pattern", for tests.
 	requests map[string]int
 }
@@ -127,6 +140,9 @@ type storage struct {
 	content   []string
 	// volumes by volume name (vm-101-disk-0, iso/seed.iso): size in bytes.
 	volumes map[string]int64
+	// paths are the files on disk of the volumes uploaded or downloaded
+	// (iso/NAME, import/NAME, vztmpl/NAME), by volume name.
+	paths map[string]string
 }
 
 type vm struct {
@@ -143,6 +159,8 @@ type vm struct {
 	lock     string
 	started  time.Time
 	template bool
+	// pool is the resource pool the VM was created in ("" for none).
+	pool string
 	// cloneTask is the clone filling this VM while lock is "clone".
 	cloneTask string
 	// boots counts cold starts (a resume from hibernation is none).
@@ -155,11 +173,16 @@ type vm struct {
 func New(o Options) *Simulator {
 	defaults(&o)
 	s := &Simulator{TokenID: o.TokenID, Secret: o.Secret, opts: o, acl: o.ACL, nodes: map[string]*node{}, vms: map[int]*vm{},
-		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}}
+		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}, stop: make(chan struct{})}
+	dir, err := os.MkdirTemp("", "pvesim-")
+	if err != nil {
+		panic(fmt.Sprintf("pvesim: temporary directory: %v", err))
+	}
+	s.files = dir
 	for _, n := range o.Nodes {
 		nd := &node{name: n.Name, online: true, storages: map[string]*storage{}, bridges: n.Bridges}
 		for _, st := range n.Storages {
-			nd.storages[st.Name] = &storage{name: st.Name, typ: st.Type, content: st.Content, volumes: map[string]int64{}}
+			nd.storages[st.Name] = &storage{name: st.Name, typ: st.Type, content: st.Content, volumes: map[string]int64{}, paths: map[string]string{}}
 		}
 		s.nodes[n.Name] = nd
 	}
@@ -212,15 +235,26 @@ func defaults(o *Options) {
 func (s *Simulator) addTemplate(t TemplateSpec) {
 	vol := fmt.Sprintf("base-%d-disk-0", t.VMID)
 	s.nodes[t.Node].storages[t.Storage].volumes[vol] = int64(t.DiskGiB) << 30
-	s.vms[t.VMID] = &vm{vmid: t.VMID, node: t.Node, status: "stopped", template: true, config: map[string]any{
+	s.vms[t.VMID] = &vm{vmid: t.VMID, node: t.Node, status: "stopped", template: true, pending: map[string]any{}, config: map[string]any{
 		"name": t.Name, "cores": 1, "sockets": 1, "memory": 1024, "ostype": "l26", "scsihw": "virtio-scsi-pci",
 		"scsi0": fmt.Sprintf("%s:%s,size=%dG", t.Storage, vol, t.DiskGiB), "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
 		"boot": "order=scsi0", "template": 1, "agent": "1",
 	}}
 }
 
-// Close stops the server.
-func (s *Simulator) Close() { s.server.Close() }
+// Close stops the server and its downloads and removes the files that
+// uploads and downloads left.
+func (s *Simulator) Close() {
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	s.server.Close()
+	_ = os.RemoveAll(s.files)
+}
 
 // Client is an HTTP client that trusts the simulator's certificate.
 func (s *Simulator) Client() *http.Client { return s.server.Client() }

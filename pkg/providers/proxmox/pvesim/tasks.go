@@ -29,9 +29,15 @@ type task struct {
 	pid, pstart               int
 	start, end                time.Time
 	effect                    func() string
-	done                      bool
-	exit                      string
-	lines                     []string
+	// work, when set, is background work (a download) the task waits
+	// for: it ends at its time or when work is closed, the later.
+	work chan struct{}
+	// undo cleans up when an injected failure stops the task before its
+	// effect (an upload's file, a created VM).
+	undo  func()
+	done  bool
+	exit  string
+	lines []string
 }
 
 // startTask starts a task of typ on node for object id and returns its UPID.
@@ -52,9 +58,20 @@ func (s *Simulator) startTask(node, typ, id string, effect func() string) string
 func (s *Simulator) tick(now time.Time) {
 	var due []*task
 	for _, t := range s.tasks {
-		if !t.done && !now.Before(t.end) {
-			due = append(due, t)
+		if t.done || now.Before(t.end) {
+			continue
 		}
+		if t.work != nil {
+			select {
+			case <-t.work:
+			default:
+				continue // still downloading
+			}
+			if t.end.Before(now) {
+				t.end = now
+			}
+		}
+		due = append(due, t)
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].pid < due[j].pid })
 	for _, t := range due {
@@ -82,6 +99,9 @@ func (s *Simulator) tick(now time.Time) {
 
 // failed cleans up after an injected failure: a clone's target goes.
 func (s *Simulator) failed(t *task) {
+	if t.undo != nil {
+		t.undo()
+	}
 	if t.typ != "qmclone" {
 		return
 	}

@@ -17,7 +17,6 @@ package pvesim
 
 import (
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,10 +186,7 @@ func (st *storage) contentList(filter string) []map[string]any {
 	sort.Strings(names)
 	var out []map[string]any
 	for _, v := range names {
-		content, format := "images", "raw"
-		if strings.HasPrefix(v, "iso/") {
-			content, format = "iso", "iso"
-		}
+		content, format := volumeContent(v)
 		if filter != "" && filter != content {
 			continue
 		}
@@ -211,21 +207,6 @@ func volumeOwner(vol string) (int, bool) {
 	}
 	id, err := strconv.Atoi(parts[1])
 	return id, err == nil
-}
-
-func (s *Simulator) upload(n *node, st *storage, p params) (any, *apiError) {
-	if p["content"] != "iso" {
-		return nil, badParam("content", "value '"+p["content"]+"' does not have a value in the enumeration 'iso, vztmpl, import'")
-	}
-	if !st.has("iso") {
-		return nil, fail(http.StatusInternalServerError, "storage '%s' does not support content type 'iso'", st.name)
-	}
-	name := p["filename"]
-	if name == "" || strings.Contains(name, "/") {
-		return nil, badParam("filename", "invalid filename")
-	}
-	size, _ := strconv.ParseInt(p["filename.size"], 10, 64)
-	return s.startTask(n.name, "imgcopy", "", func() string { st.volumes["iso/"+name] = size; return "" }), nil
 }
 
 func (s *Simulator) qemuList(n *node) []map[string]any {
