@@ -26,8 +26,9 @@ tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from G
 	@hack/install-libvirt.sh || echo "tools: libvirt and QEMU are not installed; make run leaves the local libvirt host out"
 
 .PHONY: libvirt
-libvirt: ## Install libvirtd, QEMU and the guest-image tools from Debian packages (as root; otherwise prints the apt command).
+libvirt: ## Install libvirtd, QEMU and the guest-image tools from Debian packages (as root; otherwise prints the apt command); build the installer ISO bin/guest/installer.iso.
 	hack/install-libvirt.sh
+	hack/build-installer-iso.sh $(BIN)/guest/installer.iso
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, listers, informers, apply configurations.

@@ -16,6 +16,9 @@ packages=(
     # a syslinux-booted FAT disk, and the NoCloud seed ISO.
     busybox-static cpio kmod fdisk
     syslinux syslinux-common mtools dosfstools genisoimage
+    # The installer ISO (hack/build-installer-iso.sh): its BIOS (isolinux)
+    # and UEFI (systemd-boot) boot loaders.
+    isolinux systemd-boot-efi
     # Guest networks inside the test's network namespace (libvirt writes its
     # network's firewall rules there, in that namespace only).
     iproute2 dnsmasq-base iptables
