@@ -318,6 +318,11 @@ func validImage() *banlieue.VMImage {
 	}
 }
 
+func validImport() *banlieue.ImageImport {
+	return &banlieue.ImageImport{URL: "https://mirror.example/ubuntu-22.04.qcow2", Checksum: "sha256:" + strings.Repeat("0123456789abcdef", 4),
+		Format: banlieue.ImageFormatQCOW2}
+}
+
 func TestValidateVMImage(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -351,6 +356,60 @@ func TestValidateVMImage(t *testing.T) {
 		{"architecture amd64", func(i *banlieue.VMImage) { i.Spec.Architecture = "amd64" }, nil},
 		{"architecture as the kernel names it", func(i *banlieue.VMImage) { i.Spec.Architecture = "AArch64" }, nil},
 		{"unknown architecture", func(i *banlieue.VMImage) { i.Spec.Architecture = "sparc64" }, []want{{field.ErrorTypeNotSupported, "spec.architecture"}}},
+		{"import alone", func(i *banlieue.VMImage) { i.Spec.Sources, i.Spec.Template, i.Spec.Import = nil, nil, validImport() }, nil},
+		{"import beside another class's source", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.ProviderClasses = []string{"libvirt", "proxmox"}
+		}, nil},
+		{"import and source for one class", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.ProviderClasses = []string{"vsphere"}
+		}, []want{{field.ErrorTypeInvalid, "spec.import.providerClasses[0]"}}},
+		{"checksum too short", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Checksum = "sha256:" + strings.Repeat("a", 63)
+		}, []want{{field.ErrorTypeInvalid, "spec.import.checksum"}}},
+		{"sha512 checksum", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Checksum = "sha512:" + strings.Repeat("0", 128)
+		}, nil},
+		{"md5 checksum", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Checksum = "md5:" + strings.Repeat("0", 32)
+		}, []want{{field.ErrorTypeInvalid, "spec.import.checksum"}}},
+		{"no checksum", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Checksum = ""
+		},
+			[]want{{field.ErrorTypeRequired, "spec.import.checksum"}}},
+		{"iso without template", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Format = banlieue.ImageFormatISO
+		}, []want{{field.ErrorTypeRequired, "spec.template"}}},
+		{"deferred disk image", func(i *banlieue.VMImage) { i.Spec.Import = validImport() },
+			[]want{{field.ErrorTypeInvalid, "spec.template.installMode"}}},
+		{"deferred installer", func(i *banlieue.VMImage) {
+			i.Spec.Import = validImport()
+			i.Spec.Import.Format = banlieue.ImageFormatISO
+		}, nil},
+		{"unknown format", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.Format = "vhdx"
+		},
+			[]want{{field.ErrorTypeNotSupported, "spec.import.format"}}},
+		{"ftp url", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.URL = "ftp://mirror/x.qcow2"
+		},
+			[]want{{field.ErrorTypeNotSupported, "spec.import.url"}}},
+		{"credentials in the url", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.URL = "https://me:secret@mirror.example/x.qcow2"
+		}, []want{{field.ErrorTypeInvalid, "spec.import.url"}}},
+		{"install timeout on a disk image", func(i *banlieue.VMImage) {
+			i.Spec.Template, i.Spec.Import = nil, validImport()
+			i.Spec.Import.InstallTimeoutSeconds = ptr.To[int32](600)
+		}, []want{{field.ErrorTypeForbidden, "spec.import.installTimeoutSeconds"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
