@@ -18,6 +18,7 @@ package provider
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	imgs "github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Reasons of a machine refused before any backend call: whoever may write
@@ -118,7 +120,7 @@ func admit(m infrav1.Machine, spec providers.MachineSpec, fields providers.Field
 	var refs []string
 	var configs [][]string // the cloudConfigs of the images of spec.Image
 	for _, img := range images {
-		for _, ref := range imageRefs(img, class, p) {
+		for _, ref := range imageRefs(img, class, p, spec.Image) {
 			refs = append(refs, ref)
 			if ref == spec.Image {
 				configs = append(configs, cloudConfigNames(img))
@@ -240,7 +242,10 @@ func published(items []string) string {
 
 // imageRefs are the refs img publishes for class on p: its source's, or
 // what the provider built of its import there (failure domains' refs).
-func imageRefs(img v1alpha1.VMImage, class string, p *v1alpha1.Provider) []string {
+// A machine's ref to another revision of the same import, where the
+// current one is kept (wanted), is published too: a VM built from an
+// earlier revision keeps it while the new one imports.
+func imageRefs(img v1alpha1.VMImage, class string, p *v1alpha1.Provider, wanted string) []string {
 	var refs []string
 	for _, s := range img.Spec.Sources {
 		if s.ProviderClass == class {
@@ -258,7 +263,19 @@ func imageRefs(img v1alpha1.VMImage, class string, p *v1alpha1.Provider) []strin
 			if fd.Ref != "" && !slices.Contains(refs, fd.Ref) {
 				refs = append(refs, fd.Ref)
 			}
+			if otherRevision(fd.Ref, wanted, img.UID) && !slices.Contains(refs, wanted) {
+				refs = append(refs, wanted)
+			}
 		}
 	}
 	return refs
+}
+
+// otherRevision tells whether ref and wanted name revisions of the import
+// of the image with uid, kept in the same place (a libvirt pool).
+func otherRevision(ref, wanted string, uid types.UID) bool {
+	prefix := imgs.ArtifactName(uid, "")
+	refDir, refName := path.Split(ref)
+	wantDir, wantName := path.Split(wanted)
+	return ref != "" && refDir == wantDir && strings.HasPrefix(refName, prefix) && strings.HasPrefix(wantName, prefix)
 }

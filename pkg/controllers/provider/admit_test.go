@@ -24,6 +24,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	imgs "github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/providers"
 	libvirtmachines "github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 	proxmoxmachines "github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
@@ -212,6 +213,15 @@ func TestAdmitLibvirt(t *testing.T) {
 		Status: v1alpha1.ProviderStatus{FailureDomains: []v1alpha1.FailureDomain{{Name: "lab-kvm-01", Host: "kvm-01"}}},
 	}
 	images := []v1alpha1.VMImage{{Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: "images/debian.qcow2"}}}}}
+	// An imported image publishes what the provider built of it, and
+	// other revisions of it in the same pool (VMs built from them keep
+	// them); nothing of another image, nor elsewhere.
+	imported := v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "debian-url", UID: "8d1c5a7e-1111-2222-3333-444455556666"},
+		Spec: v1alpha1.VMImageSpec{Import: &v1alpha1.ImageImport{URL: "https://m/x.qcow2", Format: "qcow2"}}}
+	built := "fast/" + imgs.ArtifactName(imported.UID, "r2")
+	imported.Status.PerProvider = []v1alpha1.ImageProviderStatus{{Provider: "banlieue-system/lab", Ready: true,
+		FailureDomains: []v1alpha1.ImageFailureDomainStatus{{Name: "lab-kvm-01", Phase: "Ready", Revision: "r2", Ref: built}}}}
+	images = append(images, imported)
 	good := func() *infrav1.LibvirtMachine {
 		return &infrav1.LibvirtMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a"},
@@ -233,6 +243,12 @@ func TestAdmitLibvirt(t *testing.T) {
 		{"bridge outside", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "virbr0" }, "NetworkNotPublished", "spec.network[1].bridge"},
 		{"a bridge named like a network", func(m *infrav1.LibvirtMachine) { m.Spec.Network[1].Bridge = "default" }, "NetworkNotPublished", "spec.network[1].bridge"},
 		{"volume of no image", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "images/someone-elses.qcow2" }, "ImageNotPublished", "spec.image"},
+		{"an imported image", func(m *infrav1.LibvirtMachine) { m.Spec.Image = built }, "", ""},
+		{"an earlier revision of it", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "fast/" + imgs.ArtifactName(imported.UID, "r1") }, "", ""},
+		{"a revision of it in another pool", func(m *infrav1.LibvirtMachine) { m.Spec.Image = "other/" + imgs.ArtifactName(imported.UID, "r1") }, "ImageNotPublished", "spec.image"},
+		{"another image's import", func(m *infrav1.LibvirtMachine) {
+			m.Spec.Image = "fast/" + imgs.ArtifactName("0000aaaa-1111-2222-3333-444455556666", "r2")
+		}, "ImageNotPublished", "spec.image"},
 		{"a vTPM, not advertised", func(m *infrav1.LibvirtMachine) { m.Spec.TPMEnabled, m.Spec.Firmware = true, "efi" }, ReasonFeatureNotPublished, "spec.tpmEnabled"},
 		{"an amd64 guest", func(m *infrav1.LibvirtMachine) { m.Spec.Architecture = infrav1.ArchitectureAMD64 }, "", ""},
 		{"an arm64 guest", func(m *infrav1.LibvirtMachine) { m.Spec.Architecture = infrav1.ArchitectureARM64 }, providers.ReasonArchitectureUnsupported, "spec.architecture"},
