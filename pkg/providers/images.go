@@ -18,11 +18,11 @@ package providers
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/images"
 )
 
 // ImageImporter is a backend that builds a VMImage's import
@@ -43,8 +43,8 @@ type ImageImporter interface {
 }
 
 // ErrFormatMismatch: an image's bytes are not in the format its import
-// names (FormatMismatch), found before anything is built.
-var ErrFormatMismatch = errors.New("format mismatch")
+// names (FormatMismatch), found before anything is built (images.Sniff).
+var ErrFormatMismatch = images.ErrFormatMismatch
 
 // ImageTarget is what a backend builds of one revision of an import.
 type ImageTarget struct {

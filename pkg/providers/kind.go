@@ -123,6 +123,10 @@ type ImageKind struct {
 	// host): each scope is checked once; ScopeWord names it.
 	Scope     func(failuredomain.Location) failuredomain.Location
 	ScopeWord string
+	// ImportScope is where a location's imported images are built, when
+	// not its Scope (a Proxmox VE node: a template is found cluster-wide,
+	// an import is built on each node, no node depending on another's).
+	ImportScope func(failuredomain.Location) failuredomain.Location
 	// ImportFormats are the spec.import formats the backend builds
 	// (ImageImporter); others are refused (FormatUnsupported) before a
 	// byte is fetched. None: the backend imports nothing.

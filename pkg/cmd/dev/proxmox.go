@@ -36,6 +36,23 @@ const (
 	proxmoxImage    = "debian-12-proxmox"
 )
 
+// ProxmoxVersion is the release the development simulator answers as:
+// 8.4, the first to take disk images as import content (spec.import).
+const ProxmoxVersion = "8.4.1"
+
+// ProxmoxNodes are the simulator's nodes pve1-pve3 (pvesim's defaults)
+// with import content on local, where imported images are uploaded.
+func ProxmoxNodes() []pvesim.NodeSpec {
+	var out []pvesim.NodeSpec
+	for _, n := range []string{"pve1", "pve2", "pve3"} {
+		out = append(out, pvesim.NodeSpec{Name: n, Bridges: []string{"vmbr0", "vmbr1"}, Storages: []pvesim.StorageSpec{
+			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "backup", "snippets", "images", "import"}},
+			{Name: "local-lvm", Type: "lvmthin", Content: []string{"images", "rootdir"}},
+		}})
+	}
+	return out
+}
+
 // ProxmoxACL is what the simulator lets its token do: the documented
 // least-privilege grants (proxmox.Grants) for its version, seeds on local.
 func ProxmoxACL() []pvesim.ACL {
@@ -51,7 +68,7 @@ func ProxmoxACL() []pvesim.ACL {
 // Provider lab-proxmox of banlieue-system on it, the token in Secret
 // lab-proxmox-token, and a VMImage of its template.
 func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, error) {
-	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL()})
+	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL(), Version: ProxmoxVersion, Nodes: ProxmoxNodes()})
 	c, err := adminClient(env)
 	if err != nil {
 		sim.Close()

@@ -155,7 +155,8 @@ func keepCounts(fd *v1alpha1.ImageFailureDomainStatus, img *v1alpha1.VMImage, pr
 }
 
 // scope is a place imported images are kept once for the failure domains
-// that find their images there (a libvirt host, a vSphere datacenter).
+// that find their images there (a libvirt host, a vSphere datacenter, a
+// Proxmox VE node: the kind's ImportScope, else its Scope).
 type scope struct {
 	location       failuredomain.Location
 	failureDomains []string
@@ -163,8 +164,12 @@ type scope struct {
 
 func (r *ImageReconciler) scopes(p *v1alpha1.Provider) []scope {
 	by := map[string]*scope{}
+	of := r.Kind.Scope
+	if r.Kind.ImportScope != nil {
+		of = r.Kind.ImportScope
+	}
 	for _, fd := range p.Status.FailureDomains {
-		l := r.Kind.Scope(failuredomain.LocationOf(fd))
+		l := of(failuredomain.LocationOf(fd))
 		s, ok := by[l.String()]
 		if !ok {
 			s = &scope{location: l}

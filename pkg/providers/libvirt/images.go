@@ -18,9 +18,7 @@ package libvirt
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
@@ -89,24 +88,19 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	return t.Storage + "/" + t.Name, nil
 }
 
-// qcow2Magic starts every qcow2 image.
-var qcow2Magic = []byte{'Q', 'F', 'I', 0xfb}
-
 // imageCapacity is the virtual disk size of the image head starts, after
-// checking that its bytes are in target's format.
+// checking that its bytes are in target's format (images.Sniff).
 func imageCapacity(head *bufio.Reader, t providers.ImageTarget) (uint64, error) {
-	b, err := head.Peek(32)
+	b, err := head.Peek(images.SniffLen)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
 	}
-	isQCOW2 := len(b) >= 32 && bytes.Equal(b[:4], qcow2Magic)
+	capacity, err := images.Sniff(b, t.Format)
 	switch {
-	case t.Format == v1alpha1.ImageFormatQCOW2 && !isQCOW2:
-		return 0, fmt.Errorf("%w: the image's bytes do not start as a qcow2 image does, spec.import.format says qcow2", providers.ErrFormatMismatch)
+	case err != nil:
+		return 0, err
 	case t.Format == v1alpha1.ImageFormatQCOW2:
-		return binary.BigEndian.Uint64(b[24:32]), nil
-	case isQCOW2:
-		return 0, fmt.Errorf("%w: the image's bytes are a qcow2 image, spec.import.format says %s", providers.ErrFormatMismatch, t.Format)
+		return capacity, nil
 	case t.Size < 0:
 		return 0, errors.New("the image server did not say the image's length, which a raw libvirt volume needs before the upload")
 	}

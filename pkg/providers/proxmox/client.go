@@ -60,7 +60,11 @@ func (o Options) withDefaults() Options {
 
 // Client is one Provider's logged-in API.
 type Client struct {
-	api        *proxmox.Client
+	api *proxmox.Client
+	// upload is api without the per-request timeout, for image uploads
+	// (bounded by their context instead: see ImportImage).
+	upload     *proxmox.Client
+	endpoint   string
 	httpClient *http.Client
 	opts       Options
 }
@@ -100,7 +104,9 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 		}
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
 	}
-	return &Client{api: api, httpClient: hc, opts: opts.withDefaults()}, nil
+	upload := proxmox.NewClient(conn.Endpoint, proxmox.WithHTTPClient(&http.Client{Transport: hc.Transport}),
+		proxmox.WithAPIToken(conn.Credentials.Username, conn.Credentials.Password))
+	return &Client{api: api, upload: upload, endpoint: conn.Endpoint, httpClient: hc, opts: opts.withDefaults()}, nil
 }
 
 // Sessions keeps one Client per Provider (see providers.Sessions). An API

@@ -43,7 +43,11 @@ type Grant struct {
 // NIC on a bridge or VLAN); on the seed storage only, uploading an ISO
 // (Datastore.AllocateTemplate) and deleting it (Datastore.Allocate:
 // Proxmox VE has no narrower privilege to delete a volume a VM does not
-// own, so keep seeds on a storage of their own).
+// own, so keep seeds on a storage of their own). Imported images
+// (spec.import) are uploaded as import content to the image storage, or
+// the node's first storage holding import content, and deleted once
+// their template is made: that storage needs the same two privileges
+// (isoStorage, when it is the one).
 func Grants(pveMajor int, isoStorage string) []Grant {
 	agent := "VM.Monitor"
 	if pveMajor >= 9 {

@@ -62,8 +62,10 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	// The token holds the documented least-privilege grants only.
-	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL()})
+	// The token holds the documented least-privilege grants only; 8.4
+	// with import content on local takes imported images (spec.import).
+	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
+		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes()})
 	defer sim.Close()
 	dir, err := os.MkdirTemp("", "banlieue-proxmox-")
 	if err != nil {

@@ -200,6 +200,10 @@ func ImageKind() providers.ImageKind {
 		NoSourceReason: ImageReasonNoProxmoxSource,
 		Scope:          func(failuredomain.Location) failuredomain.Location { return failuredomain.Location{} },
 		ScopeWord:      "cluster",
+		// An import is built on every node as a template of its own (the
+		// same name on each): a clone finds the one on its node first.
+		ImportScope:   func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
+		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw},
 	}
 }
 
