@@ -309,7 +309,7 @@ func TestAPI(t *testing.T) {
 			"/apis/banlieue.io/v1alpha1/namespaces/" + ns + "/virtualmachines": {"Name", "Class", "Image", "Provider", "Power", "Ready", "IP", "Age"},
 			"/apis/banlieue.io/v1alpha1/namespaces/" + ns + "/providers":       {"Name", "Class", "Ready", "Age"},
 			"/apis/banlieue.io/v1alpha1/vmclasses":                             {"Name", "CPUs", "Memory", "Firmware", "Age"},
-			"/apis/banlieue.io/v1alpha1/vmimages":                              {"Name", "OS", "Version", "Arch", "Age"},
+			"/apis/banlieue.io/v1alpha1/vmimages":                              {"Name", "OS", "Version", "Arch", "Ready", "Progress", "Age"},
 		} {
 			tbl := getTable(t, c, path)
 			var cols []string
