@@ -53,3 +53,16 @@ func Sniff(head []byte, format v1alpha1.ImageFormat) (virtualSize uint64, err er
 	}
 	return 0, nil
 }
+
+// ISOSniffLen is how many first bytes SniffISO reads: ISO 9660's first
+// volume descriptor starts at 32 KiB.
+const ISOSniffLen = 0x8006
+
+// SniffISO checks that head (the first ISOSniffLen bytes) starts an ISO
+// 9660 image: "CD001" in the first volume descriptor. Pure.
+func SniffISO(head []byte) error {
+	if len(head) < ISOSniffLen || string(head[0x8001:0x8006]) != "CD001" {
+		return fmt.Errorf("%w: the image's bytes are not an ISO 9660 image, spec.import.format says iso", ErrFormatMismatch)
+	}
+	return nil
+}

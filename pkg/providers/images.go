@@ -18,7 +18,9 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"io"
+	"time"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
@@ -57,7 +59,34 @@ type ImageTarget struct {
 	// Storage is where in the location it is kept: the Provider's image
 	// storage (ImageStorage).
 	Storage string
+	// Install, for an installer (format iso) of installMode immediate, is
+	// how a build VM installs it into what is built; nil imports the
+	// bytes as they are (a deferred installer: each clone installs from it).
+	Install *ImageInstall
 }
+
+// ImageInstall is the build of an installer into a template: a build VM
+// with a blank disk, the installer and a NoCloud seed carrying the
+// image's cloudConfigs, powered on; the guest installs and powers itself
+// off, and its disk, the media detached, becomes what is built.
+type ImageInstall struct {
+	// Firmware of the build VM (bios, efi, efi-secure); the backend's
+	// default when empty.
+	Firmware string
+	// UserData is the seed's user data: the image's cloudConfigs.
+	UserData []byte
+	// DiskSizeGiB is the blank disk's size; clones grow it to their class's.
+	DiskSizeGiB int64
+	// Timeout bounds the install: a guest still running then fails it
+	// (ErrInstallTimedOut) and the build VM is removed.
+	Timeout time.Duration
+	// Installing is called once the build VM runs.
+	Installing func()
+}
+
+// ErrInstallTimedOut: an installer's guest did not power itself off in
+// time (InstallTimedOut).
+var ErrInstallTimedOut = errors.New("the installer did not power the build VM off in time")
 
 // ImageStorage is where a Provider keeps imported images: the target of
 // its first storage class (a libvirt pool, a vSphere datastore, a

@@ -37,6 +37,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/images/fetch"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/redact"
 )
 
@@ -49,6 +50,11 @@ const (
 	// importPoll is how often an image with imports in flight is
 	// reconciled, to publish their progress.
 	importPoll = 2 * time.Second
+	// DefaultInstallTimeout is spec.import.installTimeoutSeconds' default.
+	DefaultInstallTimeout = 30 * time.Minute
+	// InstallDiskGiB is a build VM's blank disk: thin, and grown by each
+	// clone to its class's size.
+	InstallDiskGiB = 8
 	// firstRetry and lastRetry bound the backoff between failed attempts.
 	firstRetry, lastRetry = 10 * time.Second, 5 * time.Minute
 )
@@ -68,6 +74,7 @@ type importJobs struct {
 type importJob struct {
 	done, total atomic.Int64
 	started     atomic.Bool
+	installing  atomic.Bool
 
 	mu       sync.Mutex
 	finished bool
@@ -212,8 +219,11 @@ func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p
 		finished, _, reason, err, retryAt := job.state()
 		if !finished {
 			out.Phase, out.BytesDone, out.BytesTotal = v1alpha1.ImagePhaseImporting, job.done.Load(), max(job.total.Load(), 0)
-			if !job.started.Load() {
+			switch {
+			case !job.started.Load():
 				out.Phase, out.Message = v1alpha1.ImagePhasePending, "waiting for one of the Provider's import slots"
+			case job.installing.Load():
+				out.Phase, out.Message = v1alpha1.ImagePhaseInstalling, "a build VM runs the installer; it powers itself off when done"
 			}
 			return out
 		}
@@ -240,6 +250,10 @@ func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p
 		out.Phase, out.Reason, out.Message = v1alpha1.ImagePhaseFailed, v1alpha1.ImageReasonFetchFailed, err.Error()
 		return out
 	}
+	if target.Install, err = r.install(ctx, img, p); err != nil {
+		out.Phase, out.Reason, out.Message = v1alpha1.ImagePhaseFailed, v1alpha1.ImageReasonImportFailed, err.Error()
+		return out
+	}
 	attempts := 0
 	if job != nil {
 		job.mu.Lock()
@@ -247,6 +261,9 @@ func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p
 		job.mu.Unlock()
 	}
 	r.jobs.start(key, placement.ImageStatusKey(p), r.importsPerProvider(), attempts, func(j *importJob) (string, error) {
+		if target.Install != nil {
+			target.Install.Installing = func() { j.installing.Store(true) }
+		}
 		return r.runImport(j, importer, loc, target, src)
 	})
 	out.Phase = v1alpha1.ImagePhasePending
@@ -268,6 +285,37 @@ func (r *ImageReconciler) source(ctx context.Context, img *v1alpha1.VMImage, p *
 	src.Username, src.Password, src.Token = string(s.Data["username"]), string(s.Data["password"]), string(s.Data["token"])
 	src.CA = s.Data["ca.crt"]
 	return src, nil
+}
+
+// install is how an installer image (format iso) of installMode
+// immediate is installed by a build VM: the template's firmware, the
+// image's cloudConfigs (read by name from the Provider's namespace) as
+// the seed's user data; nil for any other image.
+func (r *ImageReconciler) install(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider) (*providers.ImageInstall, error) {
+	t := img.Spec.Template
+	if img.Spec.Import.Format != v1alpha1.ImageFormatISO || t == nil || t.InstallMode == v1alpha1.InstallModeDeferred {
+		return nil, nil
+	}
+	var docs [][]byte
+	for _, cc := range img.Spec.CloudConfigs {
+		s := &corev1.Secret{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: cc.SecretRef.Name}, s); err != nil {
+			return nil, fmt.Errorf("reading cloud config Secret %s/%s (spec.cloudConfigs): %w", p.Namespace, cc.SecretRef.Name, err)
+		}
+		docs = append(docs, s.Data["cloud-config"])
+	}
+	userData := []byte("#cloud-config\n")
+	if len(docs) > 0 {
+		var err error
+		if userData, err = cloudinit.Multipart(docs...); err != nil {
+			return nil, fmt.Errorf("spec.cloudConfigs: %w", err)
+		}
+	}
+	timeout := DefaultInstallTimeout
+	if s := img.Spec.Import.InstallTimeoutSeconds; s != nil {
+		timeout = time.Duration(*s) * time.Second
+	}
+	return &providers.ImageInstall{Firmware: string(t.Firmware), UserData: userData, DiskSizeGiB: InstallDiskGiB, Timeout: timeout}, nil
 }
 
 // runImport fetches src into target at loc.
@@ -303,6 +351,8 @@ func reasonOf(err error) string {
 		return v1alpha1.ImageReasonFetchFailed
 	case errors.Is(err, providers.ErrFormatMismatch):
 		return v1alpha1.ImageReasonFormatMismatch
+	case errors.Is(err, providers.ErrInstallTimedOut):
+		return v1alpha1.ImageReasonInstallTimedOut
 	}
 	return v1alpha1.ImageReasonImportFailed
 }

@@ -33,6 +33,7 @@ func TestReasonOf(t *testing.T) {
 		&fetch.FetchError{StatusCode: 404, Err: errors.New("GET")}:                           v1alpha1.ImageReasonFetchFailed,
 		fmt.Errorf("dial: %w", fetch.ErrDenied):                                              v1alpha1.ImageReasonFetchFailed,
 		fmt.Errorf("sniff: %w", providers.ErrFormatMismatch):                                 v1alpha1.ImageReasonFormatMismatch,
+		fmt.Errorf("build: %w", providers.ErrInstallTimedOut):                                v1alpha1.ImageReasonInstallTimedOut,
 		errors.New("storage pool default: no space"):                                         v1alpha1.ImageReasonImportFailed,
 	} {
 		if got := reasonOf(err); got != want {

@@ -68,19 +68,41 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	if err := c.DeleteImportedImage(ctx, loc, t); err != nil {
 		return "", err
 	}
+	if t.Install != nil {
+		return c.install(ctx, loc, t, head, capacity)
+	}
+	if err := c.uploadVolume(ctx, t.Storage, t.Name, volumeFormat(t.Format), capacity, head); err != nil {
+		return "", err
+	}
+	return c.markReady(ctx, t)
+}
+
+// uploadVolume streams body into a new volume name of pool, deleting it
+// again when the upload fails.
+func (c *Client) uploadVolume(ctx context.Context, pool, name, format string, capacity uint64, body io.Reader) error {
+	defer c.bound(ctx)()
+	p, err := c.l.StoragePoolLookupByName(pool)
+	if err != nil {
+		return fmt.Errorf("storage pool %s: %w", pool, c.timedOut(ctx, err))
+	}
+	vol, err := c.createVolume(p, name, format, capacity)
+	if err != nil {
+		return c.timedOut(ctx, err)
+	}
+	if err := c.l.StorageVolUpload(vol, body, 0, 0, 0); err != nil {
+		// Nothing half built is left: the retry starts over.
+		_ = c.l.StorageVolDelete(vol, 0)
+		return fmt.Errorf("uploading %s/%s: %w", pool, name, c.timedOut(ctx, err))
+	}
+	return nil
+}
+
+// markReady records that t is complete: the empty NAME.ready volume.
+func (c *Client) markReady(ctx context.Context, t providers.ImageTarget) (string, error) {
 	defer c.bound(ctx)()
 	pool, err := c.l.StoragePoolLookupByName(t.Storage)
 	if err != nil {
 		return "", fmt.Errorf("storage pool %s: %w", t.Storage, c.timedOut(ctx, err))
-	}
-	vol, err := c.createVolume(pool, t.Name, string(t.Format), capacity)
-	if err != nil {
-		return "", c.timedOut(ctx, err)
-	}
-	if err := c.l.StorageVolUpload(vol, head, 0, 0, 0); err != nil {
-		// Nothing half built is left: the retry starts over.
-		_ = c.l.StorageVolDelete(vol, 0)
-		return "", fmt.Errorf("uploading %s/%s: %w", t.Storage, t.Name, c.timedOut(ctx, err))
 	}
 	if _, err := c.createVolume(pool, t.Name+readySuffix, "raw", 0); err != nil {
 		return "", c.timedOut(ctx, err)
@@ -88,9 +110,31 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	return t.Storage + "/" + t.Name, nil
 }
 
+// volumeFormat is the libvirt volume format of an imported image: an ISO
+// is raw bytes to libvirt and QEMU.
+func volumeFormat(f v1alpha1.ImageFormat) string {
+	if f == v1alpha1.ImageFormatISO {
+		return "raw"
+	}
+	return string(f)
+}
+
 // imageCapacity is the virtual disk size of the image head starts, after
 // checking that its bytes are in target's format (images.Sniff).
 func imageCapacity(head *bufio.Reader, t providers.ImageTarget) (uint64, error) {
+	if t.Format == v1alpha1.ImageFormatISO {
+		b, err := head.Peek(images.ISOSniffLen)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if err := images.SniffISO(b); err != nil {
+			return 0, err
+		}
+		if t.Size < 0 {
+			return 0, errors.New("the image server did not say the installer's length, which a libvirt volume needs before the upload")
+		}
+		return uint64(t.Size), nil
+	}
 	b, err := head.Peek(images.SniffLen)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
@@ -130,7 +174,11 @@ func (c *Client) DeleteImportedImage(ctx context.Context, _ failuredomain.Locati
 	if err != nil {
 		return fmt.Errorf("storage pool %s: %w", t.Storage, c.timedOut(ctx, err))
 	}
-	for _, name := range []string{t.Name + readySuffix, t.Name} {
+	// A build interrupted by a crash: its VM and installer volume.
+	if err := c.deleteMachine(buildSpec(failuredomain.Location{}, t)); err != nil {
+		return c.timedOut(ctx, err)
+	}
+	for _, name := range []string{t.Name + readySuffix, t.Name, t.Name + installerSuffix} {
 		vol, err := c.l.StorageVolLookupByName(pool, name)
 		if isNotFound(err) {
 			continue

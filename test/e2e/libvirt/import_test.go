@@ -47,25 +47,38 @@ func imageServer(t *testing.T) (url, checksum string) {
 	t.Helper()
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	data, err := os.ReadFile(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
+	return serveFiles(t, map[string]string{"/guest.qcow2": guest}), sha256Of(t, guest)
+}
+
+// serveFiles serves each file at its path, from loopback.
+func serveFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/guest.qcow2" {
+		f, ok := files[r.URL.Path]
+		if !ok {
 			http.NotFound(w, r)
 			return
 		}
-		http.ServeFile(w, r, guest)
+		http.ServeFile(w, r, f)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String(), "sha256:" + hex.EncodeToString(sum[:])
+	return "http://" + l.Addr().String()
+}
+
+// sha256Of is a file's checksum as spec.import.checksum writes it.
+func sha256Of(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // TestImageImportByURL: a VMImage that is only a URL and a checksum

@@ -201,9 +201,10 @@ func ImageKind() providers.ImageKind {
 		NoSourceReason: ImageReasonNoLibvirtSource,
 		Scope:          func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
 		ScopeWord:      "host",
-		// Uploaded as they are: QEMU reads both; an overlay is made on
-		// either.
-		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw},
+		// Disk images uploaded as they are (QEMU reads both; an overlay
+		// is made on either); an installer installed by a build VM
+		// (immediate) or uploaded for clones to boot from (deferred).
+		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO},
 	}
 }
 
