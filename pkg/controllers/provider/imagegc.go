@@ -299,7 +299,8 @@ func (r *ImageReconciler) releaseImage(ctx context.Context, img *v1alpha1.VMImag
 // holdImage adds p's finalizer to img before anything is imported for it.
 func (r *ImageReconciler) holdImage(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider) error {
 	f := ArtifactsFinalizer(p)
-	if controllerutil.ContainsFinalizer(img, f) {
+	if controllerutil.ContainsFinalizer(img, f) || !slices.Contains(r.Kind.ImportFormats, img.Spec.Import.Format) {
+		// A format the class does not import builds nothing to remove.
 		return nil
 	}
 	return finalizers.Add(ctx, r.Client, img, f)
