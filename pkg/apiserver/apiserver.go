@@ -103,7 +103,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	images, imageStatus, err := vmimage.NewREST(Scheme, optsGetter)
+	images, imageStatus, imageFinalizers, err := vmimage.NewREST(Scheme, optsGetter)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +135,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		"vmclasses":                 classes,
 		"vmimages":                  images,
 		"vmimages/status":           imageStatus,
+		"vmimages/finalizers":       imageFinalizers,
 		"providers":                 providers.Provider,
 		"providers/status":          providers.Status,
 		"providers/finalizers":      providers.Finalizers,

@@ -60,13 +60,50 @@ func Serves(img *v1alpha1.VMImage, providerClass string) bool {
 // Resolved is what a VM built now from img uses of its import: nil
 // without one, or before the API server named its revision.
 func Resolved(img *v1alpha1.VMImage) *v1alpha1.ResolvedImport {
-	if img.Spec.Import == nil || img.Status.Revision == "" {
+	return ResolvedAt(img, img.Status.Revision)
+}
+
+// ResolvedAt is what a VM built from revision of img's import uses (a VM
+// keeps the revision it was first built from): nil without an import or
+// a revision. The format and classes are the import's as it is now.
+func ResolvedAt(img *v1alpha1.VMImage, revision string) *v1alpha1.ResolvedImport {
+	if img.Spec.Import == nil || revision == "" {
 		return nil
 	}
 	return &v1alpha1.ResolvedImport{
-		Name:            ArtifactName(img.UID, img.Status.Revision),
-		Revision:        img.Status.Revision,
+		Name:            ArtifactName(img.UID, revision),
+		Revision:        revision,
 		Format:          img.Spec.Import.Format,
 		ProviderClasses: img.Spec.Import.ProviderClasses,
 	}
+}
+
+// ParseArtifactName splits a name ArtifactName made (a backend's ref
+// ends with it: a libvirt POOL/VOLUME's volume) into the image UID's
+// prefix and the revision; ok is false for any other name.
+func ParseArtifactName(name string) (uidPrefix, revision string, ok bool) {
+	rest, found := strings.CutPrefix(name, ArtifactPrefix)
+	if !found {
+		return "", "", false
+	}
+	uidPrefix, revision, found = strings.Cut(rest, "-")
+	if !found || uidPrefix == "" || revision == "" || !alnum(uidPrefix) || !alnum(revision) {
+		return "", "", false
+	}
+	return uidPrefix, revision, true
+}
+
+// UIDPrefix is the part of uid ArtifactName keeps.
+func UIDPrefix(uid types.UID) string {
+	uidPrefix, _, _ := ParseArtifactName(ArtifactName(uid, "0"))
+	return uidPrefix
+}
+
+func alnum(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

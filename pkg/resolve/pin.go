@@ -70,3 +70,17 @@ func ClassStatus(vm *v1alpha1.VirtualMachine, pinned, live *v1alpha1.VMClass) (m
 func WantsClassUpdate(vm *v1alpha1.VirtualMachine) bool {
 	return vm.Annotations[UpdateClassAnnotation] == "true"
 }
+
+// ImageRevision is the revision of image's import vm is built from: the
+// one it pinned in status.imageRevision once placed, else the image's
+// current one (status.revision), which the controller pins. Empty when the
+// image has no import or no revision yet.
+func ImageRevision(vm *v1alpha1.VirtualMachine, image *v1alpha1.VMImage) string {
+	if image == nil || image.Spec.Import == nil {
+		return ""
+	}
+	if vm.Status.Scheduled != nil && vm.Status.ImageRevision != "" {
+		return vm.Status.ImageRevision
+	}
+	return image.Status.Revision
+}

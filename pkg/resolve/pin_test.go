@@ -74,3 +74,48 @@ func TestPinnedClass(t *testing.T) {
 		t.Error("the annotation was not seen")
 	}
 }
+
+// TestImageRevision: a VM follows its image's revision until placed, then
+// keeps the one it pinned; the resolved spec names what was built of it.
+func TestImageRevision(t *testing.T) {
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "debian", UID: "0f3c2a9e-51d4-4b7a-9c1e-2d8f6a0b1c3d"},
+		Spec:   v1alpha1.VMImageSpec{Import: &v1alpha1.ImageImport{URL: "http://m/d.qcow2", Format: v1alpha1.ImageFormatQCOW2}},
+		Status: v1alpha1.VMImageStatus{Revision: "bbbbbbbbbb"}}
+	sourced := img.DeepCopy()
+	sourced.Spec.Import = nil
+	unnamed := img.DeepCopy()
+	unnamed.Status.Revision = ""
+	placed := &v1alpha1.ScheduledPlacement{Provider: "p"}
+	for _, tc := range []struct {
+		name      string
+		scheduled *v1alpha1.ScheduledPlacement
+		pinned    string
+		image     *v1alpha1.VMImage
+		want      string
+	}{
+		{"unplaced follows the image", nil, "", img, "bbbbbbbbbb"},
+		{"unplaced with an old pin follows the image", nil, "aaaaaaaaaa", img, "bbbbbbbbbb"},
+		{"placed keeps its pin", placed, "aaaaaaaaaa", img, "aaaaaaaaaa"},
+		{"placed at the current revision", placed, "bbbbbbbbbb", img, "bbbbbbbbbb"},
+		{"placed before pinning: the current one, to pin", placed, "", img, "bbbbbbbbbb"},
+		{"no import", placed, "aaaaaaaaaa", sourced, ""},
+		{"no revision named yet", nil, "", unnamed, ""},
+		{"no image", nil, "", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := &v1alpha1.VirtualMachine{Status: v1alpha1.VirtualMachineStatus{Scheduled: tc.scheduled, ImageRevision: tc.pinned}}
+			if got := ImageRevision(vm, tc.image); got != tc.want {
+				t.Errorf("ImageRevision = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	vm := &v1alpha1.VirtualMachine{Status: v1alpha1.VirtualMachineStatus{Scheduled: placed, ImageRevision: "aaaaaaaaaa"}}
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "small"}, Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512}}}
+	r, err := Resolve(vm, class, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im := r.Spec.Image.Imported; im == nil || im.Revision != "aaaaaaaaaa" || im.Name != "banlieue-img-0f3c2a9e51d4-aaaaaaaaaa" {
+		t.Errorf("resolved import %+v, want the pinned revision's", im)
+	}
+}

@@ -172,7 +172,7 @@ func Resolve(vm *v1alpha1.VirtualMachine, class *v1alpha1.VMClass, image *v1alph
 		InstallMode:    v1alpha1.DefaultInstallMode,
 		GuestAgent:     image.Spec.GuestAgent,
 		CloudConfigs:   image.Spec.CloudConfigs,
-		Imported:       images.Resolved(image),
+		Imported:       images.ResolvedAt(image, ImageRevision(vm, image)),
 	}
 	if spec.Image.GuestAgent == "" {
 		spec.Image.GuestAgent = v1alpha1.GuestAgentCloudInit

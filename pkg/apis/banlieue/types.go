@@ -397,6 +397,9 @@ type VirtualMachineStatus struct {
 	// powerState is the power state the backend reports.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
+	// imageRevision is the revision of the VMImage's import the VM is
+	// built from, pinned when it is scheduled.
+	ImageRevision string `json:"imageRevision,omitempty"`
 }
 
 // VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.
@@ -1054,6 +1057,10 @@ const (
 // ImageReady is the VMImage's condition type.
 const ImageReady = "Ready"
 
+// ImageDeleting is the condition the provider processes write on a
+// deleted VMImage whose artifacts are still in use.
+const ImageDeleting = "Deleting"
+
 // Reasons of an imported image in a failure domain.
 const (
 	ImageReasonFetchFailed       = "FetchFailed"
@@ -1095,6 +1102,8 @@ type ImageFailureDomainStatus struct {
 	// message for humans.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// previousRevisions were built here before revision and may still be.
+	PreviousRevisions []string `json:"previousRevisions,omitempty"`
 }
 
 // Reasons a VMImage is not ready on a Provider.

@@ -28,9 +28,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -74,11 +77,20 @@ type ImageReconciler struct {
 
 // SetupWithManager registers the controller; Provider changes recheck every image.
 func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("vmimage-"+r.Class).
 		For(&v1alpha1.VMImage{}).
-		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
-		Complete(conflict.Requeue(r))
+		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages))
+	if r.Providers != nil && r.Providers.Kind.New != nil {
+		// A machine gone may free a revision, or a deleted image.
+		b = b.Watches(r.Providers.Kind.New(), handler.EnqueueRequestsFromMapFunc(r.allImages),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			}))
+	}
+	return b.Complete(conflict.Requeue(r))
 }
 
 func (r *ImageReconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -103,6 +115,9 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.List(ctx, &providers, client.InNamespace(r.Namespace)); err != nil {
 		return ctrl.Result{}, err
 	}
+	if !img.DeletionTimestamp.IsZero() {
+		return r.reconcileImageDelete(ctx, img, providers.Items)
+	}
 	// Entries of another namespace's Providers, or of this namespace's
 	// Providers of another class (others), belong to other provider
 	// processes.
@@ -115,6 +130,11 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		case !r.Providers.Serves(p):
 			others[placement.ImageStatusKey(p)] = true
 		case p.DeletionTimestamp.IsZero() && images.Serves(img, r.Class):
+			// Held before anything is built: the image's deletion then
+			// waits for this process to remove it (imagegc.go).
+			if err := r.holdImage(ctx, img, p); err != nil {
+				return ctrl.Result{}, err
+			}
 			st, importing := r.importStatus(ctx, img, p)
 			st.Provider = placement.ImageStatusKey(p)
 			mine[st.Provider] = st

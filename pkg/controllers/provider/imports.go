@@ -135,6 +135,12 @@ func (r *ImageReconciler) importStatus(ctx context.Context, img *v1alpha1.VMImag
 		}
 	}
 	sort.Slice(st.FailureDomains, func(i, j int) bool { return st.FailureDomains[i].Name < st.FailureDomains[j].Name })
+	if inUse, err := r.revisionsInUse(ctx, img); err != nil {
+		log.FromContext(ctx).Info("Cannot tell which revisions of an image machines use; none removed", "err", err)
+		keepPrevious(&st, img, placement.ImageStatusKey(p))
+	} else {
+		r.removeUnused(ctx, img, p, importer, target, &st, inUse)
+	}
 	switch {
 	case len(st.FailureDomains) == 0:
 		st.Ready, st.Reason, st.Message = false, v1alpha1.ImageReasonPending, "the Provider publishes no failure domains"

@@ -362,6 +362,10 @@ func (r *Reconciler) resolve(ctx context.Context, vm *v1alpha1.VirtualMachine) (
 		}
 		return nil, nil, err
 	}
+	// The import's revision, as the class: followed until the VM is
+	// placed, kept after (what was built of it stays while a machine
+	// names it).
+	vm.Status.ImageRevision = resolve.ImageRevision(vm, image)
 	resolved, err := resolve.Resolve(vm, class, image)
 	var overrideErr *resolve.OverrideError
 	if errors.As(err, &overrideErr) {

@@ -704,6 +704,25 @@ func schema_pkg_apis_banlieue_v1alpha1_ImageFailureDomainStatus(ref common.Refer
 							Format:      "",
 						},
 					},
+					"previousRevisions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "previousRevisions were built in this failure domain before revision and may still be there: written by the provider when the failure domain moves to a new revision, each removed from the list once what was built of it is deleted (no machine names it any more). The provider keeps this record here, rather than asking each backend to list what it holds, so that removal needs nothing of a backend but DeleteImportedImage, and a restarted provider still knows.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name", "phase"},
 			},
@@ -3792,6 +3811,13 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"PoweredOff", "PoweredOn", "Suspended"},
+						},
+					},
+					"imageRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "imageRevision is the revision of the VMImage's import (status.revision) the VM is built from, pinned when it is scheduled: a later change of spec.import builds a new revision for new VMs, while this VM's machine keeps naming what was built of this one (which is kept until no machine names it).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},

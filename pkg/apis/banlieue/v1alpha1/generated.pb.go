@@ -745,6 +745,15 @@ func (m *ImageFailureDomainStatus) MarshalToSizedBuffer(dAtA []byte) (int, error
 	_ = i
 	var l int
 	_ = l
+	if len(m.PreviousRevisions) > 0 {
+		for iNdEx := len(m.PreviousRevisions) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.PreviousRevisions[iNdEx])
+			copy(dAtA[i:], m.PreviousRevisions[iNdEx])
+			i = encodeVarintGenerated(dAtA, i, uint64(len(m.PreviousRevisions[iNdEx])))
+			i--
+			dAtA[i] = 0x4a
+		}
+	}
 	i -= len(m.Message)
 	copy(dAtA[i:], m.Message)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Message)))
@@ -3893,6 +3902,11 @@ func (m *VirtualMachineStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.ImageRevision)
+	copy(dAtA[i:], m.ImageRevision)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ImageRevision)))
+	i--
+	dAtA[i] = 0x52
 	i -= len(m.PowerState)
 	copy(dAtA[i:], m.PowerState)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.PowerState)))
@@ -4230,6 +4244,12 @@ func (m *ImageFailureDomainStatus) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.Message)
 	n += 1 + l + sovGenerated(uint64(l))
+	if len(m.PreviousRevisions) > 0 {
+		for _, s := range m.PreviousRevisions {
+			l = len(s)
+			n += 1 + l + sovGenerated(uint64(l))
+		}
+	}
 	return n
 }
 
@@ -5404,6 +5424,8 @@ func (m *VirtualMachineStatus) Size() (n int) {
 	}
 	l = len(m.PowerState)
 	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.ImageRevision)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -5596,6 +5618,7 @@ func (this *ImageFailureDomainStatus) String() string {
 		`BytesTotal:` + fmt.Sprintf("%v", this.BytesTotal) + `,`,
 		`Reason:` + fmt.Sprintf("%v", this.Reason) + `,`,
 		`Message:` + fmt.Sprintf("%v", this.Message) + `,`,
+		`PreviousRevisions:` + fmt.Sprintf("%v", this.PreviousRevisions) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -6511,6 +6534,7 @@ func (this *VirtualMachineStatus) String() string {
 		`InfrastructureRef:` + strings.Replace(this.InfrastructureRef.String(), "InfrastructureReference", "InfrastructureReference", 1) + `,`,
 		`Addresses:` + repeatedStringForAddresses + `,`,
 		`PowerState:` + fmt.Sprintf("%v", this.PowerState) + `,`,
+		`ImageRevision:` + fmt.Sprintf("%v", this.ImageRevision) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -8692,6 +8716,38 @@ func (m *ImageFailureDomainStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Message = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PreviousRevisions", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PreviousRevisions = append(m.PreviousRevisions, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -18820,6 +18876,38 @@ func (m *VirtualMachineStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.PowerState = PowerState(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ImageRevision", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ImageRevision = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

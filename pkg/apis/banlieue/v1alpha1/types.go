@@ -415,6 +415,13 @@ type VirtualMachineStatus struct {
 	// powerState is the power state the backend reports.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty" protobuf:"bytes,9,opt,name=powerState,casttype=PowerState"`
+	// imageRevision is the revision of the VMImage's import
+	// (status.revision) the VM is built from, pinned when it is scheduled:
+	// a later change of spec.import builds a new revision for new VMs,
+	// while this VM's machine keeps naming what was built of this one
+	// (which is kept until no machine names it).
+	// +optional
+	ImageRevision string `json:"imageRevision,omitempty" protobuf:"bytes,10,opt,name=imageRevision"`
 }
 
 // VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.
@@ -1084,6 +1091,15 @@ const (
 // ImageReady is the VMImage's condition type.
 const ImageReady = "Ready"
 
+// ImageDeleting is the condition of a deleted VMImage whose artifacts are
+// still in use (True, reason InUse, naming the machines) or being
+// removed; the provider processes write it, the API server keeps it.
+const ImageDeleting = "Deleting"
+
+// ImageReasonInUse: a deleted VMImage waits for the machines using what
+// was built of it.
+const ImageReasonInUse = "InUse"
+
 // Reasons of an imported image in a failure domain.
 const (
 	ImageReasonFetchFailed       = "FetchFailed"
@@ -1125,6 +1141,16 @@ type ImageFailureDomainStatus struct {
 	// message for humans.
 	// +optional
 	Message string `json:"message,omitempty" protobuf:"bytes,8,opt,name=message"`
+	// previousRevisions were built in this failure domain before revision
+	// and may still be there: written by the provider when the failure
+	// domain moves to a new revision, each removed from the list once
+	// what was built of it is deleted (no machine names it any more). The
+	// provider keeps this record here, rather than asking each backend to
+	// list what it holds, so that removal needs nothing of a backend but
+	// DeleteImportedImage, and a restarted provider still knows.
+	// +optional
+	// +listType=set
+	PreviousRevisions []string `json:"previousRevisions,omitempty" protobuf:"bytes,9,rep,name=previousRevisions"`
 }
 
 // Reasons a VMImage is not ready on a Provider.

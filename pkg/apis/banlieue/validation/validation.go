@@ -430,6 +430,11 @@ func ValidateVMImageStatusUpdate(img, old *banlieue.VMImage) field.ErrorList {
 	return allErrs
 }
 
+// ValidateVMImageFinalizersUpdate validates a write of a VMImage's finalizers.
+func ValidateVMImageFinalizersUpdate(img, old *banlieue.VMImage) field.ErrorList {
+	return apimachineryvalidation.ValidateObjectMetaUpdate(&img.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+}
+
 // ValidateProvider validates a new Provider.
 func ValidateProvider(pr *banlieue.Provider) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&pr.ObjectMeta, true, apimachineryvalidation.NameIsDNSLabel, field.NewPath("metadata"))

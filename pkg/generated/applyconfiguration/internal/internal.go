@@ -212,6 +212,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: previousRevisions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
     - name: reason
       type:
         scalar: string
@@ -986,6 +992,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: imageRevision
+      type:
+        scalar: string
     - name: infrastructureRef
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.InfrastructureReference

@@ -63,7 +63,7 @@ func readyCondition(img *banlieue.VMImage) metav1.Condition {
 	}
 	var failed, notReady, busy []string
 	for _, p := range img.Status.PerProvider {
-		if p.Ready {
+		if p.Ready && atRevision(p, img.Status.Revision) {
 			continue
 		}
 		if len(p.FailureDomains) == 0 {
@@ -93,6 +93,18 @@ func readyCondition(img *banlieue.VMImage) metav1.Condition {
 	return c
 }
 
+// atRevision tells whether every failure domain p reports is at revision
+// (a Provider reporting its import ready at the previous one, as it does
+// until it sees the change, is not ready at this one).
+func atRevision(p banlieue.ImageProviderStatus, revision string) bool {
+	for _, fd := range p.FailureDomains {
+		if fd.Revision != revision {
+			return false
+		}
+	}
+	return true
+}
+
 func progress(fd banlieue.ImageFailureDomainStatus) string {
 	if fd.BytesTotal <= 0 {
 		return ""
@@ -104,4 +116,19 @@ func progress(fd banlieue.ImageFailureDomainStatus) string {
 // when its status does not change.
 func setReady(img *banlieue.VMImage) {
 	meta.SetStatusCondition(&img.Status.Conditions, readyCondition(img))
+}
+
+// keepReady is written's conditions with the Ready condition as it was
+// (old's): a status write sets every other type (Deleting), never Ready.
+func keepReady(written, old []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range written {
+		if c.Type != banlieue.ImageReady {
+			out = append(out, c)
+		}
+	}
+	if c := meta.FindStatusCondition(old, banlieue.ImageReady); c != nil {
+		out = append(out, *c)
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
@@ -83,6 +84,7 @@ func TestReadyCondition(t *testing.T) {
 		{"failed", []banlieue.ImageFailureDomainStatus{fd(banlieue.ImagePhaseFailed, img.Status.Revision)}, false, metav1.ConditionFalse, banlieue.ImageReasonImportFailed},
 		{"ready at an old revision", []banlieue.ImageFailureDomainStatus{fd(banlieue.ImagePhaseReady, "0000000000")}, false, metav1.ConditionFalse, banlieue.ImageReasonImporting},
 		{"ready", []banlieue.ImageFailureDomainStatus{fd(banlieue.ImagePhaseReady, img.Status.Revision)}, true, metav1.ConditionTrue, banlieue.ImageReasonReady},
+		{"reported ready at the previous revision", []banlieue.ImageFailureDomainStatus{fd(banlieue.ImagePhaseReady, "0000000000")}, true, metav1.ConditionFalse, banlieue.ImageReasonImporting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := img.DeepCopy()
@@ -97,6 +99,16 @@ func TestReadyCondition(t *testing.T) {
 				t.Errorf("Ready %s %s (%s), want %s %s", c.Status, c.Reason, c.Message, tc.status, tc.reason)
 			}
 		})
+	}
+	// A provider's Deleting condition is kept beside the server's Ready.
+	deleting := img.DeepCopy()
+	deleting.Status.Conditions = []metav1.Condition{{Type: banlieue.ImageDeleting, Status: metav1.ConditionTrue, Reason: "InUse", Message: "ns/vm-a"}}
+	StatusStrategy{s}.PrepareForUpdate(context.Background(), deleting, img)
+	if c := meta.FindStatusCondition(deleting.Status.Conditions, banlieue.ImageDeleting); c == nil || c.Message != "ns/vm-a" {
+		t.Errorf("a provider's Deleting condition was dropped: %+v", deleting.Status.Conditions)
+	}
+	if meta.FindStatusCondition(deleting.Status.Conditions, banlieue.ImageReady) == nil {
+		t.Errorf("Ready was dropped: %+v", deleting.Status.Conditions)
 	}
 	// A spec change names a new revision.
 	next := img.DeepCopy()

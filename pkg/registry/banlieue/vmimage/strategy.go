@@ -105,14 +105,50 @@ func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 	img.Spec = oldImg.Spec
 	metav1.ResetObjectMetaForStatus(img, oldImg)
 	// The revision and the Ready condition are the server's: Providers
-	// write perProvider only.
+	// write perProvider and the other conditions (Deleting) only.
 	img.Status.Revision = oldImg.Status.Revision
-	img.Status.Conditions = oldImg.Status.Conditions
+	img.Status.Conditions = keepReady(img.Status.Conditions, oldImg.Status.Conditions)
 	setReady(img)
 }
 
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateVMImageStatusUpdate(obj.(*banlieue.VMImage), old.(*banlieue.VMImage))
+}
+
+// FinalizersStrategy governs writes to /finalizers: a VMImage's
+// finalizers and nothing else. Each provider process holds a VMImage it
+// imported until what it built is removed (its own finalizer); it holds
+// update and patch on vmimages/finalizers and vmimages/status, never on
+// vmimages, so it cannot change what any provider fetches.
+type FinalizersStrategy struct{ Strategy }
+
+// GetResetFields: everything but metadata.finalizers.
+func (FinalizersStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"),
+		fieldpath.MakePathOrDie("status"),
+		fieldpath.MakePathOrDie("metadata", "labels"),
+		fieldpath.MakePathOrDie("metadata", "annotations"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+	)}
+}
+
+// PrepareForUpdate keeps the stored VMImage and takes only its
+// finalizers from the request.
+func (FinalizersStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	img, oldImg := obj.(*banlieue.VMImage), old.(*banlieue.VMImage)
+	finalizers := img.Finalizers
+	img.Spec, img.Status = oldImg.Spec, oldImg.Status
+	metav1.ResetObjectMetaForStatus(img, oldImg)
+	img.Finalizers = finalizers
+}
+
+func (FinalizersStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateVMImageFinalizersUpdate(obj.(*banlieue.VMImage), old.(*banlieue.VMImage))
+}
+
+func (FinalizersStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
 }
 
 // GetAttrs returns labels and fields of a VMImage for filtering.
@@ -139,8 +175,9 @@ var _ rest.CategoriesProvider = &REST{}
 // Categories puts VMImages in "kubectl get banlieue".
 func (*REST) Categories() []string { return []string{"banlieue"} }
 
-// NewREST builds the etcd-backed storage of VMImages and its status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *statusrest.REST, error) {
+// NewREST builds the etcd-backed storage of VMImages, its status
+// subresource and its finalizers subresource.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *statusrest.REST, *statusrest.REST, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VMImage{} },
@@ -155,9 +192,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*RES
 		TableConvertor:            tableConvertor,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return &REST{store}, statusrest.NewREST(store, StatusStrategy{strategy}), nil
+	return &REST{store}, statusrest.NewREST(store, StatusStrategy{strategy}), statusrest.NewREST(store, FinalizersStrategy{strategy}), nil
 }
 
 var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {

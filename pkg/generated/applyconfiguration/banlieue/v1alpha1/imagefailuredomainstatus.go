@@ -45,6 +45,14 @@ type ImageFailureDomainStatusApplyConfiguration struct {
 	Reason *string `json:"reason,omitempty"`
 	// message for humans.
 	Message *string `json:"message,omitempty"`
+	// previousRevisions were built in this failure domain before revision
+	// and may still be there: written by the provider when the failure
+	// domain moves to a new revision, each removed from the list once
+	// what was built of it is deleted (no machine names it any more). The
+	// provider keeps this record here, rather than asking each backend to
+	// list what it holds, so that removal needs nothing of a backend but
+	// DeleteImportedImage, and a restarted provider still knows.
+	PreviousRevisions []string `json:"previousRevisions,omitempty"`
 }
 
 // ImageFailureDomainStatusApplyConfiguration constructs a declarative configuration of the ImageFailureDomainStatus type for use with
@@ -114,5 +122,15 @@ func (b *ImageFailureDomainStatusApplyConfiguration) WithReason(value string) *I
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *ImageFailureDomainStatusApplyConfiguration) WithMessage(value string) *ImageFailureDomainStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithPreviousRevisions adds the given value to the PreviousRevisions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PreviousRevisions field.
+func (b *ImageFailureDomainStatusApplyConfiguration) WithPreviousRevisions(values ...string) *ImageFailureDomainStatusApplyConfiguration {
+	for i := range values {
+		b.PreviousRevisions = append(b.PreviousRevisions, values[i])
+	}
 	return b
 }

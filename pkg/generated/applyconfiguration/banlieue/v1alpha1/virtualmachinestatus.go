@@ -53,6 +53,12 @@ type VirtualMachineStatusApplyConfiguration struct {
 	Addresses []MachineAddressApplyConfiguration `json:"addresses,omitempty"`
 	// powerState is the power state the backend reports.
 	PowerState *banlieuev1alpha1.PowerState `json:"powerState,omitempty"`
+	// imageRevision is the revision of the VMImage's import
+	// (status.revision) the VM is built from, pinned when it is scheduled:
+	// a later change of spec.import builds a new revision for new VMs,
+	// while this VM's machine keeps naming what was built of this one
+	// (which is kept until no machine names it).
+	ImageRevision *string `json:"imageRevision,omitempty"`
 }
 
 // VirtualMachineStatusApplyConfiguration constructs a declarative configuration of the VirtualMachineStatus type for use with
@@ -140,5 +146,13 @@ func (b *VirtualMachineStatusApplyConfiguration) WithAddresses(values ...*Machin
 // If called multiple times, the PowerState field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithPowerState(value banlieuev1alpha1.PowerState) *VirtualMachineStatusApplyConfiguration {
 	b.PowerState = &value
+	return b
+}
+
+// WithImageRevision sets the ImageRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ImageRevision field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithImageRevision(value string) *VirtualMachineStatusApplyConfiguration {
+	b.ImageRevision = &value
 	return b
 }

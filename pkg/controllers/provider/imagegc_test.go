@@ -1,0 +1,89 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package provider
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+)
+
+// TestUnusedRevisions: a revision a place may still hold is removed once
+// no machine names it; the current one never is.
+func TestUnusedRevisions(t *testing.T) {
+	inUse := map[string][]string{"aaaa": {"ns/vm-a"}, "cccc": {"ns/vm-c"}}
+	for _, tc := range []struct {
+		name         string
+		previous     []string
+		current      string
+		remove, keep []string
+	}{
+		{"nothing before", nil, "dddd", nil, nil},
+		{"moved from an unused revision", []string{"bbbb"}, "dddd", []string{"bbbb"}, nil},
+		{"moved from a used revision", []string{"aaaa"}, "dddd", nil, []string{"aaaa"}},
+		{"used, unused and repeated", []string{"cccc", "bbbb", "aaaa", "bbbb", ""}, "dddd", []string{"bbbb"}, []string{"aaaa", "cccc"}},
+		{"back to a previous revision", []string{"bbbb", "dddd"}, "dddd", []string{"bbbb"}, nil},
+		{"the current one in use", []string{"aaaa"}, "aaaa", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			remove, keep := unusedRevisions(tc.previous, tc.current, inUse)
+			if !slices.Equal(remove, tc.remove) || !slices.Equal(keep, tc.keep) {
+				t.Errorf("remove %v keep %v, want %v %v", remove, keep, tc.remove, tc.keep)
+			}
+		})
+	}
+}
+
+// TestArtifactsFinalizer: one valid finalizer per Provider, naming it back.
+func TestArtifactsFinalizer(t *testing.T) {
+	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "libvirt-1"}}
+	f := ArtifactsFinalizer(p)
+	if errs := validation.IsQualifiedName(f); len(errs) > 0 {
+		t.Fatalf("%q: %v", f, errs)
+	}
+	long := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: string(make63('n')), Name: string(make63('p'))}}
+	if errs := validation.IsQualifiedName(ArtifactsFinalizer(long)); len(errs) > 0 {
+		t.Errorf("longest names: %v", errs)
+	}
+	for _, tc := range []struct {
+		f        string
+		ns, name string
+		ok       bool
+	}{
+		{f, "tenant-a", "libvirt-1", true},
+		{"banlieue.io/provider-protection", "", "", false},
+		{"x.y.z." + artifactsFinalizerSuffix, "", "", false},
+		{"." + artifactsFinalizerSuffix, "", "", false},
+	} {
+		ns, name, ok := providerOfFinalizer(tc.f)
+		if ns != tc.ns || name != tc.name || ok != tc.ok {
+			t.Errorf("providerOfFinalizer(%q) = %q %q %v", tc.f, ns, name, ok)
+		}
+	}
+}
+
+func make63(c byte) []byte {
+	b := make([]byte, 63)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}
