@@ -188,6 +188,9 @@ type Process struct{ p *process }
 // Kill sends SIGKILL (a crash) and waits for the process to exit.
 func (p Process) Kill() { p.p.kill() }
 
+// PID is the process's ID, for a test that reads its /proc entries.
+func (p Process) PID() int { return p.p.cmd.Process.Pid }
+
 // Stop shuts the process down cleanly.
 func (p Process) Stop() { p.p.stop() }
 

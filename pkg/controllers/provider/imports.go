@@ -219,7 +219,11 @@ func summarize(fds []v1alpha1.ImageFailureDomainStatus) (string, string) {
 func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider, importer providers.ImageImporter,
 	loc failuredomain.Location, target providers.ImageTarget) v1alpha1.ImageFailureDomainStatus {
 	out := v1alpha1.ImageFailureDomainStatus{Revision: img.Status.Revision}
-	key := placement.ImageStatusKey(p) + "|" + loc.String() + "|" + target.Name
+	// Keyed by where the bytes go, not by Provider: two Providers of one
+	// host (or cluster) share what is built there, and two imports of it
+	// at once would remove each other's leftovers. A second Provider
+	// reports the running job, then finds the artifact built.
+	key := loc.String() + "|" + target.Storage + "|" + target.Name
 	job := r.jobs.get(key)
 	if job != nil {
 		finished, _, reason, err, retryAt := job.state()

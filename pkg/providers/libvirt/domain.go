@@ -119,7 +119,9 @@ func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, 
 	if vols.installer.path != "" {
 		// Booted after the (blank, then installed) disk.
 		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: "cdrom"})
-		dev := "hdd"
+		// The first CD-ROM of the bus is the one firmware boots: the
+		// installer, never the seed (hdc before hdd on IDE, sdy before sdz).
+		dev := "hdc"
 		if cdromBus == "sata" {
 			dev = "sdy"
 		}
@@ -138,6 +140,9 @@ func domainXML(spec providers.MachineSpec, opts Options, vols volumes) (string, 
 			Entry: []libvirtxml.DomainSysInfoEntry{{Name: IgnitionFWCfg, File: seed}}}}}
 	case seed != "":
 		dev := "hdc"
+		if vols.installer.path != "" {
+			dev = "hdd"
+		}
 		if cdromBus == "sata" {
 			dev = "sdz"
 		}

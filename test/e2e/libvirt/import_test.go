@@ -94,6 +94,9 @@ func TestImageImportByURL(t *testing.T) {
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Another test's Provider of the same host would report on this
+	// test's images too.
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
 	p = waitProviderReady(t, p.Name)
 	key := ns + "/" + p.Name
 

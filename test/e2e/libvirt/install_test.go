@@ -72,6 +72,9 @@ func TestInstallerImages(t *testing.T) {
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Another test's Provider of the same host would report on this
+	// test's images too.
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
 	waitProviderReady(t, p.Name)
 	key := ns + "/" + p.Name
 
@@ -79,6 +82,11 @@ func TestInstallerImages(t *testing.T) {
 	cc := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "install-marker", Namespace: ns}, StringData: map[string]string{
 		"cloud-config": fmt.Sprintf("#cloud-config\nwrite_files:\n- path: /etc/banlieue/marker\n  content: %s\n", token)}}
 	if err := c.Create(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	// The administrator publishing the image names its cloud config in
+	// the static provider's credentials Role (the operator does it itself).
+	if err := env.GrantCredentials(ctx, "libvirt", "secrets", cc.Name); err != nil {
 		t.Fatal(err)
 	}
 	installer := func(name string, mode v1alpha1.InstallMode, url string, timeout *int32) *v1alpha1.VMImage {
