@@ -43,6 +43,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/images/imagetest"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
 )
 
@@ -141,6 +142,39 @@ func namedInVCSim(t *testing.T, dc, name string) (vms, templates int) {
 	return vms, templates
 }
 
+// destroyImported destroys the templates the test imported, in both
+// datacenters, once its VM is gone.
+func destroyImported(t *testing.T, artifacts map[v1alpha1.ImageFormat]string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 2*time.Minute, func() error {
+		for _, dc := range []string{"DC0", "DC1"} {
+			if vms := vcVMNames(t, dc, providers.BackendName(ns, "imported-vsphere-vm")); len(vms) > 0 {
+				return fmt.Errorf("VM %v still in %s", vms, dc)
+			}
+		}
+		return nil
+	})
+	gc := vcLogin(t)
+	for _, dc := range []string{"DC0", "DC1"} {
+		f := find.NewFinder(gc.Client, false)
+		d, err := f.Datacenter(ctx, dc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.SetDatacenter(d)
+		for _, name := range artifacts {
+			vm, err := f.VirtualMachine(ctx, name)
+			if err != nil {
+				continue
+			}
+			if task, err := vm.Destroy(ctx); err != nil || task.Wait(ctx) != nil {
+				t.Errorf("destroying %s in %s: %v", name, dc, err)
+			}
+		}
+	}
+}
+
 // scratchFiles counts the qcow2 imports' scratch files in the temporary
 // directory, which the provider process shares with the test.
 func scratchFiles(t *testing.T) int {
@@ -179,7 +213,19 @@ func TestVSphereImageImportByURL(t *testing.T) {
 	waitReady(t, p.Name, "InventoryWalked")
 	key := ns + "/" + p.Name
 
+	// Nothing of the test outlives it: later tests' Providers would
+	// import its images, and later tests take a datacenter's first VM
+	// for a template (vcsim.MarkTemplate).
 	artifacts := map[v1alpha1.ImageFormat]string{}
+	t.Cleanup(func() {
+		for _, format := range []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA} {
+			_ = c.Delete(ctx, &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "imported-" + string(format)}})
+		}
+		_ = c.Delete(ctx, &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "imported-vsphere-vm"}})
+		_ = c.Delete(ctx, &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "import-vsphere-small"}})
+		destroyImported(t, artifacts)
+		_ = c.Delete(ctx, p)
+	})
 	for _, format := range []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA} {
 		file := "guest." + string(format)
 		img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "imported-" + string(format)}, Spec: v1alpha1.VMImageSpec{
