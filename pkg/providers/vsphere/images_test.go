@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -177,6 +178,11 @@ func scratchFiles(t *testing.T) int {
 // per datacenter, a leftover VM of the name replaced, and a checksum
 // mismatch leaving neither VM nor scratch file.
 func TestImportImage(t *testing.T) {
+	// The lease is told the progress every millisecond: vcsim takes
+	// HttpNfcLeaseProgress, so the keep-alive runs during the uploads.
+	was := leaseKeepAlive
+	leaseKeepAlive = time.Millisecond
+	t.Cleanup(func() { leaseKeepAlive = was })
 	s, conn := vcsim(t)
 	// vcsim hashes what an NFC lease is sent and discards it: the test
 	// keeps the last disk uploaded, to check it with qemu-img.
