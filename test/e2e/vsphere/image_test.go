@@ -136,6 +136,13 @@ func TestImageChecks(t *testing.T) {
 	if err := c.Create(ctx, provider("image-broken", "image-bad-creds", nil)); err != nil {
 		t.Fatal(err)
 	}
+	// Neither Provider outlives the test: an image imported by a later
+	// test is Ready only once every Provider that reports has it.
+	t.Cleanup(func() {
+		for _, name := range []string{"image-vsphere", "image-broken"} {
+			_ = c.Delete(context.Background(), &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		}
+	})
 	waitImage(t, "ubuntu-22.04-cloudinit", "image-broken", func(s v1alpha1.ImageProviderStatus) bool { return s.Reason == "ConnectFailed" })
 
 	// Logged in, but vCenter fails the template lookup: LookupFailed, with

@@ -150,7 +150,9 @@ func RelativePathError(p string) string {
 	return ""
 }
 
-// ImageKind: vSphere templates live in a datacenter.
+// ImageKind: vSphere templates live in a datacenter; an import is built
+// once per datacenter (its Scope), a template at the root of its VM
+// folder.
 func ImageKind() providers.ImageKind {
 	return providers.ImageKind{
 		Word:           "template",
@@ -159,7 +161,8 @@ func ImageKind() providers.ImageKind {
 		Scope: func(l failuredomain.Location) failuredomain.Location {
 			return failuredomain.Location{Datacenter: l.Datacenter}
 		},
-		ScopeWord: "datacenter",
+		ScopeWord:     "datacenter",
+		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA},
 	}
 }
 
