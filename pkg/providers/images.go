@@ -84,6 +84,11 @@ type ImageInstall struct {
 	Installing func()
 }
 
+// ErrInsufficientStorage: the image is larger than the free space of
+// the storage it goes to (InsufficientStorage), found before anything is
+// built.
+var ErrInsufficientStorage = errors.New("insufficient storage")
+
 // ErrInstallTimedOut: an installer's guest did not power itself off in
 // time (InstallTimedOut).
 var ErrInstallTimedOut = errors.New("the installer did not power the build VM off in time")

@@ -361,6 +361,8 @@ func reasonOf(err error) string {
 		return v1alpha1.ImageReasonFetchFailed
 	case errors.Is(err, providers.ErrFormatMismatch):
 		return v1alpha1.ImageReasonFormatMismatch
+	case errors.Is(err, providers.ErrInsufficientStorage):
+		return v1alpha1.ImageReasonInsufficientStorage
 	case errors.Is(err, providers.ErrInstallTimedOut):
 		return v1alpha1.ImageReasonInstallTimedOut
 	}

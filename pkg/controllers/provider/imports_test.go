@@ -34,6 +34,7 @@ func TestReasonOf(t *testing.T) {
 		fmt.Errorf("dial: %w", fetch.ErrDenied):                                              v1alpha1.ImageReasonFetchFailed,
 		fmt.Errorf("sniff: %w", providers.ErrFormatMismatch):                                 v1alpha1.ImageReasonFormatMismatch,
 		fmt.Errorf("build: %w", providers.ErrInstallTimedOut):                                v1alpha1.ImageReasonInstallTimedOut,
+		fmt.Errorf("fits: %w", providers.ErrInsufficientStorage):                             v1alpha1.ImageReasonInsufficientStorage,
 		errors.New("storage pool default: no space"):                                         v1alpha1.ImageReasonImportFailed,
 	} {
 		if got := reasonOf(err); got != want {

@@ -71,7 +71,7 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	if t.Install != nil {
 		return c.install(ctx, loc, t, head, capacity)
 	}
-	if err := c.uploadVolume(ctx, t.Storage, t.Name, volumeFormat(t.Format), capacity, head); err != nil {
+	if err := c.uploadVolume(ctx, t.Storage, t.Name, volumeFormat(t.Format), capacity, t.Size, head); err != nil {
 		return "", err
 	}
 	return c.markReady(ctx, t)
@@ -79,11 +79,14 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 
 // uploadVolume streams body into a new volume name of pool, deleting it
 // again when the upload fails.
-func (c *Client) uploadVolume(ctx context.Context, pool, name, format string, capacity uint64, body io.Reader) error {
+func (c *Client) uploadVolume(ctx context.Context, pool, name, format string, capacity uint64, size int64, body io.Reader) error {
 	defer c.bound(ctx)()
 	p, err := c.l.StoragePoolLookupByName(pool)
 	if err != nil {
 		return fmt.Errorf("storage pool %s: %w", pool, c.timedOut(ctx, err))
+	}
+	if err := c.fits(p, pool, size); err != nil {
+		return c.timedOut(ctx, err)
 	}
 	vol, err := c.createVolume(p, name, format, capacity)
 	if err != nil {
@@ -93,6 +96,24 @@ func (c *Client) uploadVolume(ctx context.Context, pool, name, format string, ca
 		// Nothing half built is left: the retry starts over.
 		_ = c.l.StorageVolDelete(vol, 0)
 		return fmt.Errorf("uploading %s/%s: %w", pool, name, c.timedOut(ctx, err))
+	}
+	return nil
+}
+
+// fits refuses an upload of size bytes (-1: unknown) larger than pool's
+// free space, before a volume is made.
+func (c *Client) fits(p golibvirt.StoragePool, pool string, size int64) error {
+	if size < 0 {
+		return nil
+	}
+	// No refresh: it fails while another volume of the pool is being
+	// made, and libvirt counts what is made through it.
+	_, _, _, available, err := c.l.StoragePoolGetInfo(p)
+	if err != nil {
+		return fmt.Errorf("storage pool %s: %w", pool, err)
+	}
+	if uint64(size) > available {
+		return fmt.Errorf("%w: the image has %d bytes, storage pool %s has %d free", providers.ErrInsufficientStorage, size, pool, available)
 	}
 	return nil
 }

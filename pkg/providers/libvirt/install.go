@@ -65,7 +65,7 @@ func buildSpec(loc failuredomain.Location, t providers.ImageTarget) providers.Ma
 // and the installer removed and t marked complete. Any failure removes
 // all of it.
 func (c *Client) install(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget, iso io.Reader, size uint64) (string, error) {
-	if err := c.uploadVolume(ctx, t.Storage, t.Name+installerSuffix, "raw", size, iso); err != nil {
+	if err := c.uploadVolume(ctx, t.Storage, t.Name+installerSuffix, "raw", size, t.Size, iso); err != nil {
 		return "", err
 	}
 	spec := buildSpec(loc, t)

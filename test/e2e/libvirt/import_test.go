@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
@@ -165,10 +167,14 @@ func TestImageImportByURL(t *testing.T) {
 		{"bad-checksum", base + "/guest.qcow2", "sha256:" + strings.Repeat("ab", 32), v1alpha1.ImageFormatQCOW2, v1alpha1.ImageReasonChecksumMismatch},
 		{"missing", base + "/nothing.qcow2", sum, v1alpha1.ImageFormatQCOW2, v1alpha1.ImageReasonFetchFailed},
 		{"not-raw", base + "/guest.qcow2", sum, v1alpha1.ImageFormatRaw, v1alpha1.ImageReasonFormatMismatch},
+		{"too-large", hugeISO(t), sum, v1alpha1.ImageFormatISO, v1alpha1.ImageReasonInsufficientStorage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "import-" + tc.name}, Spec: v1alpha1.VMImageSpec{
 				Import: &v1alpha1.ImageImport{URL: tc.url, Checksum: tc.checksum, Format: tc.format}}}
+			if tc.format == v1alpha1.ImageFormatISO {
+				bad.Spec.Template = &v1alpha1.ImageTemplate{InstallMode: v1alpha1.InstallModeDeferred}
+			}
 			if err := c.Create(ctx, bad); err != nil {
 				t.Fatal(err)
 			}
@@ -227,4 +233,28 @@ func importedVolumes(t *testing.T, l *golibvirt.Libvirt, name string) []string {
 		}
 	}
 	return out
+}
+
+// hugeISO serves an installer that says it has 8 PiB: its first 64 KiB
+// are an ISO's (so the format is right), then the answer stalls until the
+// client goes. No storage has room for it.
+func hugeISO(t *testing.T) string {
+	t.Helper()
+	head, err := cloudinit.ISO("HUGE", map[string][]byte{"readme": []byte("huge\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.FormatInt(8<<50, 10))
+		_, _ = w.Write(head)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String() + "/huge.iso"
 }

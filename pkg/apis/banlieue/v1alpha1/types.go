@@ -1102,17 +1102,18 @@ const ImageReasonInUse = "InUse"
 
 // Reasons of an imported image in a failure domain.
 const (
-	ImageReasonFetchFailed       = "FetchFailed"
-	ImageReasonChecksumMismatch  = "ChecksumMismatch"
-	ImageReasonFormatUnsupported = "FormatUnsupported"
-	ImageReasonFormatMismatch    = "FormatMismatch"
-	ImageReasonImportFailed      = "ImportFailed"
-	ImageReasonInstallTimedOut   = "InstallTimedOut"
-	ImageReasonImporting         = "Importing"
-	ImageReasonInstalling        = "Installing"
-	ImageReasonPending           = "Pending"
-	ImageReasonReady             = "Ready"
-	ImageReasonNotReady          = "NotReady"
+	ImageReasonFetchFailed         = "FetchFailed"
+	ImageReasonChecksumMismatch    = "ChecksumMismatch"
+	ImageReasonFormatUnsupported   = "FormatUnsupported"
+	ImageReasonFormatMismatch      = "FormatMismatch"
+	ImageReasonInsufficientStorage = "InsufficientStorage"
+	ImageReasonImportFailed        = "ImportFailed"
+	ImageReasonInstallTimedOut     = "InstallTimedOut"
+	ImageReasonImporting           = "Importing"
+	ImageReasonInstalling          = "Installing"
+	ImageReasonPending             = "Pending"
+	ImageReasonReady               = "Ready"
+	ImageReasonNotReady            = "NotReady"
 )
 
 // ImageFailureDomainStatus is an imported image in one failure domain.
