@@ -66,6 +66,14 @@ func TestMakeRun(t *testing.T) {
 		if out != "pve1 pve2 pve3" {
 			t.Errorf("lab-proxmox failure domains %q, want the nodes pve1 pve2 pve3", out)
 		}
+		// The local libvirt host's image is imported by its provider from
+		// a loopback URL (kubectl get vmimage -w shows it happen).
+		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Ready", "vmimage/banlieue-guest", "--timeout=3m")
+		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "vmimage", "banlieue-guest",
+			"-o", `jsonpath={.spec.import.url} {.status.perProvider[?(@.provider=="banlieue-system/lab-libvirt")].failureDomains[0].ref}`)
+		if f := strings.Fields(out); len(f) != 2 || !strings.HasPrefix(f[0], "http://127.0.0.1:") || !strings.Contains(f[1], "/banlieue-img-") {
+			t.Errorf("banlieue-guest: URL and what lab-libvirt built %q, want a loopback URL and an imported volume", out)
+		}
 	})
 	startMakeRun(t, dir, func(string) {
 		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")

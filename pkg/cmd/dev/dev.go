@@ -162,7 +162,7 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 	}
 	switch {
 	case daemon != nil:
-		fmt.Fprintf(out, libvirtMessage, libvirtProvider, libvirtVM, kubectl, kubectl, libvirtVM,
+		fmt.Fprintf(out, libvirtMessage, libvirtProvider, libvirtVM, libvirtImage, kubectl, libvirtImage, kubectl, kubectl, libvirtVM,
 			daemon.SerialLogPath(providers.BackendName(devenv.Namespace, libvirtVM)))
 	case withLibvirt:
 		fmt.Fprintf(out, "\nNo local libvirt host: %s.\n", noLibvirt)

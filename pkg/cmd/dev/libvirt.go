@@ -18,7 +18,12 @@ package dev
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,7 +47,8 @@ const (
 )
 
 // startLibvirt starts a private libvirtd (in namespaces of its own, its
-// state under dir/libvirtd) with the guest image as a base volume, and
+// state under dir/libvirtd), serves the guest image from loopback for the
+// provider to import, and
 // creates or updates the local libvirt Provider, image, class and VM. It
 // returns nil and why when this machine cannot run one.
 func startLibvirt(ctx context.Context, env *devenv.Env, dir, guestImage string) (*libvirtd.Daemon, string, error) {
@@ -62,18 +68,19 @@ func startLibvirt(ctx context.Context, env *devenv.Env, dir, guestImage string) 
 	if err != nil {
 		return nil, "", err
 	}
-	if err := d.ImportVolume(guestImage, "guest.qcow2"); err != nil {
+	source, err := serveImage(ctx, guestImage)
+	if err != nil {
 		d.Stop()
 		return nil, "", err
 	}
-	if err := applyLibvirtObjects(ctx, env, d); err != nil {
+	if err := applyLibvirtObjects(ctx, env, d, source); err != nil {
 		d.Stop()
 		return nil, "", err
 	}
 	return d, "", nil
 }
 
-func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemon) error {
+func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemon, source *v1alpha1.ImageImport) error {
 	c, err := adminClient(env)
 	if err != nil {
 		return err
@@ -97,7 +104,9 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 		}},
 		{img, func() {
 			img.Spec.OSFamily, img.Spec.GuestAgent = "linux", "cloud-init"
-			img.Spec.Sources = []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: v1alpha1.ImageSourceVolume, Ref: libvirtd.Pool + "/guest.qcow2"}}
+			// Imported by the provider from the loopback URL, as a
+			// newcomer's own images would be from a mirror.
+			img.Spec.Sources, img.Spec.Import = nil, source
 		}},
 		{class, func() {
 			class.Spec.Hardware = v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256,
@@ -120,10 +129,43 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 	return nil
 }
 
+// serveImage serves file from a loopback HTTP server until ctx ends, and
+// is the VMImage import of it.
+func serveImage(ctx context.Context, file string) (*v1alpha1.ImageImport, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	name := "/" + filepath.Base(file)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != name {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeFile(w, r, file)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return &v1alpha1.ImageImport{URL: "http://" + l.Addr().String() + name, Checksum: "sha256:" + hex.EncodeToString(h.Sum(nil)),
+		Format: v1alpha1.ImageFormatQCOW2}, nil
+}
+
 const libvirtMessage = `
 A private libvirtd (in its own network namespace; QEMU guests under software
-emulation) serves the Provider %s; VM %s boots the repo's test guest there:
+emulation) serves the Provider %s; VM %s boots the repo's test guest there,
+which the provider imports first from a loopback URL (VMImage %s):
 
+  %s get vmimage %s -w     # the import's progress, then Ready
   %s get provider,vm,libvirtmachine -n banlieue-system
   %s wait -n banlieue-system --for=condition=Ready vm/%s --timeout=2m
   cat %s       # the guest's serial console
