@@ -69,6 +69,8 @@ type config struct {
 	// Scale runs "make bench-scale" instead (scale.go): VCenters simulated
 	// vCenters provisioning FleetVMs, then VMs stored in steps of Sizes.
 	Scale              bool
+	Images             bool
+	ImageMiB           int
 	Sizes              []int
 	VCenters, FleetVMs int
 }
@@ -87,6 +89,8 @@ func main() {
 	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles to this folder: of banlieue (path B) and kube-apiserver (path C) during round 1 of each CRUD verb, of every process during provisioning.")
 	profiled := flag.String("profile-phases", "crud,provision", "With -profile: the phases profiled (crud, provision).")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
+	flag.BoolVar(&cfg.Images, "images", false, "Measure image import instead (make bench-images): a VMImage import against the same bytes uploaded straight to libvirt; writes images.md and images.json.")
+	flag.IntVar(&cfg.ImageMiB, "image-mib", 1024, "With -images: the image's size in MiB.")
 	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
 	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")
 	flag.IntVar(&cfg.VCenters, "vcenters", 20, "With -scale: simulated vCenters, one Provider each (0 skips the fleet).")
@@ -174,6 +178,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	}
 	if cfg.Scale {
 		return h.scale(ctx)
+	}
+	if cfg.Images {
+		return h.images(ctx)
 	}
 	r := &report{cfg: cfg, started: time.Now()}
 	// Memory first, on fresh servers: after the CRUD rounds their watch

@@ -52,7 +52,7 @@ func TestKubectl(t *testing.T) {
 			`NAMESPACE\s+NAME\s+CLASS\s+IMAGE\s+PROVIDER\s+POWER\s+READY\s+IP\s+AGE`,
 			`NAMESPACE\s+NAME\s+CLASS\s+READY\s+AGE`,
 			`NAME\s+CPUS\s+MEMORY\s+FIRMWARE\s+AGE`,
-			`NAME\s+OS\s+VERSION\s+ARCH\s+AGE`,
+			`NAME\s+OS\s+VERSION\s+ARCH\s+READY\s+PROGRESS\s+AGE`,
 		} {
 			if !regexp.MustCompile(header).MatchString(out) {
 				t.Errorf("no header %q in:\n%s", header, out)

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/conflict"
@@ -73,14 +74,18 @@ type ImageReconciler struct {
 	Events events.EventRecorder
 
 	jobs importJobs
+	// jobDone wakes the controller for an image whose import job ended.
+	jobDone chan event.GenericEvent
 }
 
 // SetupWithManager registers the controller; Provider changes recheck every image.
 func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.jobDone = make(chan event.GenericEvent, 64)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("vmimage-"+r.Class).
 		For(&v1alpha1.VMImage{}).
-		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages))
+		Watches(&v1alpha1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+		WatchesRawSource(source.Channel(r.jobDone, &handler.EnqueueRequestForObject{}))
 	if r.Providers != nil && r.Providers.Kind.New != nil {
 		// A machine gone may free a revision, or a deleted image.
 		b = b.Watches(r.Providers.Kind.New(), handler.EnqueueRequestsFromMapFunc(r.allImages),

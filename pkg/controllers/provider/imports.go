@@ -28,7 +28,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -274,10 +276,23 @@ func (r *ImageReconciler) importIn(ctx context.Context, img *v1alpha1.VMImage, p
 		if target.Install != nil {
 			target.Install.Installing = func() { j.installing.Store(true) }
 		}
+		// The image is reconciled the moment its job ends, not at the
+		// next progress poll: Ready (or Failed) without delay.
+		defer r.finished(img)
 		return r.runImport(j, importer, loc, target, src)
 	})
 	out.Phase = v1alpha1.ImagePhasePending
 	return out
+}
+
+// finished queues img for a reconcile, without ever blocking a job.
+func (r *ImageReconciler) finished(img *v1alpha1.VMImage) {
+	select {
+	case r.jobDone <- event.GenericEvent{Object: &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: img.Name}}}:
+	default:
+		// The queue is full of wake-ups already; the progress poll
+		// reconciles the image soon enough.
+	}
 }
 
 // source is what to fetch, with the mirror's credentials read by name
