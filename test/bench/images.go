@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"libvirt.org/go/libvirtxml"
@@ -58,6 +59,9 @@ type ImageImport struct {
 	// during an import.
 	RSSGrowthMiB float64 `json:"providerRSSGrowthMiB"`
 	Rounds       int     `json:"rounds"`
+	// ImportSeconds and RawSeconds are each round's time, in run order.
+	ImportSeconds []float64 `json:"importSeconds"`
+	RawSeconds    []float64 `json:"rawSeconds"`
 }
 
 // images measures image import on a real libvirtd: rounds of a raw copy
@@ -120,6 +124,7 @@ func (h *harness) images(ctx context.Context) error {
 				return fmt.Errorf("raw upload: %w", err)
 			}
 			rawSecs += s
+			row.RawSeconds = append(row.RawSeconds, s)
 			logf("  raw upload %d MiB: %.1fs", h.cfg.ImageMiB, s)
 			continue
 		}
@@ -128,6 +133,7 @@ func (h *harness) images(ctx context.Context) error {
 			return err
 		}
 		importSecs += s
+		row.ImportSeconds = append(row.ImportSeconds, s)
 		row.RSSGrowthMiB = max(row.RSSGrowthMiB, growth)
 		logf("  import %d MiB: %.1fs, provider RSS +%.0f MiB", h.cfg.ImageMiB, s, growth)
 	}
@@ -221,7 +227,9 @@ func importOnce(ctx context.Context, bc *clientset.Clientset, pid int, url, sum 
 	if _, err := api.Create(ctx, img, metav1.CreateOptions{}); err != nil {
 		return 0, 0, err
 	}
-	defer func() { _ = api.Delete(context.WithoutCancel(ctx), img.Name, metav1.DeleteOptions{}) }()
+	// Deleted before the next round, and waited for: its volume is
+	// removed then, not during the next round's upload.
+	defer deleteAndWait(ctx, bc, img.Name)
 	peak := before
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -279,6 +287,8 @@ func writeImages(dir string, row ImageImport, started time.Time) error {
 			met = "**no**"
 		}
 		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | ≥ 0.8 | %s | %.0f MiB |\n", row.Backend, row.ImportMiBps, row.RawMiBps, ratio, met, row.RSSGrowthMiB)
+		fmt.Fprintf(&b, "\nEach round's seconds, in run order: raw %s, import %s (a spread between rounds is the machine's, which both sides share).\n",
+			seconds(row.RawSeconds), seconds(row.ImportSeconds))
 	}
 	logf("wrote %s", filepath.Join(dir, "images.md"))
 	return os.WriteFile(filepath.Join(dir, "images.md"), []byte(b.String()), 0o644)
@@ -294,4 +304,27 @@ func waitProviderReady(ctx context.Context, bc *clientset.Clientset, name string
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("Provider %s never became Ready", name)
+}
+
+// deleteAndWait deletes the VMImage name and waits until it is gone (its
+// Providers' finalizers released after removing what they built).
+func deleteAndWait(ctx context.Context, bc *clientset.Clientset, name string) {
+	api := bc.BanlieueV1alpha1().VMImages()
+	_ = api.Delete(ctx, name, metav1.DeleteOptions{})
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := api.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logf("  VMImage %s still there after 2 minutes", name)
+}
+
+func seconds(s []float64) string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		out = append(out, fmt.Sprintf("%.1f", v))
+	}
+	return strings.Join(out, ", ")
 }
