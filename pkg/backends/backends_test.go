@@ -51,6 +51,11 @@ func TestAdmit(t *testing.T) {
 		}
 		return r
 	}
+	// imported makes r's image an import of format f.
+	imported := func(r *v1alpha1.ResolvedVirtualMachine, f v1alpha1.ImageFormat) *v1alpha1.ResolvedVirtualMachine {
+		r.Spec.Image.Imported = &v1alpha1.ResolvedImport{Name: "img", Revision: "1", Format: f}
+		return r
+	}
 	// arch makes r an image of architecture a.
 	arch := func(r *v1alpha1.ResolvedVirtualMachine, a string) *v1alpha1.ResolvedVirtualMachine {
 		r.Spec.Image.Architecture = a
@@ -73,6 +78,8 @@ func TestAdmit(t *testing.T) {
 		{"proxmox", resolved("", thin, thin), ""},
 		{"proxmox", resolved("", thin, thick), "spec.disks[1].provisioning"},
 		{"proxmox", resolved(v1alpha1.InstallModeDeferred, thin), "spec.image.installMode"},
+		{"proxmox", imported(resolved(v1alpha1.InstallModeDeferred, thin), v1alpha1.ImageFormatISO), ""},
+		{"proxmox", imported(resolved(v1alpha1.InstallModeDeferred, thin), v1alpha1.ImageFormatQCOW2), "spec.image.installMode"},
 		{"proxmox", ignition(resolved("", thin), v1alpha1.IPAMDHCP), "spec.image.guestAgent"},
 		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMDHCP), ""},
 		{"libvirt", ignition(resolved("", thin), v1alpha1.IPAMDHCP, v1alpha1.IPAMPool), "spec.interfaces[1].mode"},

@@ -120,16 +120,28 @@ func importFile(t providers.ImageTarget) string {
 // on the node (what a cancelled context keeps this from removing, the
 // next import removes first).
 func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget, body io.Reader) (string, error) {
-	if t.Format != v1alpha1.ImageFormatQCOW2 && t.Format != v1alpha1.ImageFormatRaw {
-		return "", fmt.Errorf("Proxmox VE imports qcow2 and raw images, not %s", t.Format)
-	}
-	head := bufio.NewReaderSize(body, 1<<20)
-	b, err := head.Peek(images.SniffLen)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	if _, err := images.Sniff(b, t.Format); err != nil {
-		return "", err
+	var head *bufio.Reader
+	switch t.Format {
+	case v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw:
+		head = bufio.NewReaderSize(body, 1<<20)
+		b, err := head.Peek(images.SniffLen)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		if _, err := images.Sniff(b, t.Format); err != nil {
+			return "", err
+		}
+	case v1alpha1.ImageFormatISO:
+		head = bufio.NewReaderSize(body, 1<<20)
+		b, err := head.Peek(images.ISOSniffLen)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		if err := images.SniffISO(b); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("Proxmox VE imports qcow2, raw and iso images, not %s", t.Format)
 	}
 	if t.Size < 0 {
 		return "", errors.New("the image server did not say the image's length, which a Proxmox VE upload needs before it starts")
@@ -149,9 +161,13 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 		return "", err
 	}
 	node := loc.Host
-	if err := c.buildTemplate(ctx, node, t, head); err != nil {
+	build := c.buildTemplate
+	if t.Format == v1alpha1.ImageFormatISO {
+		build = c.buildInstaller
+	}
+	if err := build(ctx, node, t, head); err != nil {
 		// Nothing half built is left: the retry starts over.
-		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*requestTimeout)
 		defer cancel()
 		_ = c.DeleteImportedImage(cleanup, loc, t)
 		return "", err
@@ -196,40 +212,16 @@ func (c *Client) buildTemplate(ctx context.Context, node string, t providers.Ima
 	if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
 		return fmt.Errorf("uploading %s to %s on %s: %w", file, store, node, err)
 	}
-	cl, err := c.api.Cluster(ctx)
+	id, err := c.createImportVM(ctx, node, t,
+		proxmox.VirtualMachineOption{Name: "scsihw", Value: "virtio-scsi-pci"},
+		proxmox.VirtualMachineOption{Name: "scsi0", Value: t.Storage + ":0,import-from=" + volid},
+		proxmox.VirtualMachineOption{Name: "boot", Value: "order=scsi0"},
+		proxmox.VirtualMachineOption{Name: "agent", Value: "1"})
 	if err != nil {
-		return fmt.Errorf("reading the cluster: %w", err)
+		return err
 	}
-	n := c.api.NodeRef(node)
-	for attempt := 0; ; attempt++ {
-		id, err := cl.NextID(ctx)
-		if err != nil {
-			return fmt.Errorf("asking for a VMID: %w", err)
-		}
-		task, err := n.NewVirtualMachine(ctx, id,
-			proxmox.VirtualMachineOption{Name: "name", Value: t.Name},
-			proxmox.VirtualMachineOption{Name: "scsihw", Value: "virtio-scsi-pci"},
-			proxmox.VirtualMachineOption{Name: "scsi0", Value: t.Storage + ":0,import-from=" + volid},
-			proxmox.VirtualMachineOption{Name: "boot", Value: "order=scsi0"},
-			proxmox.VirtualMachineOption{Name: "agent", Value: "1"},
-			proxmox.VirtualMachineOption{Name: "description", Value: "banlieue import " + t.Name})
-		if err != nil && strings.Contains(err.Error(), "already exists") && attempt < 5 {
-			continue // another client took the VMID first
-		}
-		if err != nil {
-			return fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
-		}
-		if err := task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
-			return fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
-		}
-		task, err = n.VirtualMachineRef(id).ConvertToTemplate(ctx)
-		if err == nil {
-			err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
-		}
-		if err != nil {
-			return fmt.Errorf("converting VM %d (%s) on %s to a template: %w", id, t.Name, node, err)
-		}
-		break
+	if err := c.convertToTemplate(ctx, node, id, t); err != nil {
+		return err
 	}
 	// The template holds its own copy: the upload goes.
 	return c.deleteImportVolume(ctx, node, t)
@@ -245,13 +237,18 @@ func (c *Client) deleteImportVolume(ctx context.Context, node string, t provider
 	if err != nil {
 		return err
 	}
-	volid := store + ":import/" + importFile(t)
-	var content []map[string]any
-	if err := c.api.Get(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content?content=import", node, store), &content); err != nil {
-		return fmt.Errorf("listing the import volumes of %s on %s: %w", store, node, err)
+	return c.deleteContent(ctx, node, store, "import", store+":import/"+importFile(t))
+}
+
+// deleteContent deletes volid, of content type content, from store on
+// node when it is there.
+func (c *Client) deleteContent(ctx context.Context, node, store, content, volid string) error {
+	var list []map[string]any
+	if err := c.api.Get(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content?content=%s", node, store, content), &list); err != nil {
+		return fmt.Errorf("listing the %s volumes of %s on %s: %w", content, store, node, err)
 	}
 	present := false
-	for _, e := range content {
+	for _, e := range list {
 		present = present || e["volid"] == volid
 	}
 	if !present {
@@ -272,9 +269,52 @@ func (c *Client) deleteImportVolume(ctx context.Context, node string, t provider
 	return nil
 }
 
+// createImportVM creates the VM named after t on node with opts (a VMID
+// asked for, again when another client took it first) and returns its
+// VMID once the create task ended.
+func (c *Client) createImportVM(ctx context.Context, node string, t providers.ImageTarget, opts ...proxmox.VirtualMachineOption) (int, error) {
+	cl, err := c.api.Cluster(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the cluster: %w", err)
+	}
+	n := c.api.NodeRef(node)
+	opts = append([]proxmox.VirtualMachineOption{{Name: "name", Value: t.Name}, {Name: "description", Value: "banlieue import " + t.Name}}, opts...)
+	for attempt := 0; ; attempt++ {
+		id, err := cl.NextID(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("asking for a VMID: %w", err)
+		}
+		task, err := n.NewVirtualMachine(ctx, id, opts...)
+		if err != nil && strings.Contains(err.Error(), "already exists") && attempt < 5 {
+			continue // another client took the VMID first
+		}
+		if err != nil {
+			return 0, fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
+		}
+		if err := task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+			return 0, fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
+		}
+		return id, nil
+	}
+}
+
+// convertToTemplate turns VM id on node into a template: the import's
+// last step.
+func (c *Client) convertToTemplate(ctx context.Context, node string, id int, t providers.ImageTarget) error {
+	task, err := c.api.NodeRef(node).VirtualMachineRef(id).ConvertToTemplate(ctx)
+	if err == nil {
+		err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("converting VM %d (%s) on %s to a template: %w", id, t.Name, node, err)
+	}
+	return nil
+}
+
 // DeleteImportedImage removes target's template (and any VM of its name
-// an interrupted import left on the node) with their disks, then its
-// import volume.
+// an interrupted import left on the node, stopped first: an installer's
+// build VM may run) with their disks, then its import volume and its
+// installer and seed ISOs.
 func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget) error {
 	vms, err := c.importVMs(ctx, loc.Host, t.Name)
 	if err != nil {
@@ -288,6 +328,15 @@ func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Loca
 			}
 			return fmt.Errorf("reading VM %d (%s) on %s: %w", r.VMID, t.Name, r.Node, err)
 		}
+		if vm.Status == proxmox.StatusVirtualMachineRunning {
+			task, err := vm.Stop(ctx)
+			if err == nil {
+				err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+			}
+			if err != nil && !isGone(err) {
+				return fmt.Errorf("stopping VM %d (%s) on %s: %w", r.VMID, t.Name, r.Node, err)
+			}
+		}
 		task, err := vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
 		if err == nil && task != nil {
 			err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
@@ -296,7 +345,10 @@ func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Loca
 			return fmt.Errorf("deleting VM %d (%s) on %s: %w", r.VMID, t.Name, r.Node, err)
 		}
 	}
-	return c.deleteImportVolume(ctx, loc.Host, t)
+	if err := c.deleteImportVolume(ctx, loc.Host, t); err != nil {
+		return err
+	}
+	return c.deleteInstallerISOs(ctx, loc.Host, t)
 }
 
 func isGone(err error) bool {

@@ -444,8 +444,11 @@ func (c *Client) isoStorage(ctx context.Context, node string) (string, error) {
 			return s.Name, nil
 		}
 	}
-	return "", fmt.Errorf("node %s has no storage for ISO images, where cloud-init seeds go", node)
+	return "", fmt.Errorf("%w: node %s has no storage for ISO images, where cloud-init seeds and installers go", errNoISOStorage, node)
 }
+
+// errNoISOStorage: the node has no storage for iso content.
+var errNoISOStorage = errors.New("no ISO storage")
 
 // grow resizes disks smaller than spec's sizes (never shrinking).
 func (c *Client) grow(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec, record providers.TaskRecorder, h handle) error {

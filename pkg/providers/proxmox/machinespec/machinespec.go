@@ -76,7 +76,8 @@ var Architectures = []infrav1.Architecture{infrav1.ArchitectureAMD64}
 const ArchitectureWhy = "Proxmox VE runs on x86-64 hosts, which clone x86-64 templates"
 
 // Admit is what a Proxmox VE Provider cannot build: an image installed at
-// each clone (installMode deferred: a template is cloned as it is), an
+// each clone (installMode deferred: a template is cloned as it is) other
+// than an imported installer (its template boots the ISO), an
 // Ignition guest (its user data would sit on a NoCloud drive), and a
 // disk other than thin (ThickReason: a thick disk would be accepted and not
 // be thick), and an image for another architecture than x86-64. Asked
@@ -85,9 +86,12 @@ func Admit(r *v1alpha1.ResolvedVirtualMachine, _ *v1alpha1.Provider) *field.Erro
 	if err := infrastructure.ImageArchitecture(r, Architectures, ArchitectureWhy); err != nil {
 		return err
 	}
-	if r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred {
+	// An imported installer (format iso) of installMode deferred is a
+	// template with a blank disk booting the installer CD-ROM after it:
+	// each clone installs itself. Any other deferred image is not.
+	if im := r.Spec.Image.Imported; r.Spec.Image.InstallMode == v1alpha1.InstallModeDeferred && (im == nil || im.Format != v1alpha1.ImageFormatISO) {
 		return field.NotSupported(field.NewPath("spec", "image", "installMode"), r.Spec.Image.InstallMode,
-			[]string{string(v1alpha1.InstallModeImmediate) + " (Proxmox VE clones a template as it is)"})
+			[]string{string(v1alpha1.InstallModeImmediate) + " (Proxmox VE clones a template as it is; deferred only for an imported installer, format iso)"})
 	}
 	if r.Spec.Image.GuestAgent == v1alpha1.GuestAgentIgnition {
 		// The user data reaches the guest as a NoCloud drive's user-data,
@@ -203,7 +207,7 @@ func ImageKind() providers.ImageKind {
 		// An import is built on every node as a template of its own (the
 		// same name on each): a clone finds the one on its node first.
 		ImportScope:   func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
-		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw},
+		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO},
 	}
 }
 
