@@ -18,12 +18,7 @@ package libvirt
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -57,8 +52,8 @@ func TestImageLifecycle(t *testing.T) {
 	// The second revision: the same guest, other bytes (another cluster size).
 	second := filepath.Join(t.TempDir(), "guest2.qcow2")
 	imagetest.Run(t, imagetest.Tool(t, "qemu-img"), "convert", "-O", "qcow2", "-o", "cluster_size=131072", guest, second)
-	base := imglifeServe(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second})
-	sum1, sum2 := imglifeSum(t, guest), imglifeSum(t, second)
+	base := serveFiles(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second})
+	sum1, sum2 := sha256Of(t, guest), sha256Of(t, second)
 	if sum1 == sum2 {
 		t.Fatal("the second image has the first's bytes")
 	}
@@ -286,35 +281,4 @@ func deleteVM(t *testing.T, vm *v1alpha1.VirtualMachine) {
 		}
 		return nil
 	})
-}
-
-// imglifeServe serves each file at its path, from loopback.
-func imglifeServe(t *testing.T, files map[string]string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, ok := files[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeFile(w, r, f)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String()
-}
-
-// imglifeSum is a file's checksum as spec.import.checksum writes it.
-func imglifeSum(t *testing.T, file string) string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -148,26 +148,7 @@ func TestProxmoxImageImportByURL(t *testing.T) {
 	// A VM of the imported image: cloned from its node's template. The
 	// simulator runs no guest: where a real node would boot the imported
 	// disk, its guest agent answers with the static address.
-	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "pve-import-small"}, Spec: v1alpha1.VMClassSpec{
-		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 2, StorageClass: "gold", Provisioning: "thin"}}},
-		Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
-		Firmware: "bios"}}
-	if err := c.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "pve-imported-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
-		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "import"}}},
-		NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
-			Address: "192.0.2.60", Prefix: ptr.To[int32](24), Gateway: "192.0.2.1"}}}}}
-	if err := c.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
-		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
-		_ = c.Get(ctx, client.ObjectKeyFromObject(vm), vm)
-		t.Fatalf("kubectl wait: %v\n%s\nconditions: %+v", err, out, vm.Status.Conditions)
-	}
+	vm := readyVMOf(t, "pve-imported-vm", "pve-import-small", 2, img.Name, "import", "192.0.2.60")
 	pm := &infrav1.ProxmoxMachine{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(vm), pm); err != nil {
 		t.Fatal(err)
@@ -235,4 +216,35 @@ func importedOn(img *v1alpha1.VMImage, key string) []v1alpha1.ImageFailureDomain
 		}
 	}
 	return nil
+}
+
+// readyVMOf makes a VMClass className (one thin disk of diskGiB) and a
+// VM of image on the Providers labelled role, with a static address, and
+// waits for kubectl to see it Ready. The simulator runs no guest: its
+// guest agent answers with the static address where a real guest would
+// boot (or install itself, and boot).
+func readyVMOf(t *testing.T, name, className string, diskGiB int64, image, role, address string) *v1alpha1.VirtualMachine {
+	t.Helper()
+	ctx := context.Background()
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: className}, Spec: v1alpha1.VMClassSpec{
+		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: diskGiB, StorageClass: "gold", Provisioning: "thin"}}},
+		Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
+		Firmware: "bios"}}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
+		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: image},
+		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": role}}},
+		NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
+			Address: address, Prefix: ptr.To[int32](24), Gateway: "192.0.2.1"}}}}}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
+		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
+		_ = c.Get(ctx, client.ObjectKeyFromObject(vm), vm)
+		t.Fatalf("kubectl wait: %v\n%s\nconditions: %+v", err, out, vm.Status.Conditions)
+	}
+	return vm
 }

@@ -186,28 +186,7 @@ func TestProxmoxInstallerImages(t *testing.T) {
 		if len(isos) != len(nodes) {
 			t.Errorf("ISOs %v: want the installer on each node (the clones boot it)", isos)
 		}
-		class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "pve-install-small"}, Spec: v1alpha1.VMClassSpec{
-			Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 10, StorageClass: "gold", Provisioning: "thin"}}},
-			Network:  &v1alpha1.VMClassNetwork{Interfaces: []v1alpha1.NetworkInterfaceSpec{{Name: "eth0", NetworkClass: "prod"}}},
-			Firmware: "bios"}}
-		if err := c.Create(ctx, class); err != nil {
-			t.Fatal(err)
-		}
-		// pvesim runs no guest: its guest agent answers with the static
-		// address where a real clone would install itself and boot.
-		vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "pve-installed-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-			ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
-			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "install"}}},
-			NetworkOverrides: []v1alpha1.NetworkOverride{{Name: "eth0", Static: &v1alpha1.StaticIPConfig{
-				Address: "192.0.2.61", Prefix: ptr.To[int32](24), Gateway: "192.0.2.1"}}}}}
-		if err := c.Create(ctx, vm); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
-			"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
-			_ = c.Get(ctx, client.ObjectKeyFromObject(vm), vm)
-			t.Fatalf("kubectl wait: %v\n%s\nconditions: %+v", err, out, vm.Status.Conditions)
-		}
+		vm := readyVMOf(t, "pve-installed-vm", "pve-install-small", 10, img.Name, "install", "192.0.2.61")
 		_ = c.Delete(ctx, vm)
 	})
 
