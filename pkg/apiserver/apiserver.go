@@ -103,7 +103,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	images, imageStatus, imageFinalizers, err := vmimage.NewREST(Scheme, optsGetter)
+	infra, err := backends.Infrastructure()
+	if err != nil {
+		return nil, err
+	}
+	images, imageStatus, imageFinalizers, err := vmimage.NewREST(Scheme, optsGetter, infra.ImportFormats)
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +116,6 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	providerClasses, err := providerclass.NewREST(Scheme, optsGetter)
-	if err != nil {
-		return nil, err
-	}
-	infra, err := backends.Infrastructure()
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,8 @@ type Admitter func(resolved *v1alpha1.ResolvedVirtualMachine, provider *v1alpha1
 type Kind struct {
 	// ProviderClass is the Provider's providerClassRef.name ("vsphere").
 	ProviderClass string
+	// ImportFormats are the VMImage spec.import formats the backend builds.
+	ImportFormats []v1alpha1.ImageFormat
 	// GroupVersionKind of the infrastructure machine.
 	GroupVersionKind schema.GroupVersionKind
 	// BuildSpec builds its spec.
@@ -99,6 +101,20 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 }
 
 // For returns the kind of providerClass.
+// ImportFormats are the spec.import formats providerClass's backend
+// builds; false when no backend serves the class.
+func (r *Registry) ImportFormats(providerClass string) ([]string, bool) {
+	k, ok := r.kinds[providerClass]
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(k.ImportFormats))
+	for _, f := range k.ImportFormats {
+		out = append(out, string(f))
+	}
+	return out, true
+}
+
 func (r *Registry) For(providerClass string) (Kind, bool) {
 	k, ok := r.kinds[providerClass]
 	return k, ok

@@ -55,6 +55,7 @@ const (
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
+		ImportFormats:     ImportFormats,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("LibvirtMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("LibvirtCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
@@ -204,7 +205,7 @@ func ImageKind() providers.ImageKind {
 		// Disk images uploaded as they are (QEMU reads both; an overlay
 		// is made on either); an installer installed by a build VM
 		// (immediate) or uploaded for clones to boot from (deferred).
-		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO},
+		ImportFormats: ImportFormats,
 	}
 }
 
@@ -221,3 +222,9 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 	}
 	return providers.Credentials{ClientCertificate: crt, ClientKey: key}, nil
 }
+
+// ImportFormats are the spec.import formats this backend builds: asked by
+// the API server before a VMImage is stored (a class listed in
+// spec.import.providerClasses that takes none is refused by name) and by
+// the provider before it fetches a byte.
+var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO}

@@ -60,6 +60,7 @@ const (
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
+		ImportFormats:     ImportFormats,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("ProxmoxMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("ProxmoxCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),
@@ -207,7 +208,7 @@ func ImageKind() providers.ImageKind {
 		// An import is built on every node as a template of its own (the
 		// same name on each): a clone finds the one on its node first.
 		ImportScope:   func(l failuredomain.Location) failuredomain.Location { return failuredomain.Location{Host: l.Host} },
-		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO},
+		ImportFormats: ImportFormats,
 	}
 }
 
@@ -225,3 +226,9 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 	}
 	return providers.Credentials{Username: id, Password: secret}, nil
 }
+
+// ImportFormats are the spec.import formats this backend builds: asked by
+// the API server before a VMImage is stored (a class listed in
+// spec.import.providerClasses that takes none is refused by name) and by
+// the provider before it fetches a byte.
+var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO}

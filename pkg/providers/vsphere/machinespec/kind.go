@@ -162,7 +162,7 @@ func ImageKind() providers.ImageKind {
 			return failuredomain.Location{Datacenter: l.Datacenter}
 		},
 		ScopeWord:     "datacenter",
-		ImportFormats: []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA},
+		ImportFormats: ImportFormats,
 	}
 }
 
@@ -174,3 +174,9 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 	}
 	return providers.Credentials{Username: user, Password: pass}, nil
 }
+
+// ImportFormats are the spec.import formats this backend builds: asked by
+// the API server before a VMImage is stored (a class listed in
+// spec.import.providerClasses that takes none is refused by name) and by
+// the provider before it fetches a byte.
+var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA}

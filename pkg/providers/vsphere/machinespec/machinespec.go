@@ -38,6 +38,7 @@ const ProviderClass = "vsphere"
 func Kind() infrastructure.Kind {
 	return infrastructure.Kind{
 		ProviderClass:     ProviderClass,
+		ImportFormats:     ImportFormats,
 		GroupVersionKind:  infrav1.GroupVersion.WithKind("VSphereMachine"),
 		Cluster:           infrav1.GroupVersion.WithKind("VSphereCluster"),
 		BuildSpec:         infrastructure.Typed(BuildSpec),

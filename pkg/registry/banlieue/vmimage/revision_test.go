@@ -64,7 +64,7 @@ func TestRevision(t *testing.T) {
 // TestReadyCondition: the API server computes Ready from what Providers
 // report; a Provider cannot set it, nor the revision.
 func TestReadyCondition(t *testing.T) {
-	s := NewStrategy(nil)
+	s := NewStrategy(nil, nil)
 	img := imported()
 	s.PrepareForCreate(context.Background(), img)
 	if img.Status.Revision == "" || cond(img).Reason != banlieue.ImageReasonPending {
@@ -126,4 +126,40 @@ func cond(img *banlieue.VMImage) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// TestFormatRefusedByClass: a class listed in spec.import.providerClasses
+// whose backend does not build the format is refused by name; a class no
+// backend serves, or none listed, is left to the Providers.
+func TestFormatRefusedByClass(t *testing.T) {
+	s := NewStrategy(nil, func(class string) ([]string, bool) {
+		switch class {
+		case "libvirt":
+			return []string{"qcow2", "raw", "iso"}, true
+		case "vsphere":
+			return []string{"qcow2", "raw", "ova"}, true
+		}
+		return nil, false
+	})
+	for _, tc := range []struct {
+		classes []string
+		format  banlieue.ImageFormat
+		refused string
+	}{
+		{[]string{"libvirt"}, banlieue.ImageFormatQCOW2, ""},
+		{[]string{"libvirt", "vsphere"}, banlieue.ImageFormatOVA, "provider class libvirt"},
+		{[]string{"vsphere"}, banlieue.ImageFormatOVA, ""},
+		{[]string{"someone-elses"}, banlieue.ImageFormatOVA, ""},
+		{nil, banlieue.ImageFormatOVA, ""},
+	} {
+		img := imported()
+		img.Spec.Import.ProviderClasses, img.Spec.Import.Format = tc.classes, tc.format
+		errs := s.validateFormat(img)
+		switch {
+		case tc.refused == "" && len(errs) > 0:
+			t.Errorf("%v %s: refused: %v", tc.classes, tc.format, errs)
+		case tc.refused != "" && (len(errs) != 1 || errs[0].Field != "spec.import.format" || !strings.Contains(errs[0].Error(), tc.refused)):
+			t.Errorf("%v %s: %v, want one refusal of spec.import.format naming %s", tc.classes, tc.format, errs, tc.refused)
+		}
+	}
 }

@@ -19,6 +19,8 @@ package vmimage
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,15 +41,21 @@ import (
 	"github.com/firestoned/banlieue/pkg/registry/table"
 )
 
+// ImportFormats answers which spec.import formats a provider class's
+// backend builds (false: no backend serves the class).
+type ImportFormats func(providerClass string) ([]string, bool)
+
 // Strategy governs writes to the main VMImage endpoint.
 type Strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	formats ImportFormats
 }
 
-// NewStrategy returns the VMImage strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{typer, names.SimpleNameGenerator}
+// NewStrategy returns the VMImage strategy; formats may be nil (no
+// backend known: nothing refused by format).
+func NewStrategy(typer runtime.ObjectTyper, formats ImportFormats) Strategy {
+	return Strategy{typer, names.SimpleNameGenerator, formats}
 }
 
 func (Strategy) NamespaceScoped() bool { return false }
@@ -73,12 +81,33 @@ func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	}
 }
 
-func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
-	return validation.ValidateVMImage(obj.(*banlieue.VMImage))
+func (s Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	img := obj.(*banlieue.VMImage)
+	return append(validation.ValidateVMImage(img), s.validateFormat(img)...)
 }
 
-func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateVMImageUpdate(obj.(*banlieue.VMImage), old.(*banlieue.VMImage))
+func (s Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	img := obj.(*banlieue.VMImage)
+	return append(validation.ValidateVMImageUpdate(img, old.(*banlieue.VMImage)), s.validateFormat(img)...)
+}
+
+// validateFormat refuses an import whose format a listed provider class's
+// backend does not build: refused by name before anything is fetched,
+// rather than every Provider of the class reporting FormatUnsupported.
+func (s Strategy) validateFormat(img *banlieue.VMImage) field.ErrorList {
+	im := img.Spec.Import
+	if im == nil || s.formats == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, class := range im.ProviderClasses {
+		formats, known := s.formats(class)
+		if known && !slices.Contains(formats, string(im.Format)) {
+			errs = append(errs, field.NotSupported(field.NewPath("spec", "import", "format"), im.Format,
+				[]string{fmt.Sprintf("%s (what provider class %s imports)", strings.Join(formats, ", "), class)}))
+		}
+	}
+	return errs
 }
 
 func (Strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
@@ -177,8 +206,8 @@ func (*REST) Categories() []string { return []string{"banlieue"} }
 
 // NewREST builds the etcd-backed storage of VMImages, its status
 // subresource and its finalizers subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *statusrest.REST, *statusrest.REST, error) {
-	strategy := NewStrategy(scheme)
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, formats ImportFormats) (*REST, *statusrest.REST, *statusrest.REST, error) {
+	strategy := NewStrategy(scheme, formats)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VMImage{} },
 		NewListFunc:               func() runtime.Object { return &banlieue.VMImageList{} },
