@@ -92,20 +92,30 @@ func (c *Client) ImportedImage(ctx context.Context, loc failuredomain.Location, 
 // first), and no scratch file.
 func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget, body io.Reader) (string, error) {
 	switch t.Format {
-	case v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA:
+	case v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA, v1alpha1.ImageFormatISO:
 	default:
-		return "", fmt.Errorf("vSphere imports qcow2, raw and ova images, not %s", t.Format)
+		return "", fmt.Errorf("vSphere imports qcow2, raw, ova and iso images, not %s", t.Format)
 	}
 	if loc.Datacenter == "" {
 		return "", errors.New("an import is built in a datacenter: the location names none")
 	}
 	head := bufio.NewReaderSize(body, 1<<20)
-	b, err := head.Peek(512)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	if err := sniff(b, t.Format); err != nil {
-		return "", err
+	if t.Format == v1alpha1.ImageFormatISO {
+		b, err := head.Peek(images.ISOSniffLen)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		if err := images.SniffISO(b); err != nil {
+			return "", err
+		}
+	} else {
+		b, err := head.Peek(512)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		if err := sniff(b, t.Format); err != nil {
+			return "", err
+		}
 	}
 	if t.Format == v1alpha1.ImageFormatRaw && t.Size <= 0 {
 		return "", errors.New("the image server did not say the raw image's length, which is the disk's capacity")
@@ -124,7 +134,13 @@ func (c *Client) ImportImage(ctx context.Context, loc failuredomain.Location, t 
 	if err := c.DeleteImportedImage(ctx, loc, t); err != nil {
 		return "", err
 	}
-	if err := c.buildTemplate(ctx, loc.Datacenter, t, head); err != nil {
+	build := c.buildTemplate
+	if t.Format == v1alpha1.ImageFormatISO {
+		build = func(ctx context.Context, dc string, t providers.ImageTarget, body *bufio.Reader) error {
+			return c.buildInstaller(ctx, dc, t, body)
+		}
+	}
+	if err := build(ctx, loc.Datacenter, t, head); err != nil {
 		// Nothing half built is left: the retry starts over.
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*callTimeout)
 		defer cancel()
@@ -628,12 +644,29 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // DeleteImportedImage destroys target's template in the location's
-// datacenter, or the VM of its name an interrupted import left.
+// datacenter, or the VM of its name an interrupted import left, and an
+// installer's ISOs (installer and seed) on its datastore.
 func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Location, t providers.ImageTarget) error {
 	l, err := c.locate(ctx, loc.Datacenter)
 	if err != nil {
 		return err
 	}
+	if err := c.deleteImportedVM(ctx, l, loc, t); err != nil {
+		return err
+	}
+	if t.Format != v1alpha1.ImageFormatISO || t.Storage == "" {
+		return nil
+	}
+	ds, err := l.datastore(ctx, t.Storage)
+	if err != nil {
+		return fmt.Errorf("datastore %s (the Provider's first storage class) in %s: %w", t.Storage, loc.Datacenter, err)
+	}
+	return c.deleteInstallerISOs(ctx, l, ds, t)
+}
+
+// deleteImportedVM destroys the VM or template named t.Name in l's
+// datacenter, powered off first.
+func (c *Client) deleteImportedVM(ctx context.Context, l *located, loc failuredomain.Location, t providers.ImageTarget) error {
 	p, err := l.templatePath(t.Name)
 	if err != nil {
 		return err

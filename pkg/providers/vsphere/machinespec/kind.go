@@ -179,4 +179,4 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 // the API server before a VMImage is stored (a class listed in
 // spec.import.providerClasses that takes none is refused by name) and by
 // the provider before it fetches a byte.
-var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA}
+var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatOVA, v1alpha1.ImageFormatISO}
