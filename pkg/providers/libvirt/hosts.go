@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,3 +244,31 @@ func (s *hostSet) DeleteMachine(ctx context.Context, spec providers.MachineSpec,
 	}
 	return c.DeleteMachine(ctx, spec, record)
 }
+
+// ImportedImage, ImportImage and DeleteImportedImage reach the location's
+// host: each host of a set keeps its own imported images.
+func (s *hostSet) ImportedImage(ctx context.Context, location failuredomain.Location, t providers.ImageTarget) (string, bool, error) {
+	c, err := s.client(location)
+	if err != nil {
+		return "", false, err
+	}
+	return c.ImportedImage(ctx, location, t)
+}
+
+func (s *hostSet) ImportImage(ctx context.Context, location failuredomain.Location, t providers.ImageTarget, body io.Reader) (string, error) {
+	c, err := s.client(location)
+	if err != nil {
+		return "", err
+	}
+	return c.ImportImage(ctx, location, t, body)
+}
+
+func (s *hostSet) DeleteImportedImage(ctx context.Context, location failuredomain.Location, t providers.ImageTarget) error {
+	c, err := s.client(location)
+	if err != nil {
+		return err
+	}
+	return c.DeleteImportedImage(ctx, location, t)
+}
+
+var _ providers.ImageImporter = &hostSet{}

@@ -64,6 +64,9 @@ func TestProviderOfTwoHosts(t *testing.T) {
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Gone before its second host is: later tests' images are not
+	// imported onto a host that no longer exists.
+	defer func() { _ = c.Delete(context.Background(), p) }()
 	p = waitProviderReady(t, "two-hosts")
 	var names []string
 	for _, fd := range p.Status.FailureDomains {

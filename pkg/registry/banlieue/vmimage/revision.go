@@ -52,18 +52,25 @@ func Revision(spec *banlieue.VMImageSpec) string {
 }
 
 // readyCondition is the image's Ready condition, from what the Providers
-// reported: True when at least one reports and every one that does has
+// reported: True when every Provider that reports and is reachable has
 // the image ready (in all its failure domains, for an import of the
-// current revision).
+// current revision), and at least one does; a Provider that is not Ready
+// (ConnectFailed) is named, not waited for.
 func readyCondition(img *banlieue.VMImage) metav1.Condition {
 	c := metav1.Condition{Type: banlieue.ImageReady, ObservedGeneration: img.Generation}
 	if len(img.Status.PerProvider) == 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, banlieue.ImageReasonPending, "no Provider has reported on the image yet"
 		return c
 	}
-	var failed, notReady, busy []string
+	var failed, notReady, busy, unreachable []string
 	for _, p := range img.Status.PerProvider {
 		if p.Ready && atRevision(p, img.Status.Revision) {
+			continue
+		}
+		if !p.Ready && p.Reason == banlieue.ImageReasonConnectFailed {
+			// A Provider that is not Ready places no VM: its image
+			// cannot be the one a VM waits for.
+			unreachable = append(unreachable, p.Provider)
 			continue
 		}
 		if len(p.FailureDomains) == 0 {
@@ -86,9 +93,14 @@ func readyCondition(img *banlieue.VMImage) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, banlieue.ImageReasonNotReady, "not ready on "+strings.Join(notReady, "; ")
 	case len(busy) > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, banlieue.ImageReasonImporting, strings.Join(busy, "; ")
+	case len(unreachable) == len(img.Status.PerProvider):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, banlieue.ImageReasonNotReady, "no Provider reporting is Ready: "+strings.Join(unreachable, ", ")
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, banlieue.ImageReasonReady
-		c.Message = fmt.Sprintf("ready on %d Provider(s)", len(img.Status.PerProvider))
+		c.Message = fmt.Sprintf("ready on %d Provider(s)", len(img.Status.PerProvider)-len(unreachable))
+		if len(unreachable) > 0 {
+			c.Message += "; not counted, as they are not Ready: " + strings.Join(unreachable, ", ")
+		}
 	}
 	return c
 }

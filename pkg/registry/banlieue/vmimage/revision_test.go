@@ -90,7 +90,9 @@ func TestReadyCondition(t *testing.T) {
 			next := img.DeepCopy()
 			next.Status.Revision = "forged"
 			next.Status.Conditions = []metav1.Condition{{Type: banlieue.ImageReady, Status: metav1.ConditionTrue, Reason: "Forged"}}
-			next.Status.PerProvider = []banlieue.ImageProviderStatus{{Provider: "ns/p", Ready: tc.ready, Reason: "R", FailureDomains: tc.fds}}
+			// A Provider that is not Ready is not waited for.
+			next.Status.PerProvider = []banlieue.ImageProviderStatus{{Provider: "ns/p", Ready: tc.ready, Reason: "R", FailureDomains: tc.fds},
+				{Provider: "ns/down", Reason: banlieue.ImageReasonConnectFailed}}
 			StatusStrategy{s}.PrepareForUpdate(context.Background(), next, img)
 			if next.Status.Revision != img.Status.Revision {
 				t.Errorf("a status write changed the revision to %q", next.Status.Revision)
@@ -109,6 +111,13 @@ func TestReadyCondition(t *testing.T) {
 	}
 	if meta.FindStatusCondition(deleting.Status.Conditions, banlieue.ImageReady) == nil {
 		t.Errorf("Ready was dropped: %+v", deleting.Status.Conditions)
+	}
+	// Only Providers that are not Ready: not Ready.
+	down := img.DeepCopy()
+	down.Status.PerProvider = []banlieue.ImageProviderStatus{{Provider: "ns/down", Reason: banlieue.ImageReasonConnectFailed}}
+	StatusStrategy{s}.PrepareForUpdate(context.Background(), down, img)
+	if c := cond(down); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ns/down") {
+		t.Errorf("only an unreachable Provider: Ready %s (%s)", c.Status, c.Message)
 	}
 	// A spec change names a new revision.
 	next := img.DeepCopy()
