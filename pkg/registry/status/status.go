@@ -59,6 +59,18 @@ func ResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	)}
 }
 
+// FinalizersResetFields are what a /finalizers subresource write cannot
+// change: everything but metadata.finalizers.
+func FinalizersResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"),
+		fieldpath.MakePathOrDie("status"),
+		fieldpath.MakePathOrDie("metadata", "labels"),
+		fieldpath.MakePathOrDie("metadata", "annotations"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+	)}
+}
+
 var (
 	_ rest.Patcher        = &REST{}
 	_ rest.TableConvertor = &REST{}

@@ -31,7 +31,7 @@ import (
 // Revision names spec's import: everything that changes what is built
 // (the bytes, their format, how an installer is installed and with what).
 // Empty without an import. Ten hex digits: backends' names stay short
-// (a vSphere template's, a libvirt volume's) and two revisions of one
+// (the templates and volumes backends build) and two revisions of one
 // image do not collide in practice.
 func Revision(spec *banlieue.VMImageSpec) string {
 	im := spec.Import

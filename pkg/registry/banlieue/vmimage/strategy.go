@@ -153,13 +153,7 @@ type FinalizersStrategy struct{ Strategy }
 
 // GetResetFields: everything but metadata.finalizers.
 func (FinalizersStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{"banlieue.io/v1alpha1": fieldpath.NewSet(
-		fieldpath.MakePathOrDie("spec"),
-		fieldpath.MakePathOrDie("status"),
-		fieldpath.MakePathOrDie("metadata", "labels"),
-		fieldpath.MakePathOrDie("metadata", "annotations"),
-		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
-	)}
+	return statusrest.FinalizersResetFields()
 }
 
 // PrepareForUpdate keeps the stored VMImage and takes only its
