@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/images"
 )
 
 // UpdateClassAnnotation on a VirtualMachine asks for its class to be
@@ -83,4 +84,31 @@ func ImageRevision(vm *v1alpha1.VirtualMachine, image *v1alpha1.VMImage) string 
 		return vm.Status.ImageRevision
 	}
 	return image.Status.Revision
+}
+
+// MigrationImageRevision is the revision of image's import a migration
+// starting now rebuilds vm from: the image's current one, as for a new VM
+// (a recreate carries no disk contents, and a Provider builds only the
+// current revision in a failure domain it has not used yet). Empty when
+// the image has no import or no revision yet.
+func MigrationImageRevision(image *v1alpha1.VMImage) string {
+	if image == nil || image.Spec.Import == nil {
+		return ""
+	}
+	return image.Status.Revision
+}
+
+// AtImageRevision is resolved built from revision of image's import
+// instead of the one it names; resolved itself when revision is empty or
+// already the one.
+func AtImageRevision(resolved *v1alpha1.ResolvedVirtualMachine, image *v1alpha1.VMImage, revision string) *v1alpha1.ResolvedVirtualMachine {
+	if revision == "" || image == nil || image.Spec.Import == nil {
+		return resolved
+	}
+	if cur := resolved.Spec.Image.Imported; cur != nil && cur.Revision == revision {
+		return resolved
+	}
+	out := resolved.DeepCopy()
+	out.Spec.Image.Imported = images.ResolvedAt(image, revision)
+	return out
 }

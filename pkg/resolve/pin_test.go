@@ -119,3 +119,38 @@ func TestImageRevision(t *testing.T) {
 		t.Errorf("resolved import %+v, want the pinned revision's", im)
 	}
 }
+
+func TestMigrationImageRevision(t *testing.T) {
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "debian", UID: "0f3c2a9e-51d4-4b7a-9c1e-2d8f6a0b1c3d"},
+		Spec:   v1alpha1.VMImageSpec{Import: &v1alpha1.ImageImport{URL: "http://m/d.qcow2", Format: v1alpha1.ImageFormatQCOW2}},
+		Status: v1alpha1.VMImageStatus{Revision: "bbbbbbbbbb"}}
+	sourced := img.DeepCopy()
+	sourced.Spec.Import = nil
+	if got := MigrationImageRevision(img); got != "bbbbbbbbbb" {
+		t.Errorf("MigrationImageRevision = %q, want the image's current revision", got)
+	}
+	if got := MigrationImageRevision(sourced); got != "" {
+		t.Errorf("MigrationImageRevision of an image without import = %q, want none", got)
+	}
+
+	// A VM pinned to an older revision is rebuilt at the migration's.
+	vm := &v1alpha1.VirtualMachine{Status: v1alpha1.VirtualMachineStatus{Scheduled: &v1alpha1.ScheduledPlacement{Provider: "p"}, ImageRevision: "aaaaaaaaaa"}}
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "small"}, Spec: v1alpha1.VMClassSpec{Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512}}}
+	pinned, err := Resolve(vm, class, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := AtImageRevision(pinned, img, MigrationImageRevision(img))
+	if im := moved.Spec.Image.Imported; im == nil || im.Revision != "bbbbbbbbbb" || im.Name != "banlieue-img-0f3c2a9e51d4-bbbbbbbbbb" {
+		t.Errorf("migrated import %+v, want the current revision's", im)
+	}
+	if im := pinned.Spec.Image.Imported; im.Revision != "aaaaaaaaaa" {
+		t.Errorf("AtImageRevision changed its input: %+v", im)
+	}
+	if got := AtImageRevision(pinned, img, ""); got != pinned {
+		t.Error("AtImageRevision with no revision (a migration started before it was recorded) is not the pinned resolve")
+	}
+	if got := AtImageRevision(pinned, img, "aaaaaaaaaa"); got != pinned {
+		t.Error("AtImageRevision at the pinned revision copied it")
+	}
+}

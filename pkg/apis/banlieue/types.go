@@ -422,6 +422,13 @@ type MigrationStatus struct {
 	// spec.migrationTimeoutSeconds later.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// imageRevision is the revision of the image's import the new machine
+	// is built from: the image's current one when the migration started,
+	// as for a new VM (a recreate carries no disk contents, and an older
+	// revision is kept only where a machine already uses it). It becomes
+	// status.imageRevision at the cutover.
+	// +optional
+	ImageRevision string `json:"imageRevision,omitempty"`
 }
 
 // ClassRevision is a VMClass's spec at one generation.

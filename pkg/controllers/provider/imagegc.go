@@ -30,11 +30,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/finalizers"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -84,10 +87,48 @@ func providerOfFinalizer(f string) (namespace, name string, ok bool) {
 	return namespace, name, true
 }
 
+// imageUse is, per revision of an import, the machines naming it and
+// where their VMs are.
+type imageUse map[string][]imageUser
+
+// imageUser is a machine (namespace/name) naming a revision, and the
+// place its VM is in: the location of its import scope (see scopes), ""
+// when unknown (no place recorded and its failure domain not found),
+// which holds the revision in every place.
+type imageUser struct {
+	machine, place string
+}
+
+// machines are the users of every revision, sorted and each once.
+func (u imageUse) machines() []string {
+	var out []string
+	for _, users := range u {
+		for _, m := range users {
+			out = append(out, m.machine)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// in is, per revision, the machines whose VMs are in place, or in a place
+// not known: what a revision kept in place is held by.
+func (u imageUse) in(place string) map[string][]string {
+	out := map[string][]string{}
+	for rev, users := range u {
+		for _, m := range users {
+			if m.place == "" || m.place == place {
+				out[rev] = append(out[rev], m.machine)
+			}
+		}
+	}
+	return out
+}
+
 // revisionsInUse are the revisions of the import of img that machines of
 // this process's kind name (their spec's image ref ends with an artifact
-// name), with the machines naming each.
-func (r *ImageReconciler) revisionsInUse(ctx context.Context, img *v1alpha1.VMImage) (map[string][]string, error) {
+// name), with the machines naming each and where they are.
+func (r *ImageReconciler) revisionsInUse(ctx context.Context, img *v1alpha1.VMImage) (imageUse, error) {
 	kind := r.Providers.Kind
 	if kind.NewList == nil || kind.Spec == nil {
 		return nil, nil
@@ -96,18 +137,45 @@ func (r *ImageReconciler) revisionsInUse(ctx context.Context, img *v1alpha1.VMIm
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, err
 	}
+	var provs v1alpha1.ProviderList
+	if err := r.Client.List(ctx, &provs, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
 	uid := images.UIDPrefix(img.UID)
-	out := map[string][]string{}
+	out := imageUse{}
 	for _, m := range kind.Items(list) {
 		spec, _ := kind.Spec(m, v1alpha1.FailureDomain{})
 		if prefix, rev, ok := images.ParseArtifactName(path.Base(spec.Image)); ok && prefix == uid {
-			out[rev] = append(out[rev], m.GetNamespace()+"/"+m.GetName())
+			out[rev] = append(out[rev], imageUser{machine: m.GetNamespace() + "/" + m.GetName(), place: r.placeOf(m, provs.Items)})
 		}
 	}
-	for rev := range out {
-		sort.Strings(out[rev])
-	}
 	return out, nil
+}
+
+// placeOf is the location of the import scope m's VM is in: the place its
+// status recorded, else its failure domain's on its Provider (the one its
+// annotation names, or the only one publishing that failure domain). ""
+// when not known.
+func (r *ImageReconciler) placeOf(m infrav1.Machine, list []v1alpha1.Provider) string {
+	if rec := m.CommonStatus().Location; rec != nil && (rec.Datacenter != "" || rec.Cluster != "" || rec.Host != "") {
+		return r.importScope(failuredomain.Location{Datacenter: rec.Datacenter, Cluster: rec.Cluster, Host: rec.Host}).String()
+	}
+	fd, named := builtFailureDomain(m), m.GetAnnotations()[infrav1.ProviderAnnotation]
+	var places []string
+	for _, p := range list {
+		if named != "" && named != p.Namespace+"/"+p.Name {
+			continue
+		}
+		for _, f := range p.Status.FailureDomains {
+			if f.Name == fd {
+				places = append(places, r.importScope(failuredomain.LocationOf(f)).String())
+			}
+		}
+	}
+	if len(places) != 1 {
+		return ""
+	}
+	return places[0]
 }
 
 // unusedRevisions splits the revisions a place may still hold besides
@@ -133,7 +201,7 @@ func unusedRevisions(previous []string, current string, inUse map[string][]strin
 // img its failure domains held before the current one that no machine
 // uses any more, and records in st those that remain.
 func (r *ImageReconciler) removeUnused(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider, importer providers.ImageImporter,
-	target providers.ImageTarget, st *v1alpha1.ImageProviderStatus, inUse map[string][]string) {
+	target providers.ImageTarget, st *v1alpha1.ImageProviderStatus, inUse imageUse) {
 	before := map[string]v1alpha1.ImageFailureDomainStatus{}
 	for _, ps := range img.Status.PerProvider {
 		if ps.Provider == placement.ImageStatusKey(p) {
@@ -151,7 +219,7 @@ func (r *ImageReconciler) removeUnused(ctx context.Context, img *v1alpha1.VMImag
 				previous = append(previous, fd.Revision)
 			}
 		}
-		remove, keep := unusedRevisions(previous, img.Status.Revision, inUse)
+		remove, keep := unusedRevisions(previous, img.Status.Revision, inUse.in(sc.location.String()))
 		for _, rev := range remove {
 			t := target
 			t.Name = images.ArtifactName(img.UID, rev)
@@ -240,13 +308,7 @@ func (r *ImageReconciler) releaseImage(ctx context.Context, img *v1alpha1.VMImag
 	if err != nil {
 		return false, "", err
 	}
-	var users []string
-	for _, ms := range inUse {
-		users = append(users, ms...)
-	}
-	if len(users) > 0 {
-		sort.Strings(users)
-		shown := slices.Compact(users)
+	if shown := inUse.machines(); len(shown) > 0 {
 		n := len(shown)
 		if n > 10 {
 			shown = append(shown[:10:10], fmt.Sprintf("and %d more", n-10))

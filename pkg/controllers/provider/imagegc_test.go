@@ -87,3 +87,40 @@ func make63(c byte) []byte {
 	}
 	return b
 }
+
+// TestImageUseIn: a revision is held in a place by the machines there
+// and by those whose place is unknown, not by machines elsewhere.
+func TestImageUseIn(t *testing.T) {
+	use := imageUse{
+		"aaaa": {{machine: "ns/vm-1", place: "pve1"}},
+		"bbbb": {{machine: "ns/vm-2", place: "pve2"}, {machine: "ns/vm-3", place: ""}},
+		"cccc": {{machine: "ns/vm-4", place: "pve2"}, {machine: "ns/vm-1", place: "pve1"}},
+	}
+	for _, tc := range []struct {
+		place string
+		want  map[string][]string
+	}{
+		{"pve1", map[string][]string{"aaaa": {"ns/vm-1"}, "bbbb": {"ns/vm-3"}, "cccc": {"ns/vm-1"}}},
+		{"pve2", map[string][]string{"bbbb": {"ns/vm-2", "ns/vm-3"}, "cccc": {"ns/vm-4"}}},
+		{"pve3", map[string][]string{"bbbb": {"ns/vm-3"}}},
+	} {
+		got := use.in(tc.place)
+		if len(got) != len(tc.want) {
+			t.Errorf("in(%s) = %v, want %v", tc.place, got, tc.want)
+			continue
+		}
+		for rev, ms := range tc.want {
+			if !slices.Equal(got[rev], ms) {
+				t.Errorf("in(%s)[%s] = %v, want %v", tc.place, rev, got[rev], ms)
+			}
+		}
+		// The old revision of the machine in pve1 is removed from pve3.
+		remove, _ := unusedRevisions([]string{"aaaa"}, "dddd", got)
+		if wantRemoved := tc.place != "pve1"; wantRemoved != slices.Equal(remove, []string{"aaaa"}) {
+			t.Errorf("in %s: remove %v of [aaaa] used in pve1 only", tc.place, remove)
+		}
+	}
+	if got, want := use.machines(), []string{"ns/vm-1", "ns/vm-2", "ns/vm-3", "ns/vm-4"}; !slices.Equal(got, want) {
+		t.Errorf("machines() = %v, want %v", got, want)
+	}
+}

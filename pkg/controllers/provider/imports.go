@@ -179,12 +179,8 @@ type scope struct {
 
 func (r *ImageReconciler) scopes(p *v1alpha1.Provider) []scope {
 	by := map[string]*scope{}
-	of := r.Kind.Scope
-	if r.Kind.ImportScope != nil {
-		of = r.Kind.ImportScope
-	}
 	for _, fd := range p.Status.FailureDomains {
-		l := of(failuredomain.LocationOf(fd))
+		l := r.importScope(failuredomain.LocationOf(fd))
 		s, ok := by[l.String()]
 		if !ok {
 			s = &scope{location: l}
@@ -198,6 +194,15 @@ func (r *ImageReconciler) scopes(p *v1alpha1.Provider) []scope {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].location.String() < out[j].location.String() })
 	return out
+}
+
+// importScope is the place l finds imported images in: the kind's
+// ImportScope, else its Scope.
+func (r *ImageReconciler) importScope(l failuredomain.Location) failuredomain.Location {
+	if r.Kind.ImportScope != nil {
+		return r.Kind.ImportScope(l)
+	}
+	return r.Kind.Scope(l)
 }
 
 func summarize(fds []v1alpha1.ImageFailureDomainStatus) (string, string) {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/resolve"
 )
 
 // MigrateAnnotation asks for a placed VM to be recreated elsewhere; the
@@ -146,7 +147,9 @@ func (r *Reconciler) startMigration(ctx context.Context, vm *v1alpha1.VirtualMac
 	now := metav1.Now()
 	vm.Status.Migration = &v1alpha1.MigrationStatus{Target: *d.Scheduled, Reason: reason, StartTime: &now,
 		InfrastructureRef: v1alpha1.InfrastructureReference{APIGroup: kind.GroupVersionKind.Group, Kind: kind.GroupVersionKind.Kind,
-			Name: targetName(vm, d.Scheduled)}}
+			Name: targetName(vm, d.Scheduled)},
+		// The placement just chose where this revision is ready.
+		ImageRevision: resolve.MigrationImageRevision(in.Image)}
 	msg := fmt.Sprintf("%s: recreating the VM on Provider %s, failure domain %s (its user data is delivered again; disk contents are not carried)",
 		why, d.Scheduled.Provider, d.Scheduled.FailureDomain)
 	r.setCondition(vm, v1alpha1.VirtualMachineMigrating, metav1.ConditionTrue, reason, msg)
@@ -200,7 +203,7 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 	}
 	placed := vm.DeepCopy()
 	placed.Status.Scheduled = mig.Target.DeepCopy()
-	m, err := r.applyMachine(ctx, kind, placed, in.Resolved, target, mig.InfrastructureRef.Name)
+	m, err := r.applyMachine(ctx, kind, placed, resolve.AtImageRevision(in.Resolved, in.Image, mig.ImageRevision), target, mig.InfrastructureRef.Name)
 	if err != nil {
 		return 0, err
 	}
@@ -239,6 +242,9 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 	}
 	msg := fmt.Sprintf("moved from Provider %s, failure domain %s, to Provider %s, failure domain %s",
 		vm.Status.Scheduled.Provider, vm.Status.Scheduled.FailureDomain, mig.Target.Provider, mig.Target.FailureDomain)
+	if mig.ImageRevision != "" {
+		vm.Status.ImageRevision = mig.ImageRevision
+	}
 	vm.Status.Scheduled, vm.Status.InfrastructureRef, vm.Status.Migration = mig.Target.DeepCopy(), mig.InfrastructureRef.DeepCopy(), nil
 	r.setCondition(vm, v1alpha1.VirtualMachineMigrating, metav1.ConditionFalse, reasonMigrated, msg)
 	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved, msg)

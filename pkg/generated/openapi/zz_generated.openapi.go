@@ -1101,6 +1101,13 @@ func schema_pkg_apis_banlieue_v1alpha1_MigrationStatus(ref common.ReferenceCallb
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"imageRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "imageRevision is the revision of the image's import the new machine is built from: the image's current one when the migration started, as for a new VM (a recreate carries no disk contents, and an older revision is kept only where a machine already uses it). It becomes status.imageRevision at the cutover.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"target", "infrastructureRef", "reason"},
 			},

@@ -1148,6 +1148,11 @@ func (m *MigrationStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.ImageRevision)
+	copy(dAtA[i:], m.ImageRevision)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ImageRevision)))
+	i--
+	dAtA[i] = 0x2a
 	if m.StartTime != nil {
 		{
 			size, err := m.StartTime.MarshalToSizedBuffer(dAtA[:i])
@@ -4400,6 +4405,8 @@ func (m *MigrationStatus) Size() (n int) {
 		l = m.StartTime.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.ImageRevision)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -5734,6 +5741,7 @@ func (this *MigrationStatus) String() string {
 		`InfrastructureRef:` + strings.Replace(strings.Replace(this.InfrastructureRef.String(), "InfrastructureReference", "InfrastructureReference", 1), `&`, ``, 1) + `,`,
 		`Reason:` + fmt.Sprintf("%v", this.Reason) + `,`,
 		`StartTime:` + strings.Replace(fmt.Sprintf("%v", this.StartTime), "Time", "v1.Time", 1) + `,`,
+		`ImageRevision:` + fmt.Sprintf("%v", this.ImageRevision) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -10102,6 +10110,38 @@ func (m *MigrationStatus) Unmarshal(dAtA []byte) error {
 			if err := m.StartTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ImageRevision", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ImageRevision = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -353,6 +353,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.MigrationStatus
   map:
     fields:
+    - name: imageRevision
+      type:
+        scalar: string
     - name: infrastructureRef
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.InfrastructureReference

@@ -36,6 +36,12 @@ type MigrationStatusApplyConfiguration struct {
 	// startTime is when the migration started: it times out
 	// spec.migrationTimeoutSeconds later.
 	StartTime *v1.Time `json:"startTime,omitempty"`
+	// imageRevision is the revision of the image's import the new machine
+	// is built from: the image's current one when the migration started,
+	// as for a new VM (a recreate carries no disk contents, and an older
+	// revision is kept only where a machine already uses it). It becomes
+	// status.imageRevision at the cutover.
+	ImageRevision *string `json:"imageRevision,omitempty"`
 }
 
 // MigrationStatusApplyConfiguration constructs a declarative configuration of the MigrationStatus type for use with
@@ -73,5 +79,13 @@ func (b *MigrationStatusApplyConfiguration) WithReason(value string) *MigrationS
 // If called multiple times, the StartTime field is set to the value of the last call.
 func (b *MigrationStatusApplyConfiguration) WithStartTime(value v1.Time) *MigrationStatusApplyConfiguration {
 	b.StartTime = &value
+	return b
+}
+
+// WithImageRevision sets the ImageRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ImageRevision field is set to the value of the last call.
+func (b *MigrationStatusApplyConfiguration) WithImageRevision(value string) *MigrationStatusApplyConfiguration {
+	b.ImageRevision = &value
 	return b
 }
