@@ -104,7 +104,7 @@ bench: build tools ## Measure banlieue against the CRD alternative and raw etcd,
 	$(GO) run ./test/bench -images
 
 .PHONY: bench-images
-bench-images: build tools libvirt ## Measure image import through banlieue against a raw upload of the same bytes to libvirt; writes bench/results/images.{md,json}.
+bench-images: build tools libvirt ## Measure image import through banlieue against a raw copy of the same bytes to the same backend (libvirt, pvesim, vcsim); writes bench/results/images.{md,json}.
 	$(GO) run ./test/bench -images $(BENCH_ARGS)
 
 .PHONY: bench-smoke

@@ -35,24 +35,30 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
-	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
 // ImageImport is an image imported through banlieue against the same
-// bytes copied straight to the same backend, in the same run.
+// bytes copied straight to the same backend, in the same run: one row of
+// images.md a backend.
 type ImageImport struct {
 	Backend string `json:"backend"`
-	MiB     int    `json:"mib"`
+	// Format is spec.import.format: one the backend takes as it is.
+	Format string `json:"format"`
+	// MiB is the disk's size; FileMiB the file both sides fetch (an OVA
+	// is its descriptor and compressed disk).
+	MiB     int     `json:"mib"`
+	FileMiB float64 `json:"fileMiB"`
+	// Import and RawCopy say what each side does with the bytes.
+	Import  string `json:"import"`
+	RawCopy string `json:"rawCopy"`
 	// Skipped says why the row was not measured.
 	Skipped string `json:"skipped,omitempty"`
-	// ImportMiBps and RawMiBps are the means of the rounds: VMImage
-	// created to Ready, and an HTTP GET of the same URL streamed into a
-	// volume by the benchmark itself (virsh vol-upload's path).
+	// ImportMiBps and RawMiBps are the file's MiB moved per second over
+	// the rounds: VMImage created to Ready, and the raw copy.
 	ImportMiBps float64 `json:"importMiBPerSecond"`
 	RawMiBps    float64 `json:"rawMiBPerSecond"`
 	// RSSGrowthMiB is the provider's largest resident memory growth
@@ -64,82 +70,92 @@ type ImageImport struct {
 	RawSeconds    []float64 `json:"rawSeconds"`
 }
 
-// images measures image import on a real libvirtd: rounds of a raw copy
-// and an import, alternated (raw, import, import, raw, ...), of a raw
-// image of cfg.ImageMiB with a marker every MiB (nothing along the way can
-// skip holes); writes images.md and images.json.
+// servedImage is an image file served from loopback, as a mirror would.
+type servedImage struct {
+	url, checksum string
+	size          int64
+	format        v1alpha1.ImageFormat
+}
+
+// importOf is the spec.import of img for class's Providers.
+func (img servedImage) importOf(class string) *v1alpha1.ImageImport {
+	return &v1alpha1.ImageImport{URL: img.url, Checksum: img.checksum, Format: img.format, ProviderClasses: []string{class}}
+}
+
+// imageBackend measures one backend; a row with Skipped set when it
+// cannot run here.
+type imageBackend func(ctx context.Context, bc *clientset.Clientset, raw servedImage) (ImageImport, error)
+
+// images measures image import on each backend in turn (libvirt on a
+// real libvirtd, Proxmox VE on pvesim, vSphere on vcsim), each against
+// the same bytes copied straight to it by the benchmark; writes
+// images.md and images.json with a row each. raw is a raw image of
+// cfg.ImageMiB with a marker every MiB (nothing along the way can skip
+// holes), which the backends that take raw images import.
 func (h *harness) images(ctx context.Context) error {
-	row := ImageImport{Backend: "libvirt", MiB: h.cfg.ImageMiB, Rounds: 2}
-	if m := libvirtd.Missing(); m != "" {
-		row.Skipped = "libvirtd cannot run here: needs " + m
-		return writeImages(h.cfg.Out, row, time.Now())
-	}
 	started := time.Now()
 	file, sum, err := markedImage(h.env.Dir(), h.cfg.ImageMiB)
 	if err != nil {
 		return err
 	}
-	url, stop, err := serveFile(file)
+	raw, stop, err := serveImage(file, sum, v1alpha1.ImageFormatRaw)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	root, err := filepath.Abs(filepath.Join(h.cfg.Bin, ".."))
-	if err != nil {
-		return err
-	}
-	log, err := os.Create(filepath.Join(h.env.Logs(), "libvirtd.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	d, err := libvirtd.Start(startCtx, filepath.Join(h.env.Dir(), "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
-	if err != nil {
-		return err
-	}
-	defer d.Stop()
 	bc, err := clientset.NewForConfig(h.admin)
 	if err != nil {
 		return err
 	}
-	if err := h.libvirtObjects(ctx, bc, d); err != nil {
-		return err
+	var rows []ImageImport
+	for _, b := range []struct {
+		name    string
+		measure imageBackend
+	}{{"libvirt", h.libvirtImages}, {"proxmox", h.proxmoxImages}, {"vsphere", h.vsphereImages}} {
+		logf("image import on %s", b.name)
+		row, err := b.measure(ctx, bc, raw)
+		if err != nil {
+			return fmt.Errorf("image import on %s: %w", b.name, err)
+		}
+		if row.Skipped != "" {
+			logf("  %s: not measured: %s", b.name, row.Skipped)
+		}
+		rows = append(rows, row)
 	}
-	proc, err := h.env.StartProvider("libvirt", "provider-libvirt", time.Minute, "--domain-type=qemu")
-	if err != nil {
-		return err
-	}
-	// Timed from a Ready Provider: its first connection is not the import's.
-	if err := waitProviderReady(ctx, bc, "bench-libvirt"); err != nil {
-		return err
-	}
+	return writeImages(h.cfg.Out, rows, started)
+}
+
+// measureImports runs row.Rounds of the raw copy and of the import of
+// img, alternated (raw, import, import, raw, ...: neither side always
+// goes first), and fills in row's figures. imp returns the seconds to
+// Ready and the provider's RSS growth.
+func measureImports(row *ImageImport, img servedImage, rawCopy func(round int) (float64, error), imp func(round int) (float64, float64, error)) error {
+	mib := float64(img.size) / (1 << 20)
+	row.FileMiB = mib
 	var importSecs, rawSecs float64
 	for round := range row.Rounds * 2 {
-		// raw, import, import, raw: neither side always goes first.
 		if round%4 == 0 || round%4 == 3 {
-			s, err := rawUpload(d, url, int64(h.cfg.ImageMiB)<<20, round)
+			s, err := rawCopy(round)
 			if err != nil {
-				return fmt.Errorf("raw upload: %w", err)
+				return fmt.Errorf("raw copy: %w", err)
 			}
 			rawSecs += s
 			row.RawSeconds = append(row.RawSeconds, s)
-			logf("  raw upload %d MiB: %.1fs", h.cfg.ImageMiB, s)
+			logf("  raw copy %.0f MiB: %.1fs", mib, s)
 			continue
 		}
-		s, growth, err := importOnce(ctx, bc, proc.PID(), url, sum, round)
+		s, growth, err := imp(round)
 		if err != nil {
-			return err
+			return fmt.Errorf("import: %w", err)
 		}
 		importSecs += s
 		row.ImportSeconds = append(row.ImportSeconds, s)
 		row.RSSGrowthMiB = max(row.RSSGrowthMiB, growth)
-		logf("  import %d MiB: %.1fs, provider RSS +%.0f MiB", h.cfg.ImageMiB, s, growth)
+		logf("  import %.0f MiB: %.1fs, provider RSS +%.0f MiB", mib, s, growth)
 	}
-	row.ImportMiBps = float64(h.cfg.ImageMiB*row.Rounds) / importSecs
-	row.RawMiBps = float64(h.cfg.ImageMiB*row.Rounds) / rawSecs
-	return writeImages(h.cfg.Out, row, started)
+	row.ImportMiBps = mib * float64(row.Rounds) / importSecs
+	row.RawMiBps = mib * float64(row.Rounds) / rawSecs
+	return nil
 }
 
 // markedImage writes a raw image of mib MiB with a marker every MiB and
@@ -163,72 +179,42 @@ func markedImage(dir string, mib int) (string, string, error) {
 	return file, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// serveFile serves file from loopback, as a mirror would.
-func serveFile(file string) (string, func(), error) {
+// serveImage serves file (its checksum sum, of format) from loopback, as
+// a mirror would: with its length (http.ServeFile).
+func serveImage(file, sum string, format v1alpha1.ImageFormat) (servedImage, func(), error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return servedImage{}, nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return servedImage{}, nil, err
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFile(w, r, file)
 	})}
 	go func() { _ = srv.Serve(l) }()
-	return "http://" + l.Addr().String() + "/" + filepath.Base(file), func() { _ = srv.Close() }, nil
+	img := servedImage{url: "http://" + l.Addr().String() + "/" + filepath.Base(file), checksum: sum, size: fi.Size(), format: format}
+	return img, func() { _ = srv.Close() }, nil
 }
 
-// rawUpload is the same bytes without banlieue: an HTTP GET of url
-// streamed into a new raw volume through libvirt's stream API (what virsh
-// vol-upload does with a file), the volume removed afterwards.
-func rawUpload(d *libvirtd.Daemon, url string, size int64, round int) (float64, error) {
-	l, err := d.Connect()
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Disconnect() }()
-	pool, err := l.StoragePoolLookupByName(libvirtd.Pool)
-	if err != nil {
-		return 0, err
-	}
-	doc, err := (&libvirtxml.StorageVolume{Name: fmt.Sprintf("bench-raw-%d.raw", round),
-		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(size)},
-		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}).Marshal()
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	vol, err := l.StorageVolCreateXML(pool, doc, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.StorageVolDelete(vol, 0) }()
-	if err := l.StorageVolUpload(vol, resp.Body, 0, 0, 0); err != nil {
-		return 0, err
-	}
-	return time.Since(start).Seconds(), nil
-}
-
-// importOnce creates a VMImage of url and times it to Ready on the
-// benchmark's libvirt Provider, sampling the provider's resident memory;
-// the image is deleted afterwards (its volume with it).
-func importOnce(ctx context.Context, bc *clientset.Clientset, pid int, url, sum string, round int) (float64, float64, error) {
+// importOnce creates a VMImage of imp and times it to Ready on the
+// Providers of imp's class, sampling the resident memory of their
+// provider (pid); the image is deleted afterwards (what it built with it).
+func importOnce(ctx context.Context, bc *clientset.Clientset, pid int, imp *v1alpha1.ImageImport, round int) (float64, float64, error) {
 	api := bc.BanlieueV1alpha1().VMImages()
 	before, err := rss(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-import-%d", round)}, Spec: v1alpha1.VMImageSpec{
-		Import: &v1alpha1.ImageImport{URL: url, Checksum: sum, Format: v1alpha1.ImageFormatRaw, ProviderClasses: []string{"libvirt"}}}}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-import-%s-%d", imp.ProviderClasses[0], round)},
+		Spec: v1alpha1.VMImageSpec{Import: imp}}
 	start := time.Now()
 	if _, err := api.Create(ctx, img, metav1.CreateOptions{}); err != nil {
 		return 0, 0, err
 	}
-	// Deleted before the next round, and waited for: its volume is
-	// removed then, not during the next round's upload.
+	// Deleted before the next round, and waited for: what it built is
+	// removed then, not during the next round's copy.
 	defer deleteAndWait(ctx, bc, img.Name)
 	peak := before
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -258,12 +244,14 @@ func importOnce(ctx context.Context, bc *clientset.Clientset, pid int, url, sum 
 	}
 }
 
-// writeImages writes images.md and images.json into dir.
-func writeImages(dir string, row ImageImport, started time.Time) error {
+// writeImages writes images.md and images.json into dir: a row a backend.
+func writeImages(dir string, rows []ImageImport, started time.Time) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(row, "", "  ")
+	raw, err := json.MarshalIndent(struct {
+		Imports []ImageImport `json:"imports"`
+	}{rows}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -274,21 +262,31 @@ func writeImages(dir string, row ImageImport, started time.Time) error {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# banlieue image import benchmark\n\nRun %s on %s: %d cores, %s, %s/%s. Took %s.\n\n", started.UTC().Format(time.RFC3339),
 		host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Since(started).Round(time.Second))
-	if row.Skipped != "" {
-		fmt.Fprintf(&b, "Not measured: %s.\n", row.Skipped)
-	} else {
-		fmt.Fprintf(&b, "A raw image of %d MiB (a marker every MiB), served from loopback, %d rounds each, alternated: "+
-			"a VMImage import (created to Ready: fetch, checksum, upload through libvirt's stream API) against the same "+
-			"bytes fetched and uploaded into a volume by the benchmark itself (virsh vol-upload's path).\n\n", row.MiB, row.Rounds)
-		b.WriteString("| backend | import MiB/s | raw copy MiB/s | import / raw | target | met | provider RSS growth |\n|---|---:|---:|---:|---|---|---:|\n")
-		ratio := row.ImportMiBps / row.RawMiBps
+	b.WriteString("Each backend in turn, in one run: an image file served from loopback, imported through a VMImage (created to Ready) " +
+		"against the same file fetched and copied straight to the same backend by the benchmark, rounds alternated (raw copy, import, " +
+		"import, raw copy). MiB/s are the file's MiB over each side's seconds; the provider's RSS growth is its largest during an import.\n\n")
+	b.WriteString("| backend | format | file | import MiB/s | raw copy MiB/s | import / raw | target | met | provider RSS growth |\n" +
+		"|---|---|---:|---:|---:|---:|---|---|---:|\n")
+	for _, r := range rows {
+		if r.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | %s | | | | | ≥ 0.8 | not measured: %s | |\n", r.Backend, r.Format, r.Skipped)
+			continue
+		}
+		ratio := r.ImportMiBps / r.RawMiBps
 		met := "yes"
 		if ratio < 0.8 {
 			met = "**no**"
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | ≥ 0.8 | %s | %.0f MiB |\n", row.Backend, row.ImportMiBps, row.RawMiBps, ratio, met, row.RSSGrowthMiB)
-		fmt.Fprintf(&b, "\nEach round's seconds, in run order: raw %s, import %s (a spread between rounds is the machine's, which both sides share).\n",
-			seconds(row.RawSeconds), seconds(row.ImportSeconds))
+		fmt.Fprintf(&b, "| %s | %s | %.0f MiB | %.1f | %.1f | %.2f | ≥ 0.8 | %s | %.0f MiB |\n",
+			r.Backend, r.Format, r.FileMiB, r.ImportMiBps, r.RawMiBps, ratio, met, r.RSSGrowthMiB)
+	}
+	b.WriteString("\nWhat each side does, and each round's seconds in run order (a spread between rounds is the machine's, which both sides share):\n\n")
+	for _, r := range rows {
+		if r.Skipped != "" {
+			continue
+		}
+		fmt.Fprintf(&b, "- **%s** (%d MiB disk, %d rounds each). Import: %s. Raw copy: %s. Seconds: raw %s; import %s.\n",
+			r.Backend, r.MiB, r.Rounds, r.Import, r.RawCopy, seconds(r.RawSeconds), seconds(r.ImportSeconds))
 	}
 	logf("wrote %s", filepath.Join(dir, "images.md"))
 	return os.WriteFile(filepath.Join(dir, "images.md"), []byte(b.String()), 0o644)

@@ -194,15 +194,11 @@ func waitImageReady(ctx context.Context, bc *clientset.Clientset, image, provide
 // domain defined on it, started; 8 at a time. The domains and volumes are
 // removed afterwards.
 func rawDefineStart(d *libvirtd.Daemon, n int) (float64, error) {
-	l, err := d.Connect()
+	l, pool, disconnect, err := imagePool(d)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = l.Disconnect() }()
-	pool, err := l.StoragePoolLookupByName(libvirtd.Pool)
-	if err != nil {
-		return 0, err
-	}
+	defer disconnect()
 	base, err := l.StorageVolLookupByName(pool, "guest.qcow2")
 	if err != nil {
 		return 0, err
@@ -256,6 +252,21 @@ func rawDefineStart(d *libvirtd.Daemon, n int) (float64, error) {
 		}
 	}
 	return float64(n) / took.Minutes(), nil
+}
+
+// imagePool connects to d and looks up its pool; disconnect ends the
+// connection.
+func imagePool(d *libvirtd.Daemon) (*golibvirt.Libvirt, golibvirt.StoragePool, func(), error) {
+	l, err := d.Connect()
+	if err != nil {
+		return nil, golibvirt.StoragePool{}, nil, err
+	}
+	pool, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	if err != nil {
+		_ = l.Disconnect()
+		return nil, golibvirt.StoragePool{}, nil, fmt.Errorf("looking up pool %s: %w", libvirtd.Pool, err)
+	}
+	return l, pool, func() { _ = l.Disconnect() }, nil
 }
 
 func defineStart(l *golibvirt.Libvirt, pool golibvirt.StoragePool, basePath string, i int) error {

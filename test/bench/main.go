@@ -89,7 +89,7 @@ func main() {
 	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles to this folder: of banlieue (path B) and kube-apiserver (path C) during round 1 of each CRUD verb, of every process during provisioning.")
 	profiled := flag.String("profile-phases", "crud,provision", "With -profile: the phases profiled (crud, provision).")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
-	flag.BoolVar(&cfg.Images, "images", false, "Measure image import instead (make bench-images): a VMImage import against the same bytes uploaded straight to libvirt; writes images.md and images.json.")
+	flag.BoolVar(&cfg.Images, "images", false, "Measure image import instead (make bench-images): on libvirt, Proxmox VE (pvesim) and vSphere (vcsim), a VMImage import against the same bytes copied straight to the same backend; writes images.md and images.json.")
 	flag.IntVar(&cfg.ImageMiB, "image-mib", 1024, "With -images: the image's size in MiB.")
 	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
 	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")

@@ -319,21 +319,11 @@ func awaitProgress(ctx context.Context, w watch.Interface, start time.Time, n in
 // namespace, with its credentials Secret and the storage and network
 // classes the benchmark VMs ask for.
 func (h *harness) vsphereProvider(ctx context.Context, bc clientset.Interface, name string, sim *vcsim.Simulator) error {
-	secret := name + "-credentials"
-	if _, err := h.kube.CoreV1().Secrets(devenv.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret},
-		StringData: map[string]string{"username": simUser, "password": simPassword}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	// The static install reads credentials by name: named in the
-	// provider's credentials Role, as an administrator does.
-	if err := h.env.GrantCredentials(ctx, "vsphere", "secrets", secret); err != nil {
-		return err
-	}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace, Labels: map[string]string{"dc": "dc1", "env": "prod"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: secret},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: name + "-credentials"},
 				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
@@ -341,8 +331,26 @@ func (h *harness) vsphereProvider(ctx context.Context, bc clientset.Interface, n
 			},
 		},
 	}
-	_, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{})
-	return err
+	return h.createProvider(ctx, bc, p, map[string]string{"username": simUser, "password": simPassword})
+}
+
+// createProvider creates p in the environment's namespace and the Secret
+// its spec names with creds, which its class's provider may read.
+func (h *harness) createProvider(ctx context.Context, bc clientset.Interface, p *v1alpha1.Provider, creds map[string]string) error {
+	secret := p.Spec.Connection.CredentialsRef.Name
+	if _, err := h.kube.CoreV1().Secrets(devenv.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret},
+		StringData: creds}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Secret %s: %w", secret, err)
+	}
+	// The static install reads credentials by name: named in the
+	// provider's credentials Role, as an administrator does.
+	if err := h.env.GrantCredentials(ctx, p.Spec.ProviderClassRef.Name, "secrets", secret); err != nil {
+		return err
+	}
+	if _, err := bc.BanlieueV1alpha1().Providers(devenv.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Provider %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // awaitImage waits until the benchmark image is ready on every named
