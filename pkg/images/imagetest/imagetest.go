@@ -14,8 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package imagetest runs QEMU's own tools for the image packages' tests:
-// qemu-img is the reference every reader and writer is checked against.
+// Package imagetest runs QEMU's own tools for the image packages' tests
+// (qemu-img is the reference every reader and writer is checked
+// against), and serves images from loopback with their checksums for the
+// e2e tests of every backend's imports (Serve, Checksum).
 package imagetest
 
 import (

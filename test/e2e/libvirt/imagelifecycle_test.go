@@ -52,8 +52,8 @@ func TestImageLifecycle(t *testing.T) {
 	// The second revision: the same guest, other bytes (another cluster size).
 	second := filepath.Join(t.TempDir(), "guest2.qcow2")
 	imagetest.Run(t, imagetest.Tool(t, "qemu-img"), "convert", "-O", "qcow2", "-o", "cluster_size=131072", guest, second)
-	base := serveFiles(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second})
-	sum1, sum2 := sha256Of(t, guest), sha256Of(t, second)
+	base := imagetest.Serve(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second}).Base
+	sum1, sum2 := imagetest.Checksum(t, guest), imagetest.Checksum(t, second)
 	if sum1 == sum2 {
 		t.Fatal("the second image has the first's bytes")
 	}

@@ -18,12 +18,9 @@ package libvirt
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -39,6 +36,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
@@ -50,38 +48,7 @@ func imageServer(t *testing.T) (url, checksum string) {
 	t.Helper()
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	return serveFiles(t, map[string]string{"/guest.qcow2": guest}), sha256Of(t, guest)
-}
-
-// serveFiles serves each file at its path, from loopback.
-func serveFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, ok := files[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeFile(w, r, f)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String()
-}
-
-// sha256Of is a file's checksum as spec.import.checksum writes it.
-func sha256Of(t *testing.T, file string) string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return imagetest.Serve(t, map[string]string{"/guest.qcow2": guest}).Base, imagetest.Checksum(t, guest)
 }
 
 // TestImageImportByURL: a VMImage that is only a URL and a checksum

@@ -36,6 +36,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
@@ -89,7 +90,7 @@ func TestImportSurvivesProviderKill(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
 	waitProviderReady(t, p.Name)
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "crash-import"}, Spec: v1alpha1.VMImageSpec{
-		Import: &v1alpha1.ImageImport{URL: url, Checksum: sha256Of(t, guest), Format: v1alpha1.ImageFormatQCOW2}}}
+		Import: &v1alpha1.ImageImport{URL: url, Checksum: imagetest.Checksum(t, guest), Format: v1alpha1.ImageFormatQCOW2}}}
 	if err := c.Create(ctx, img); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestImportSurvivesProviderKill(t *testing.T) {
 	if vols := importedVolumes(t, l, name); len(vols) != 2 {
 		t.Errorf("volumes after the restart %v: want the image and its marker, once", vols)
 	}
-	if got, want := volumeSHA256(t, name), sha256Of(t, guest); got != want {
+	if got, want := volumeSHA256(t, name), imagetest.Checksum(t, guest); got != want {
 		t.Errorf("the volume's bytes are %s, the source's %s", got, want)
 	}
 }
@@ -152,7 +153,7 @@ func TestImportMemoryIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	base := serveFiles(t, map[string]string{"/big.raw": file})
+	base := imagetest.Serve(t, map[string]string{"/big.raw": file}).Base
 	p := libvirtProvider("memory-import", map[string]string{"role": "memory-import"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestImportMemoryIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "memory-import"}, Spec: v1alpha1.VMImageSpec{
-		Import: &v1alpha1.ImageImport{URL: base + "/big.raw", Checksum: sha256Of(t, file), Format: v1alpha1.ImageFormatRaw}}}
+		Import: &v1alpha1.ImageImport{URL: base + "/big.raw", Checksum: imagetest.Checksum(t, file), Format: v1alpha1.ImageFormatRaw}}}
 	if err := c.Create(ctx, img); err != nil {
 		t.Fatal(err)
 	}

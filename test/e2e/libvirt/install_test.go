@@ -19,7 +19,6 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 )
@@ -63,11 +63,8 @@ func TestInstallerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadISO := filepath.Join(t.TempDir(), "dead.iso")
-	if err := os.WriteFile(deadISO, dead, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	base := serveFiles(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO})
+	deadISO := imagetest.WriteFile(t, "dead.iso", dead)
+	base := imagetest.Serve(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO}).Base
 	p := libvirtProvider("install-libvirt", map[string]string{"role": "install"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -91,7 +88,7 @@ func TestInstallerImages(t *testing.T) {
 	}
 	installer := func(name string, mode v1alpha1.InstallMode, url string, timeout *int32) *v1alpha1.VMImage {
 		img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VMImageSpec{
-			Import: &v1alpha1.ImageImport{URL: base + url, Checksum: sha256Of(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO}[url]),
+			Import: &v1alpha1.ImageImport{URL: base + url, Checksum: imagetest.Checksum(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO}[url]),
 				Format: v1alpha1.ImageFormatISO, InstallTimeoutSeconds: timeout, ProviderClasses: []string{"libvirt"}},
 			Template:     &v1alpha1.ImageTemplate{InstallMode: mode, Firmware: v1alpha1.FirmwareBIOS},
 			CloudConfigs: []v1alpha1.CloudConfigSource{{SecretRef: v1alpha1.LocalObjectReference{Name: cc.Name}}}}}

@@ -18,12 +18,7 @@ package proxmox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,35 +32,18 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // imageServer serves the repo's test guest (hack/build-guest-image.sh),
 // as a mirror would, from loopback: GET /guest.qcow2 with its length
-// (http.ServeFile). The libvirt e2e test's, copied.
+// (http.ServeFile).
 func imageServer(t *testing.T) (url, checksum string) {
 	t.Helper()
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	data, err := os.ReadFile(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/guest.qcow2" {
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeFile(w, r, guest)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String(), "sha256:" + hex.EncodeToString(sum[:])
+	return imagetest.Serve(t, map[string]string{"/guest.qcow2": guest}).Base, imagetest.Checksum(t, guest)
 }
 
 // imported counts, per node, the templates named name on the simulator,

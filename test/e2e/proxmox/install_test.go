@@ -18,11 +18,7 @@ package proxmox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -36,31 +32,10 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
-
-// installerServer serves iso, as a mirror would, from loopback: GET
-// /installer.iso with its length.
-func installerServer(t *testing.T, iso []byte) (url, checksum string) {
-	t.Helper()
-	sum := sha256.Sum256(iso)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/installer.iso" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(iso)))
-		_, _ = w.Write(iso)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String() + "/installer.iso", "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // installed is, on the simulator, the VMs named name (templates or
 // not) and the ISO volumes of that name (installer and seed) on any node.
@@ -98,7 +73,9 @@ func TestProxmoxInstallerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, sum := installerServer(t, iso)
+	// Served as a mirror would, from loopback.
+	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
+	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
 	p := proxmoxProvider(t, "install-proxmox", "proxmox-token", map[string]string{"role": "install"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)

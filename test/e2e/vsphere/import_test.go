@@ -20,14 +20,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,40 +90,32 @@ func importServer(t *testing.T) (string, map[string]string) {
 	if err := os.WriteFile(filepath.Join(dir, "guest.ova"), ova.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sums := map[string]string{}
+	files, sums := map[string]string{}, map[string]string{}
 	for _, f := range []string{"guest.qcow2", "guest.raw", "guest.ova"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		sums[f] = "sha256:" + hex.EncodeToString(sum[:])
+		files["/"+f] = filepath.Join(dir, f)
+		sums[f] = imagetest.Checksum(t, files["/"+f])
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String(), sums
+	return imagetest.Serve(t, files).Base, sums
 }
 
 // namedInVCSim counts the VMs and the templates named name in datacenter
 // dc, as vcsim has them.
 func namedInVCSim(t *testing.T, dc, name string) (vms, templates int) {
 	t.Helper()
+	refs, vms := templateRefs(t, dc, name)
+	return vms, len(refs)
+}
+
+// templateRefs is what vcsim holds named name in datacenter dc: the
+// managed object references of its templates, and how many plain VMs.
+// A re-import makes a new VM, so a template keeping its reference was
+// not imported again.
+func templateRefs(t *testing.T, dc, name string) (templates []string, vms int) {
+	t.Helper()
 	ctx := context.Background()
-	gc := vcLogin(t)
-	f := find.NewFinder(gc.Client, false)
-	d, err := f.Datacenter(ctx, dc)
+	list, err := dcFinder(t, dc).VirtualMachineList(ctx, name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetDatacenter(d)
-	list, err := f.VirtualMachineList(ctx, name)
-	if err != nil {
-		return 0, 0 // none
+		return nil, 0 // none
 	}
 	for _, vm := range list {
 		var m mo.VirtualMachine
@@ -134,12 +123,13 @@ func namedInVCSim(t *testing.T, dc, name string) (vms, templates int) {
 			t.Fatal(err)
 		}
 		if m.Config.Template {
-			templates++
+			templates = append(templates, vm.Reference().Value)
 		} else {
 			vms++
 		}
 	}
-	return vms, templates
+	sort.Strings(templates)
+	return templates, vms
 }
 
 // destroyImported destroys the templates the test imported, in both

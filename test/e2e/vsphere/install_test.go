@@ -18,12 +18,8 @@ package vsphere
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,33 +37,12 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/images"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers/cloudinit"
 )
 
 // installDatastore is where the test's Provider keeps its images.
 const installDatastore = "LocalDS_0"
-
-// installerServer serves iso, as a mirror would, from loopback: GET
-// /installer.iso with its length.
-func installerServer(t *testing.T, iso []byte) (url, checksum string) {
-	t.Helper()
-	sum := sha256.Sum256(iso)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/installer.iso" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(iso)))
-		_, _ = w.Write(iso)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String() + "/installer.iso", "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // vcInstall is what vcsim holds of an installer image named name in a
 // datacenter: its VMs and templates, and whether the installer's and
@@ -162,7 +137,9 @@ func TestVSphereInstallerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, sum := installerServer(t, iso)
+	// Served as a mirror would, from loopback.
+	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
+	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
 	secret(t, ns, "install-vsphere-creds", map[string]string{"username": user, "password": password})
 	p := provider("install-vsphere", "install-vsphere-creds", func(s *v1alpha1.ProviderSpec) {
 		s.Capabilities = v1alpha1.ProviderCapabilities{

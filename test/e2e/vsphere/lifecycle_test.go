@@ -225,17 +225,22 @@ func TestSeedGuideOnVCSim(t *testing.T) {
 	})
 }
 
-// vcVMNames lists the VMs of datacenter dc whose names start with prefix.
-func vcVMNames(t *testing.T, dc, prefix string) []string {
+// dcFinder is a finder of datacenter dc, on a session of the test's.
+func dcFinder(t *testing.T, dc string) *find.Finder {
 	t.Helper()
-	ctx := context.Background()
 	f := find.NewFinder(vcLogin(t).Client, false)
-	d, err := f.Datacenter(ctx, dc)
+	d, err := f.Datacenter(context.Background(), dc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.SetDatacenter(d)
-	vms, err := f.VirtualMachineList(ctx, prefix+"*")
+	return f
+}
+
+// vcVMNames lists the VMs of datacenter dc whose names start with prefix.
+func vcVMNames(t *testing.T, dc, prefix string) []string {
+	t.Helper()
+	vms, err := dcFinder(t, dc).VirtualMachineList(context.Background(), prefix+"*")
 	if err != nil {
 		return nil
 	}
