@@ -1,0 +1,47 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package providers
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// Consoles is implemented by a backend that streams a VM's serial
+// console (virtualmachines/NAME/console, docs/design/console.md).
+type Consoles interface {
+	// OpenConsole attaches to the serial console of the VM spec names,
+	// found by its instance UUID as DeleteMachine finds it. The stream
+	// carries the guest's bytes both ways; closing it detaches and
+	// releases everything the session holds on the backend (its
+	// connection included). force takes the console over from a session
+	// the backend holds open (another client's); without it such a
+	// session is ErrConsoleBusy. The stream ends (a read returns io.EOF
+	// or an error) when the VM stops or the backend connection drops.
+	// ctx bounds the attach only, not the session.
+	OpenConsole(ctx context.Context, spec MachineSpec, force bool) (io.ReadWriteCloser, error)
+}
+
+// Errors of OpenConsole, which the console endpoint turns into reasons.
+var (
+	// ErrConsoleBusy: another session holds the console.
+	ErrConsoleBusy = errors.New("the console is in use by another session")
+	// ErrNoConsole: the VM has no serial console the backend can reach
+	// (not built, not running, or built without one).
+	ErrNoConsole = errors.New("the VM has no serial console to attach to")
+)
