@@ -1468,6 +1468,34 @@ type ProviderStatus struct {
 	// workload is the provider workload "banlieue operator" runs for this
 	// Provider, or why it runs none. Written by the operator only.
 	Workload *ProviderWorkload `json:"workload,omitempty"`
+	// console is where the process serving this Provider streams its VMs'
+	// consoles; empty when none does.
+	// +optional
+	Console *ProviderConsole `json:"console,omitempty"`
+}
+
+// ProviderConsole is the console endpoint of the process serving a
+// Provider (its leader).
+type ProviderConsole struct {
+	// endpoint is the HTTPS URL the API server connects to.
+	Endpoint string `json:"endpoint"`
+	// certificateSHA256 is the hex SHA-256 of the endpoint's certificate
+	// (DER): the API server accepts no other.
+	CertificateSHA256 string `json:"certificateSHA256"`
+	// holder is the process that published it (its pod or host name).
+	// +optional
+	Holder string `json:"holder,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineConsoleOptions are the query parameters of
+// virtualmachines/NAME/console.
+type VirtualMachineConsoleOptions struct {
+	metav1.TypeMeta
+
+	// takeover closes another session on the console and attaches.
+	Takeover bool
 }
 
 // ProviderWorkload is the Deployment serving a Provider.

@@ -96,6 +96,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.ProviderClassSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderConnection"):
 		return &banlieuev1alpha1.ProviderConnectionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderConsole"):
+		return &banlieuev1alpha1.ProviderConsoleApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderHost"):
 		return &banlieuev1alpha1.ProviderHostApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderResources"):

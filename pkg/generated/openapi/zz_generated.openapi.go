@@ -68,6 +68,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ProviderClassList{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderClassList(ref),
 		v1alpha1.ProviderClassSpec{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderClassSpec(ref),
 		v1alpha1.ProviderConnection{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref),
+		v1alpha1.ProviderConsole{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_ProviderConsole(ref),
 		v1alpha1.ProviderHost{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderHost(ref),
 		v1alpha1.ProviderList{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
 		v1alpha1.ProviderPlacement{}.OpenAPIModelName():            schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref),
@@ -99,6 +100,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.VMImageSpec{}.OpenAPIModelName():                  schema_pkg_apis_banlieue_v1alpha1_VMImageSpec(ref),
 		v1alpha1.VMImageStatus{}.OpenAPIModelName():                schema_pkg_apis_banlieue_v1alpha1_VMImageStatus(ref),
 		v1alpha1.VirtualMachine{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref),
+		v1alpha1.VirtualMachineConsoleOptions{}.OpenAPIModelName(): schema_pkg_apis_banlieue_v1alpha1_VirtualMachineConsoleOptions(ref),
 		v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(): schema_pkg_apis_banlieue_v1alpha1_VirtualMachineInitialization(ref),
 		v1alpha1.VirtualMachineList{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref),
 		v1alpha1.VirtualMachinePlacement{}.OpenAPIModelName():      schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref),
@@ -1777,6 +1779,43 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderConnection(ref common.ReferenceCa
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_ProviderConsole(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderConsole is the console endpoint of the process serving a Provider (its leader).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "endpoint is the HTTPS URL the API server connects to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"certificateSHA256": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateSHA256 is the hex SHA-256 of the endpoint's certificate (DER): the API server accepts no other, so a stale endpoint of a replica that lost its leadership is refused.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"holder": {
+						SchemaProps: spec.SchemaProps{
+							Description: "holder is the process that published it (its pod or host name).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"endpoint", "certificateSHA256"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_ProviderHost(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2082,11 +2121,17 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 							Ref:         ref(v1alpha1.ProviderWorkload{}.OpenAPIModelName()),
 						},
 					},
+					"console": {
+						SchemaProps: spec.SchemaProps{
+							Description: "console is where the process serving this Provider streams its VMs' serial consoles (virtualmachines/NAME/console); empty when none does. Written by that process's leader.",
+							Ref:         ref(v1alpha1.ProviderConsole{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1alpha1.ProviderWorkload{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1alpha1.ProviderConsole{}.OpenAPIModelName(), v1alpha1.ProviderWorkload{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -3498,6 +3543,40 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachine(ref common.ReferenceCallba
 		},
 		Dependencies: []string{
 			v1alpha1.VirtualMachineSpec{}.OpenAPIModelName(), v1alpha1.VirtualMachineStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineConsoleOptions(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineConsoleOptions are the query parameters of virtualmachines/NAME/console.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"takeover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "takeover closes another session on the console and attaches.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

@@ -1541,6 +1541,37 @@ type ProviderStatus struct {
 	// Provider, or why it runs none. Written by the operator only.
 	// +optional
 	Workload *ProviderWorkload `json:"workload,omitempty" protobuf:"bytes,4,opt,name=workload"`
+	// console is where the process serving this Provider streams its VMs'
+	// serial consoles (virtualmachines/NAME/console); empty when none does.
+	// Written by that process's leader.
+	// +optional
+	Console *ProviderConsole `json:"console,omitempty" protobuf:"bytes,5,opt,name=console"`
+}
+
+// ProviderConsole is the console endpoint of the process serving a
+// Provider (its leader).
+type ProviderConsole struct {
+	// endpoint is the HTTPS URL the API server connects to.
+	Endpoint string `json:"endpoint" protobuf:"bytes,1,opt,name=endpoint"`
+	// certificateSHA256 is the hex SHA-256 of the endpoint's certificate
+	// (DER): the API server accepts no other, so a stale endpoint of a
+	// replica that lost its leadership is refused.
+	CertificateSHA256 string `json:"certificateSHA256" protobuf:"bytes,2,opt,name=certificateSHA256"`
+	// holder is the process that published it (its pod or host name).
+	// +optional
+	Holder string `json:"holder,omitempty" protobuf:"bytes,3,opt,name=holder"`
+}
+
+// VirtualMachineConsoleOptions are the query parameters of
+// virtualmachines/NAME/console.
+// +k8s:conversion-gen:explicit-from=net/url.Values
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type VirtualMachineConsoleOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// takeover closes another session on the console and attaches.
+	// +optional
+	Takeover bool `json:"takeover,omitempty" protobuf:"varint,1,opt,name=takeover"`
 }
 
 // ProviderWorkload is the Deployment serving a Provider.

@@ -197,6 +197,11 @@ func (in ProviderConnection) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderConsole) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderConsole"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderHost) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderHost"
 }
@@ -349,6 +354,11 @@ func (in VMImageStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VirtualMachine) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachine"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineConsoleOptions) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineConsoleOptions"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -571,6 +571,20 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: insecureSkipTLSVerify
       type:
         scalar: boolean
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderConsole
+  map:
+    fields:
+    - name: certificateSHA256
+      type:
+        scalar: string
+      default: ""
+    - name: endpoint
+      type:
+        scalar: string
+      default: ""
+    - name: holder
+      type:
+        scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderHost
   map:
     fields:
@@ -627,6 +641,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: console
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderConsole
     - name: failureDomains
       type:
         list:

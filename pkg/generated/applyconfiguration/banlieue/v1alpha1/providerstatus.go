@@ -39,6 +39,10 @@ type ProviderStatusApplyConfiguration struct {
 	// workload is the provider workload "banlieue operator" runs for this
 	// Provider, or why it runs none. Written by the operator only.
 	Workload *ProviderWorkloadApplyConfiguration `json:"workload,omitempty"`
+	// console is where the process serving this Provider streams its VMs'
+	// serial consoles (virtualmachines/NAME/console); empty when none does.
+	// Written by that process's leader.
+	Console *ProviderConsoleApplyConfiguration `json:"console,omitempty"`
 }
 
 // ProviderStatusApplyConfiguration constructs a declarative configuration of the ProviderStatus type for use with
@@ -86,5 +90,13 @@ func (b *ProviderStatusApplyConfiguration) WithFailureDomains(values ...*Failure
 // If called multiple times, the Workload field is set to the value of the last call.
 func (b *ProviderStatusApplyConfiguration) WithWorkload(value *ProviderWorkloadApplyConfiguration) *ProviderStatusApplyConfiguration {
 	b.Workload = value
+	return b
+}
+
+// WithConsole sets the Console field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Console field is set to the value of the last call.
+func (b *ProviderStatusApplyConfiguration) WithConsole(value *ProviderConsoleApplyConfiguration) *ProviderStatusApplyConfiguration {
+	b.Console = value
 	return b
 }
