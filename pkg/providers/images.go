@@ -59,20 +59,26 @@ type ImageTarget struct {
 	// Storage is where in the location it is kept: the Provider's image
 	// storage (ImageStorage).
 	Storage string
+	// Firmware of a template built of an installer (format iso):
+	// spec.template.firmware (bios, efi, efi-secure), the backend's
+	// default when empty. Both install modes carry it: a deferred
+	// template is what each clone boots its installer with, and the
+	// scheduler refuses a class of another firmware family by the image's
+	// (ImageClassMismatch), so the template must be what it says.
+	Firmware string
 	// Install, for an installer (format iso) of installMode immediate, is
 	// how a build VM installs it into what is built; nil imports the
-	// bytes as they are (a deferred installer: each clone installs from it).
+	// bytes as they are (a deferred installer: each clone installs from
+	// it, with Firmware).
 	Install *ImageInstall
 }
 
 // ImageInstall is the build of an installer into a template: a build VM
-// with a blank disk, the installer and a NoCloud seed carrying the
-// image's cloudConfigs, powered on; the guest installs and powers itself
-// off, and its disk, the media detached, becomes what is built.
+// with a blank disk, the target's Firmware, the installer and a NoCloud
+// seed carrying the image's cloudConfigs, powered on; the guest installs
+// and powers itself off, and its disk, the media detached, becomes what
+// is built.
 type ImageInstall struct {
-	// Firmware of the build VM (bios, efi, efi-secure); the backend's
-	// default when empty.
-	Firmware string
 	// UserData is the seed's user data: the image's cloudConfigs.
 	UserData []byte
 	// DiskSizeGiB is the blank disk's size; clones grow it to their class's.

@@ -124,6 +124,10 @@ func (r *ImageReconciler) importStatus(ctx context.Context, img *v1alpha1.VMImag
 			Message: fmt.Sprintf("provider class %s imports no images", r.Class)}, false
 	}
 	target := providers.ImageTarget{Name: images.ArtifactName(img.UID, img.Status.Revision), Format: format, Storage: storage, Size: -1}
+	if t := img.Spec.Template; t != nil && format == v1alpha1.ImageFormatISO {
+		// Deferred too: the template each clone installs in boots with it.
+		target.Firmware = string(t.Firmware)
+	}
 	st := v1alpha1.ImageProviderStatus{Ready: true}
 	busy := false
 	for _, scope := range r.scopes(p) {
@@ -318,8 +322,8 @@ func (r *ImageReconciler) source(ctx context.Context, img *v1alpha1.VMImage, p *
 }
 
 // install is how an installer image (format iso) of installMode
-// immediate is installed by a build VM: the template's firmware, the
-// image's cloudConfigs (read by name from the Provider's namespace) as
+// immediate is installed by a build VM (the template's firmware is the
+// target's): the image's cloudConfigs (read by name from the Provider's namespace) as
 // the seed's user data; nil for any other image.
 func (r *ImageReconciler) install(ctx context.Context, img *v1alpha1.VMImage, p *v1alpha1.Provider) (*providers.ImageInstall, error) {
 	t := img.Spec.Template
@@ -345,7 +349,7 @@ func (r *ImageReconciler) install(ctx context.Context, img *v1alpha1.VMImage, p 
 	if s := img.Spec.Import.InstallTimeoutSeconds; s != nil {
 		timeout = time.Duration(*s) * time.Second
 	}
-	return &providers.ImageInstall{Firmware: string(t.Firmware), UserData: userData, DiskSizeGiB: InstallDiskGiB, Timeout: timeout}, nil
+	return &providers.ImageInstall{UserData: userData, DiskSizeGiB: InstallDiskGiB, Timeout: timeout}, nil
 }
 
 // runImport fetches src into target at loc.

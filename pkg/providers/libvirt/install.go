@@ -54,7 +54,7 @@ func buildSpec(loc failuredomain.Location, t providers.ImageTarget) providers.Ma
 	}
 	if in := t.Install; in != nil {
 		spec.Disks = []providers.Disk{{Name: "root", SizeGiB: in.DiskSizeGiB, Target: t.Storage}}
-		spec.Firmware, spec.UserData = in.Firmware, in.UserData
+		spec.Firmware, spec.UserData = t.Firmware, in.UserData
 	}
 	return spec
 }

@@ -40,7 +40,8 @@ import (
 //     and the ISO as a CD-ROM on ide0 (ide2 is where a machine's seed
 //     goes), booting the disk then the CD-ROM: a blank disk falls
 //     through to the installer, an installed one boots itself.
-//   - deferred (no Install): never powered on, converted to the template;
+//   - deferred (no Install): never powered on, converted to the template
+//     with the image's firmware (bios, or ovmf and an EFI disk);
 //     the ISO stays, each clone installs itself from it at first boot.
 //   - immediate: a NoCloud seed with the image's cloudConfigs uploaded
 //     as NAME-seed.iso and attached on ide2, the VM started and waited
@@ -84,6 +85,16 @@ func (c *Client) buildInstaller(ctx context.Context, node string, t providers.Im
 		{Name: "boot", Value: "order=scsi0;ide0"},
 		{Name: "agent", Value: "1"},
 	}
+	// The template's firmware, deferred too: each clone boots the
+	// installer with what the template carries.
+	switch t.Firmware {
+	case "efi", "efi-secure":
+		keys := map[bool]string{true: "1", false: "0"}[t.Firmware == "efi-secure"]
+		opts = append(opts, proxmox.VirtualMachineOption{Name: "bios", Value: "ovmf"},
+			proxmox.VirtualMachineOption{Name: "efidisk0", Value: t.Storage + ":1,efitype=4m,pre-enrolled-keys=" + keys})
+	case "bios":
+		opts = append(opts, proxmox.VirtualMachineOption{Name: "bios", Value: "seabios"})
+	}
 	if in == nil {
 		id, err := c.createImportVM(ctx, node, t, opts...)
 		if err != nil {
@@ -102,14 +113,6 @@ func (c *Client) buildInstaller(ctx context.Context, node string, t providers.Im
 		return err
 	}
 	opts = append(opts, proxmox.VirtualMachineOption{Name: "ide2", Value: store + ":iso/" + seedISO(t) + ",media=cdrom"})
-	switch in.Firmware {
-	case "efi", "efi-secure":
-		keys := map[bool]string{true: "1", false: "0"}[in.Firmware == "efi-secure"]
-		opts = append(opts, proxmox.VirtualMachineOption{Name: "bios", Value: "ovmf"},
-			proxmox.VirtualMachineOption{Name: "efidisk0", Value: t.Storage + ":1,efitype=4m,pre-enrolled-keys=" + keys})
-	case "bios":
-		opts = append(opts, proxmox.VirtualMachineOption{Name: "bios", Value: "seabios"})
-	}
 	id, err := c.createImportVM(ctx, node, t, opts...)
 	if err != nil {
 		return err

@@ -62,15 +62,17 @@ import (
 //
 // The bytes never touch local disk except a qcow2's: a qcow2 is read out
 // of order to be converted, so it is staged in a scratch file of the
-// temporary directory (banlieue-import-*, at most ScratchLimit bytes)
-// before anything is built (its checksum is checked by then), and always
-// removed when the import ends. A raw image is converted while it
+// temporary directory (banlieue-import-pidPID-*, at most ScratchLimit
+// bytes) before anything is built (its checksum is checked by then), and
+// always removed when the import ends; those a killed process left are
+// swept by the next one (scratch.go). A raw image is converted while it
 // streams, an OVA's files are uploaded as they come out of the tar.
 
 // ScratchLimit bounds the scratch file a qcow2 import stages its image in.
 var ScratchLimit int64 = 64 << 30
 
-// scratchPattern names a qcow2 import's scratch files in os.TempDir().
+// scratchPattern matches the qcow2 imports' scratch files in
+// os.TempDir(), of any process (scratchCreatePattern).
 const scratchPattern = "banlieue-import-*.qcow2"
 
 // leaseKeepAlive is how often an open NFC lease is told the upload's
@@ -497,7 +499,8 @@ func stageQCOW2(ctx context.Context, t providers.ImageTarget, body io.Reader) (s
 	if t.Size > ScratchLimit {
 		return scratchFile{}, 0, fmt.Errorf("the qcow2 image is %d bytes, more than the %d a scratch file may hold", t.Size, ScratchLimit)
 	}
-	tmp, err := os.CreateTemp("", scratchPattern)
+	sweepLeftScratch(klog.FromContext(ctx))
+	tmp, err := os.CreateTemp("", scratchCreatePattern(os.Getpid()))
 	if err != nil {
 		return scratchFile{}, 0, fmt.Errorf("creating a scratch file for the qcow2 image: %w", err)
 	}

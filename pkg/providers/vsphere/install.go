@@ -45,8 +45,9 @@ import (
 //     thin disk and the ISO on a CD-ROM connected at power-on, booting
 //     the disk then the CD-ROM: a blank disk falls through to the
 //     installer, an installed one boots itself;
-//   - deferred (no Install): never powered on, marked a template; the ISO
-//     stays, each clone installs itself from it at first boot;
+//   - deferred (no Install): never powered on, marked a template with the
+//     image's firmware; the ISO stays, each clone installs itself from it
+//     at first boot;
 //   - immediate: a NoCloud seed with the image's cloudConfigs uploaded as
 //     banlieue-images/NAME-seed.iso on a second CD-ROM (what the installer
 //     reads; machines get guestinfo, a build VM a seed), the VM powered
@@ -160,16 +161,14 @@ func (c *Client) uploadISO(ctx context.Context, l *located, ds *object.Datastore
 }
 
 // createInstallVM creates the VM t.Name in folder and pool: one CPU,
-// 1 GiB of memory, the install's firmware, a blank thin disk on ds.
+// 1 GiB of memory, the template's firmware (a deferred template's too:
+// its clones boot the installer with it), a blank thin disk on ds.
 func (c *Client) createInstallVM(ctx context.Context, folder *object.Folder, pool *object.ResourcePool, ds *object.Datastore, t providers.ImageTarget) (*object.VirtualMachine, error) {
 	size := int64(installDiskGiB)
-	fw := ""
-	if t.Install != nil {
-		if t.Install.DiskSizeGiB > 0 {
-			size = t.Install.DiskSizeGiB
-		}
-		fw = t.Install.Firmware
+	if t.Install != nil && t.Install.DiskSizeGiB > 0 {
+		size = t.Install.DiskSizeGiB
 	}
+	fw := t.Firmware
 	var devices object.VirtualDeviceList
 	scsi, err := devices.CreateSCSIController("pvscsi")
 	if err != nil {
@@ -256,7 +255,7 @@ func attachInstaller(ctx context.Context, vm *object.VirtualMachine, isos []stri
 		&types.VirtualMachineBootOptionsBootableDiskDevice{DeviceKey: disks[0].GetVirtualDevice().Key},
 		&types.VirtualMachineBootOptionsBootableCdromDevice{},
 	}
-	return reconfigureVM(ctx, vm, types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{BootOrder: order}})
+	return setBootOrder(ctx, vm, order)
 }
 
 // detachInstaller removes the VM's CD-ROMs and boots its disk only.
@@ -277,7 +276,23 @@ func detachInstaller(ctx context.Context, vm *object.VirtualMachine) error {
 	order := []types.BaseVirtualMachineBootOptionsBootableDevice{
 		&types.VirtualMachineBootOptionsBootableDiskDevice{DeviceKey: disks[0].GetVirtualDevice().Key},
 	}
-	return reconfigureVM(ctx, vm, types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{BootOrder: order}})
+	return setBootOrder(ctx, vm, order)
+}
+
+// setBootOrder sets the VM's boot order, keeping its secure boot: a
+// VirtualMachineBootOptions replaces the whole of the VM's on vcsim, and
+// what vCenter does with a field left unset is not promised, so an
+// efi-secure template would lose secure boot to its boot order.
+func setBootOrder(ctx context.Context, vm *object.VirtualMachine, order []types.BaseVirtualMachineBootOptionsBootableDevice) error {
+	var m mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config.bootOptions"}, &m); err != nil {
+		return err
+	}
+	opts := &types.VirtualMachineBootOptions{BootOrder: order}
+	if m.Config != nil && m.Config.BootOptions != nil {
+		opts.EfiSecureBootEnabled = m.Config.BootOptions.EfiSecureBootEnabled
+	}
+	return reconfigureVM(ctx, vm, types.VirtualMachineConfigSpec{BootOptions: opts})
 }
 
 func reconfigureVM(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
