@@ -209,7 +209,7 @@ func (c *Client) buildTemplate(ctx context.Context, node string, t providers.Ima
 		}
 		return fmt.Errorf("uploading %s to %s on %s: %w", file, store, node, err)
 	}
-	if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+	if err := c.await(ctx, proxmox.NewTask(upid, c.api)); err != nil {
 		return fmt.Errorf("uploading %s to %s on %s: %w", file, store, node, err)
 	}
 	id, err := c.createImportVM(ctx, node, t,
@@ -262,7 +262,7 @@ func (c *Client) deleteContent(ctx context.Context, node, store, content, volid 
 		return fmt.Errorf("deleting %s on %s: %w", volid, node, err)
 	}
 	if upid != "" {
-		if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+		if err := c.await(ctx, proxmox.NewTask(upid, c.api)); err != nil {
 			return fmt.Errorf("deleting %s on %s: %w", volid, node, err)
 		}
 	}
@@ -291,7 +291,7 @@ func (c *Client) createImportVM(ctx context.Context, node string, t providers.Im
 		if err != nil {
 			return 0, fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
 		}
-		if err := task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+		if err := c.await(ctx, task); err != nil {
 			return 0, fmt.Errorf("creating VM %s on %s: %w", t.Name, node, err)
 		}
 		return id, nil
@@ -303,7 +303,7 @@ func (c *Client) createImportVM(ctx context.Context, node string, t providers.Im
 func (c *Client) convertToTemplate(ctx context.Context, node string, id int, t providers.ImageTarget) error {
 	task, err := c.api.NodeRef(node).VirtualMachineRef(id).ConvertToTemplate(ctx)
 	if err == nil {
-		err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+		err = c.await(ctx, task)
 	}
 	if err != nil {
 		return fmt.Errorf("converting VM %d (%s) on %s to a template: %w", id, t.Name, node, err)
@@ -331,7 +331,7 @@ func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Loca
 		if vm.Status == proxmox.StatusVirtualMachineRunning {
 			task, err := vm.Stop(ctx)
 			if err == nil {
-				err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+				err = c.await(ctx, task)
 			}
 			if err != nil && !isGone(err) {
 				return fmt.Errorf("stopping VM %d (%s) on %s: %w", r.VMID, t.Name, r.Node, err)
@@ -339,7 +339,7 @@ func (c *Client) DeleteImportedImage(ctx context.Context, loc failuredomain.Loca
 		}
 		task, err := vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
 		if err == nil && task != nil {
-			err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+			err = c.await(ctx, task)
 		}
 		if err != nil && !isGone(err) {
 			return fmt.Errorf("deleting VM %d (%s) on %s: %w", r.VMID, t.Name, r.Node, err)

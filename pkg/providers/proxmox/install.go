@@ -123,7 +123,7 @@ func (c *Client) buildInstaller(ctx context.Context, node string, t providers.Im
 	}
 	task, err := vm.Start(ctx)
 	if err == nil {
-		err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+		err = c.await(ctx, task)
 	}
 	if err != nil {
 		return fmt.Errorf("starting the build VM %d (%s) on %s: %w", id, t.Name, node, err)
@@ -140,7 +140,7 @@ func (c *Client) buildInstaller(ctx context.Context, node string, t providers.Im
 	task, err = vm.Config(ctx, proxmox.VirtualMachineOption{Name: "delete", Value: "ide0,ide2"},
 		proxmox.VirtualMachineOption{Name: "boot", Value: "order=scsi0"})
 	if err == nil {
-		err = task.Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+		err = c.await(ctx, task)
 	}
 	if err != nil {
 		return fmt.Errorf("detaching the installer and seed from VM %d (%s) on %s: %w", id, t.Name, node, err)
@@ -188,7 +188,7 @@ func (c *Client) uploadISO(ctx context.Context, node, store, file string, body i
 		}
 		return fmt.Errorf("uploading %s to %s on %s: %w", file, store, node, err)
 	}
-	if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+	if err := c.await(ctx, proxmox.NewTask(upid, c.api)); err != nil {
 		return fmt.Errorf("uploading %s to %s on %s: %w", file, store, node, err)
 	}
 	return nil

@@ -122,7 +122,7 @@ func (c *Client) EnsureMachine(ctx context.Context, spec providers.MachineSpec, 
 // from the VM next; a task the node no longer knows is forgotten.
 func (c *Client) resume(ctx context.Context, ref string) {
 	if h, ok := parseHandle(ref); ok && h.upid != "" {
-		_ = proxmox.NewTask(proxmox.UPID(h.upid), c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+		_ = c.await(ctx, proxmox.NewTask(proxmox.UPID(h.upid), c.api))
 	}
 }
 
@@ -423,7 +423,7 @@ func (c *Client) seed(ctx context.Context, vm *proxmox.VirtualMachine, spec prov
 		if err := c.api.UploadReader(path, map[string]string{"content": "iso"}, name, bytes.NewReader(iso), int64(len(iso)), &upid); err != nil {
 			return "", fmt.Errorf("uploading the cloud-init seed: %w", err)
 		}
-		if err := proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout); err != nil {
+		if err := c.await(ctx, proxmox.NewTask(upid, c.api)); err != nil {
 			return "", fmt.Errorf("uploading the cloud-init seed: %w", err)
 		}
 	}
@@ -759,7 +759,7 @@ func (c *Client) deleteSeed(ctx context.Context, node, uid string) error {
 		return fmt.Errorf("deleting the cloud-init seed: %w", err)
 	}
 	if upid != "" {
-		return proxmox.NewTask(upid, c.api).Wait(ctx, c.opts.TaskPoll, c.opts.TaskTimeout)
+		return c.await(ctx, proxmox.NewTask(upid, c.api))
 	}
 	return nil
 }
