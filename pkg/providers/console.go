@@ -45,3 +45,35 @@ var (
 	// (not built, not running, or built without one).
 	ErrNoConsole = errors.New("the VM has no serial console to attach to")
 )
+
+// ConsoleOf is b's Consoles, its attach bounded like a call (the session
+// itself is not: it lasts as long as its client); false when b's backend
+// streams no console.
+func ConsoleOf(b Backend) (Consoles, bool) {
+	d := Deadlines{}.withDefaults()
+	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
+		b, d = bb.unbounded()
+	}
+	c, ok := b.(Consoles)
+	if !ok {
+		return nil, false
+	}
+	return boundedConsoles{c: c, d: d}, true
+}
+
+type boundedConsoles struct {
+	c Consoles
+	d Deadlines
+}
+
+func (b boundedConsoles) OpenConsole(ctx context.Context, spec MachineSpec, force bool) (io.ReadWriteCloser, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
+	defer cancel()
+	return b.c.OpenConsole(ctx, spec, force)
+}
+
+// Resizer is a console stream that passes the client's terminal size on
+// (Proxmox VE's termproxy); others ignore it.
+type Resizer interface {
+	Resize(cols, rows uint16) error
+}
