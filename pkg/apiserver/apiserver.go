@@ -68,6 +68,9 @@ type Config struct {
 	// SharedProviderNamespace holds the Providers every namespace's VMs
 	// may use (/placement considers them).
 	SharedProviderNamespace string
+	// ConsoleTokenFile holds this server's token for the Providers'
+	// console endpoints (audience console.Audience).
+	ConsoleTokenFile string
 }
 
 // Server is a banlieue API server.
@@ -78,6 +81,7 @@ type Server struct {
 type completedConfig struct {
 	GenericConfig           genericapiserver.CompletedConfig
 	SharedProviderNamespace string
+	ConsoleTokenFile        string
 }
 
 // CompletedConfig is a Config with defaults filled in.
@@ -87,7 +91,7 @@ type CompletedConfig struct {
 
 // Complete fills in defaults.
 func (cfg *Config) Complete() CompletedConfig {
-	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), SharedProviderNamespace: cfg.SharedProviderNamespace}}
+	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), SharedProviderNamespace: cfg.SharedProviderNamespace, ConsoleTokenFile: cfg.ConsoleTokenFile}}
 }
 
 // New returns a server serving banlieue.io/v1alpha1 from etcd.
@@ -119,19 +123,20 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace, infra)
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace, infra, c.ConsoleTokenFile)
 	if err != nil {
 		return nil, err
 	}
 
 	// The default serializers: JSON, YAML and protobuf, with the streaming
 	// list encoders, and CBOR when CBORServingAndStorage is enabled.
-	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"virtualmachines":           vms.VirtualMachine,
 		"virtualmachines/status":    vms.Status,
 		"virtualmachines/resolved":  vms.Resolved,
 		"virtualmachines/placement": vms.Placement,
+		"virtualmachines/console":   vms.Console,
 		"vmclasses":                 classes,
 		"vmimages":                  images,
 		"vmimages/status":           imageStatus,

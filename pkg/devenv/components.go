@@ -53,7 +53,8 @@ func (e *Env) StartProvider(class, name string, resync time.Duration, extra ...s
 		return Process{}, err
 	}
 	args := append([]string{"provider", class, "--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--resync=" + resync.String(),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--console-bind-address=127.0.0.1:0", "--console-advertise-host=127.0.0.1"}, extra...)
 	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err
 }
@@ -93,6 +94,13 @@ func (e *Env) StartBanlieue(ctx context.Context) error {
 		e.banlieue = make([]*process, replicas)
 	}
 	e.BanlieueURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue))
+	if e.consoleTokenFile == "" {
+		path, err := e.consoleToken(ctx)
+		if err != nil {
+			return err
+		}
+		e.consoleTokenFile = path
+	}
 	if replicas > 1 && e.balancer == nil {
 		var backends []string
 		for _, port := range e.ports.replicas {
@@ -142,6 +150,7 @@ func (e *Env) startBanlieue(name string, port int) (*process, error) {
 		// The admin client certificate's CA is the cluster CA: accept the
 		// same client certificates kube-apiserver accepts (direct access).
 		"--client-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
+		"--console-token-file=" + e.consoleTokenFile,
 	}
 	args = append(args, e.cfg.BanlieueArgs...)
 	args = append(args, e.banlieueExtra...)

@@ -62,6 +62,7 @@ func TestRBACThroughAggregator(t *testing.T) {
 	mustKC(t, "create", "rolebinding", "viewer", "-n", "team-a", "--clusterrole=banlieue-view", "--user=viewer")
 	mustKC(t, "create", "role", "vm-getter", "-n", "team-a", "--verb=get", "--resource=virtualmachines.banlieue.io")
 	mustKC(t, "create", "rolebinding", "getter", "-n", "team-a", "--role=vm-getter", "--user=getter")
+	mustKC(t, "create", "rolebinding", "editor", "-n", "team-a", "--clusterrole=edit", "--user=editor")
 
 	viewer, err := env.UserKubeconfig("viewer")
 	if err != nil {
@@ -89,6 +90,12 @@ func TestRBACThroughAggregator(t *testing.T) {
 		{"viewer cannot delete", viewer, []string{"delete", "vm", "vm-1", "-n", "team-a"}, "", false, "Forbidden"},
 		{"get without resolved permission", getter, []string{"get", "vm", "vm-1", "-n", "team-a"}, "", true, ""},
 		{"resolved needs its own permission", getter, []string{"get", "--raw", resolved}, "", false, "Forbidden"},
+		// A console is a shell in the guest: edit (and admin) have it,
+		// view does not.
+		{"viewer may not attach a console", viewer, consoleCanI("get"), "", false, ""},
+		{"editor may attach a console (websocket)", env.AdminKubeconfig, append(consoleCanI("get"), "--as=editor"), "", true, ""},
+		{"editor may attach a console (SPDY)", env.AdminKubeconfig, append(consoleCanI("create"), "--as=editor"), "", true, ""},
+		{"getter may not attach a console", env.AdminKubeconfig, append(consoleCanI("get"), "--as=getter"), "", false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +126,12 @@ func TestRBACThroughAggregator(t *testing.T) {
 			t.Errorf("anonymous %s: HTTP %d %s", name, code, body)
 		}
 	}
+}
+
+// consoleCanI asks whether verb on virtualmachines/console in team-a is
+// allowed.
+func consoleCanI(verb string) []string {
+	return []string{"auth", "can-i", verb, "virtualmachines.banlieue.io", "--subresource=console", "-n", "team-a"}
 }
 
 // anonymousGet GETs url without credentials, trusting both environment CAs.

@@ -33,9 +33,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -52,6 +54,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/apiserver"
 	"github.com/firestoned/banlieue/pkg/authz"
+	"github.com/firestoned/banlieue/pkg/console"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/embeddedetcd"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
@@ -94,6 +97,11 @@ type Options struct {
 	// may use: /placement explains, and the in-process controllers place,
 	// over them.
 	SharedProviderNamespace string
+	// ConsoleTokenFile holds the token virtualmachines/NAME/console
+	// presents to the Providers' console endpoints: a projected
+	// ServiceAccount token of audience banlieue-provider-console, re-read
+	// as the kubelet refreshes it.
+	ConsoleTokenFile string
 	// ComponentGlobalsRegistry holds the server's effective version and
 	// feature gates (--feature-gates, --emulated-version), wired as
 	// sample-apiserver wires them; the gates are k8s.io/apiserver's, such
@@ -147,6 +155,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
 		fmt.Sprintf("Core controllers to run in this process (of %v), through --kubeconfig, with leader election in banlieue-system.", controllers.All))
 	controllers.AddSharedProviderNamespaceFlag(fs, &o.SharedProviderNamespace)
+	fs.StringVar(&o.ConsoleTokenFile, "console-token-file", o.ConsoleTokenFile,
+		"A token of audience "+console.Audience+" (a projected ServiceAccount token) this server presents to the Providers' console endpoints; without it, consoles are refused by them.")
 }
 
 // Complete adjusts options that depend on each other and applies
@@ -337,7 +347,10 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 		}
 		cfg.AdmissionControl = plugin
 	}
-	return &apiserver.Config{GenericConfig: cfg, SharedProviderNamespace: o.SharedProviderNamespace}, nil
+	// A console is a session, as a watch is: no request timeout, and
+	// not counted against the server's concurrency while it lasts.
+	cfg.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("console"))
+	return &apiserver.Config{GenericConfig: cfg, SharedProviderNamespace: o.SharedProviderNamespace, ConsoleTokenFile: o.ConsoleTokenFile}, nil
 }
 
 // Run serves until ctx is done, then stops the embedded etcd.

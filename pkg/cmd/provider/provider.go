@@ -164,6 +164,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 		shared             = placement.DefaultSharedProviderNamespace
 		deadlines          providers.Deadlines
 		reconcileLimit     time.Duration
+		consoles           consoleFlags
 	)
 	cmd := &cobra.Command{
 		Use:          b.class,
@@ -237,6 +238,9 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
 			}
+			if r.Console, err = consoles.serve(mgr, cfg, machines.OpenConsole); err != nil {
+				return fmt.Errorf("console endpoint: %w", err)
+			}
 			klog.InfoS("Starting the provider", "class", b.class, "namespace", namespace, "provider", only)
 			return mgr.Start(cmd.Context())
 		},
@@ -258,6 +262,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 	f.StringSliceVar(&imageDeny, "image-deny-cidrs", nil, "Address ranges a VMImage's spec.import.url (or a redirect) may not reach, e.g. the cluster's service and pod networks; link-local ranges (the cloud metadata service) are always refused.")
 	f.IntVar(&importsPerProvider, "imports-per-provider", providerctrl.DefaultImportsPerProvider, "How many image imports a Provider runs at once.")
 	serving.AddFlags(f)
+	consoles.addFlags(f)
 	if b.flags != nil {
 		b.flags(f)
 	}

@@ -95,6 +95,9 @@ type Reconciler struct {
 	// every machine reconcile cost kube-apiserver a Secret GET. The
 	// Provider's own reconcile always reads it afresh.
 	CredentialsTTL time.Duration
+	// Console is the console endpoint this process serves (its leader
+	// publishes it on each Provider it serves); nil for none.
+	Console *v1alpha1.ProviderConsole
 
 	connMu sync.Mutex
 	conns  map[string]cachedConnection
@@ -319,6 +322,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		overridesApplied(p)
 	}
 	p.Status.ObservedGeneration = p.Generation
+	p.Status.Console = r.Console
 	if !apiequality.Semantic.DeepEqual(before, &p.Status) {
 		if err := r.Client.Status().Update(ctx, p); err != nil {
 			return ctrl.Result{}, err

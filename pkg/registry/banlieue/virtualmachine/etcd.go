@@ -33,14 +33,16 @@ type Storage struct {
 	Status         *status.REST
 	Resolved       *ResolvedREST
 	Placement      *PlacementREST
+	Console        *ConsoleREST
 }
 
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
 // images and providers read the server's own storage for the resolved and
 // placement subresources; scheme converts between internal and v1alpha1;
 // sharedProviderNamespace is the install's shared-Provider namespace;
-// backends answers what each backend cannot build (nil: nothing asked).
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers rest.Lister, sharedProviderNamespace string, backends *infrastructure.Registry) (*Storage, error) {
+// backends answers what each backend cannot build (nil: nothing asked);
+// consoleTokenFile holds the token /console presents to console endpoints.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers ProviderStore, sharedProviderNamespace string, backends *infrastructure.Registry, consoleTokenFile string) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VirtualMachine{} },
@@ -63,7 +65,14 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
+		Console:        &ConsoleREST{vms: store, providers: providers, tokenFile: consoleTokenFile},
 	}, nil
+}
+
+// ProviderStore reads the server's Providers.
+type ProviderStore interface {
+	rest.Lister
+	rest.Getter
 }
 
 // REST is the main virtualmachines endpoint.

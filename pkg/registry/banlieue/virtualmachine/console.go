@@ -1,0 +1,108 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package virtualmachine
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	"github.com/firestoned/banlieue/pkg/console"
+	"github.com/firestoned/banlieue/pkg/placement"
+)
+
+// ConsoleREST is virtualmachines/NAME/console: the VM's serial console,
+// streamed from the process serving its Provider (which publishes where,
+// Provider.status.console), through this server, whose own token that
+// process accepts. Nothing of the client's credentials goes further.
+type ConsoleREST struct {
+	vms       rest.Getter
+	providers rest.Getter
+	// tokenFile holds this server's token for console endpoints
+	// (console.Audience); none is sent when empty.
+	tokenFile string
+}
+
+var _ rest.Connecter = &ConsoleREST{}
+
+// New is the options object (a connecter serves no object).
+func (*ConsoleREST) New() runtime.Object { return &banlieue.VirtualMachineConsoleOptions{} }
+
+// Destroy releases nothing.
+func (*ConsoleREST) Destroy() {}
+
+// ConnectMethods: GET is a websocket's; POST as for pods' attach.
+func (*ConsoleREST) ConnectMethods() []string { return []string{http.MethodGet, http.MethodPost} }
+
+// NewConnectOptions reads ?takeover=.
+func (*ConsoleREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &banlieue.VirtualMachineConsoleOptions{}, false, ""
+}
+
+// Connect finds the VM's machine and its Provider's console endpoint,
+// refusing with a reason when there is none to attach to.
+func (r *ConsoleREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o, ok := opts.(*banlieue.VirtualMachineConsoleOptions)
+	if !ok {
+		return nil, fmt.Errorf("unexpected options %T", opts)
+	}
+	obj, err := r.vms.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	vm := obj.(*banlieue.VirtualMachine)
+	ref := vm.Status.InfrastructureRef
+	if vm.Status.Scheduled == nil || ref == nil || ref.Name == "" {
+		return nil, apierrors.NewConflict(banlieue.Resource("virtualmachines"), name,
+			fmt.Errorf("it has no machine yet, so no console to attach to; kubectl wait --for=condition=Ready vm/%s first", name))
+	}
+	key := placement.QualifiedProvider(vm.Namespace, vm.Status.Scheduled.Provider)
+	ns, pname, _ := strings.Cut(key, "/")
+	pobj, err := r.providers.Get(genericapirequest.WithNamespace(ctx, ns), pname, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("Provider %s is gone", key))
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := pobj.(*banlieue.Provider)
+	if p.Status.Console == nil || p.Status.Console.Endpoint == "" {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"Provider %s publishes no console endpoint: the process serving it is not running (or not leading yet), or its backend streams no console", key))
+	}
+	requester := ""
+	if u, ok := genericapirequest.UserFrom(ctx); ok {
+		requester = u.GetName()
+	}
+	return console.Proxy{
+		Endpoint:  console.Endpoint{URL: p.Status.Console.Endpoint, CertificateSHA256: p.Status.Console.CertificateSHA256},
+		Target:    console.Target{Namespace: vm.Namespace, Resource: strings.ToLower(ref.Kind) + "s", Name: ref.Name},
+		Takeover:  o.Takeover,
+		Requester: requester,
+		TokenFile: r.tokenFile,
+		Responder: proxy.NewErrorResponder(responder),
+	}.Handler()
+}
