@@ -68,9 +68,9 @@ type Config struct {
 	// SharedProviderNamespace holds the Providers every namespace's VMs
 	// may use (/placement considers them).
 	SharedProviderNamespace string
-	// ConsoleTokenFile holds this server's token for the Providers'
-	// console endpoints (audience console.Audience).
-	ConsoleTokenFile string
+	// ConsoleTokens are this server's tokens for the Providers' console
+	// endpoints; nil when it has none.
+	ConsoleTokens virtualmachine.TokenSource
 }
 
 // Server is a banlieue API server.
@@ -81,7 +81,7 @@ type Server struct {
 type completedConfig struct {
 	GenericConfig           genericapiserver.CompletedConfig
 	SharedProviderNamespace string
-	ConsoleTokenFile        string
+	ConsoleTokens           virtualmachine.TokenSource
 }
 
 // CompletedConfig is a Config with defaults filled in.
@@ -91,7 +91,7 @@ type CompletedConfig struct {
 
 // Complete fills in defaults.
 func (cfg *Config) Complete() CompletedConfig {
-	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), SharedProviderNamespace: cfg.SharedProviderNamespace, ConsoleTokenFile: cfg.ConsoleTokenFile}}
+	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), SharedProviderNamespace: cfg.SharedProviderNamespace, ConsoleTokens: cfg.ConsoleTokens}}
 }
 
 // New returns a server serving banlieue.io/v1alpha1 from etcd.
@@ -123,7 +123,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace, infra, c.ConsoleTokenFile)
+	vms, err := virtualmachine.NewStorage(Scheme, optsGetter, classes, images, providers.Provider, c.SharedProviderNamespace, infra, c.ConsoleTokens)
 	if err != nil {
 		return nil, err
 	}

@@ -36,10 +36,15 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 )
 
-// Audience is the audience of the API server's token for console
-// endpoints: kube-apiserver accepts no such token for itself, so a
-// provider that received one cannot use it anywhere else.
-const Audience = "banlieue-provider-console"
+// AudiencePrefix starts the audience of the API server's tokens for
+// console endpoints, one per Provider (ProviderAudience).
+const AudiencePrefix = "banlieue-provider-console/"
+
+// ProviderAudience is the audience of the tokens the API server presents
+// to the process serving Provider NAMESPACE/NAME: kube-apiserver accepts
+// none for itself, and a process serving another Provider accepts none
+// either, so whoever receives one can use it nowhere else.
+func ProviderAudience(provider string) string { return AudiencePrefix + provider }
 
 // SelfSigned makes the endpoint's certificate, in memory (a read-only
 // root file system is fine), and its digest for Provider.status.console:
@@ -71,14 +76,14 @@ func SelfSigned(host string) (tls.Certificate, string, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, hex.EncodeToString(sum[:]), nil
 }
 
-// TokenReviews authenticates bearer tokens of Audience with
-// kube-apiserver's TokenReview.
+// TokenReviews authenticates bearer tokens with kube-apiserver's
+// TokenReview, for one audience.
 func TokenReviews(reviews authenticationv1client.TokenReviewInterface) AuthenticateFunc {
-	return func(ctx context.Context, token string) (string, error) {
+	return func(ctx context.Context, token, audience string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		r, err := reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
-			Token: token, Audiences: []string{Audience}}}, metav1.CreateOptions{})
+			Token: token, Audiences: []string{audience}}}, metav1.CreateOptions{})
 		if err != nil {
 			return "", fmt.Errorf("reviewing the token: %w", err)
 		}
@@ -86,7 +91,7 @@ func TokenReviews(reviews authenticationv1client.TokenReviewInterface) Authentic
 			if r.Status.Error != "" {
 				return "", errors.New(r.Status.Error)
 			}
-			return "", errors.New("the token is not valid for " + Audience)
+			return "", errors.New("the token is not valid for " + audience)
 		}
 		return r.Status.User.Username, nil
 	}

@@ -41,14 +41,14 @@ type Endpoint struct {
 
 // Proxy is the API server's side of an attach: the client's upgraded
 // connection carried to the provider's endpoint, whose certificate is
-// pinned, with the API server's own token (TokenFile, re-read as it is
-// refreshed) instead of any credential of the client's.
+// pinned, with the API server's own token for that Provider
+// (ProviderAudience) instead of any credential of the client's.
 type Proxy struct {
 	Endpoint  Endpoint
 	Target    Target
 	Takeover  bool
 	Requester string
-	TokenFile string
+	Token     string
 	Responder proxy.ErrorResponder
 }
 
@@ -59,9 +59,11 @@ func (p Proxy) Handler() (http.Handler, error) {
 		return nil, fmt.Errorf("console endpoint %q is not an https URL", p.Endpoint.URL)
 	}
 	u.Path = p.Target.Path()
+	q := url.Values{"provider": {p.Target.Provider}}
 	if p.Takeover {
-		u.RawQuery = "takeover=true"
+		q.Set("takeover", "true")
 	}
+	u.RawQuery = q.Encode()
 	pin, err := hex.DecodeString(p.Endpoint.CertificateSHA256)
 	if err != nil || len(pin) != sha256.Size {
 		return nil, fmt.Errorf("console endpoint certificate digest %q is not a hex SHA-256", p.Endpoint.CertificateSHA256)
@@ -82,12 +84,7 @@ func (p Proxy) Handler() (http.Handler, error) {
 			return nil
 		},
 	}}
-	var withToken http.RoundTripper = proxy.MirrorRequest
-	if p.TokenFile != "" {
-		if withToken, err = transport.NewBearerAuthWithRefreshRoundTripper("", p.TokenFile, proxy.MirrorRequest); err != nil {
-			return nil, fmt.Errorf("reading the console token: %w", err)
-		}
-	}
+	withToken := transport.NewBearerAuthRoundTripper(p.Token, proxy.MirrorRequest)
 	h := proxy.NewUpgradeAwareHandler(u, conn, false, true, p.Responder)
 	h.UpgradeTransport = proxy.NewUpgradeRequestRoundTripper(conn, withToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

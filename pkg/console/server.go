@@ -52,14 +52,17 @@ const PathPrefix = "/console/v1/namespaces/"
 // authenticated them: for logs and a taken-over session's message only.
 const RequesterHeader = "X-Banlieue-Requester"
 
-// Target is the machine whose console is asked for.
+// Target is the machine whose console is asked for, and the Provider
+// (NAMESPACE/NAME) it is asked of.
 type Target struct {
 	Namespace, Resource, Name string
+	Provider                  string
 }
 
 func (t Target) String() string { return t.Namespace + "/" + t.Resource + "/" + t.Name }
 
-// Path is t's path on a provider's console endpoint.
+// Path is t's path on a provider's console endpoint (the Provider goes in
+// the query, ?provider=).
 func (t Target) Path() string { return PathPrefix + t.Namespace + "/" + t.Resource + "/" + t.Name }
 
 // OpenFunc attaches to t's console (providers.Consoles.OpenConsole, the
@@ -70,8 +73,8 @@ type OpenFunc func(ctx context.Context, t Target, force bool) (io.ReadWriteClose
 // ErrNotServed: no machine of that name is served by this process.
 var ErrNotServed = errors.New("no machine of that name is served here")
 
-// AuthenticateFunc tells who presents a bearer token.
-type AuthenticateFunc func(ctx context.Context, token string) (user string, err error)
+// AuthenticateFunc tells who presents a bearer token of audience.
+type AuthenticateFunc func(ctx context.Context, token, audience string) (user string, err error)
 
 // Server serves the consoles, to one client identity: one session per
 // console; a second attach is refused unless it takes the console over.
@@ -125,11 +128,12 @@ func (s *Server) Sessions() int {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	t, ok := parsePath(req.URL.Path)
-	if !ok {
+	t.Provider = req.URL.Query().Get("provider")
+	if !ok || t.Provider == "" {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "console"}, req.URL.Path))
 		return
 	}
-	if err := s.authorize(req); err != nil {
+	if err := s.authorize(req, t); err != nil {
 		writeStatus(w, err)
 		return
 	}
@@ -156,13 +160,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	s.serve(w, req, t, ss, stream)
 }
 
-// authorize lets the Client in, nobody else.
-func (s *Server) authorize(req *http.Request) *apierrors.StatusError {
+// authorize lets the Client in, with a token for t's Provider; nobody
+// else.
+func (s *Server) authorize(req *http.Request, t Target) *apierrors.StatusError {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return apierrors.NewUnauthorized("a bearer token is required")
 	}
-	user, err := s.Authenticate(req.Context(), token)
+	user, err := s.Authenticate(req.Context(), token, ProviderAudience(t.Provider))
 	if err != nil {
 		return apierrors.NewUnauthorized(err.Error())
 	}

@@ -106,11 +106,15 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{guests: make(chan *upperGuest, 8)}
 	f.srv = &Server{
 		Client: "system:serviceaccount:banlieue-apiserver:banlieue-apiserver",
-		Authenticate: func(_ context.Context, token string) (string, error) {
-			switch token {
-			case "apiserver-token":
+		// Tokens as TokenReview answers them: each valid for one
+		// audience only.
+		Authenticate: func(_ context.Context, token, audience string) (string, error) {
+			switch {
+			case token == "apiserver-token" && audience == ProviderAudience("ns/p1"):
 				return "system:serviceaccount:banlieue-apiserver:banlieue-apiserver", nil
-			case "tenant-token":
+			case token == "apiserver-token-p2" && audience == ProviderAudience("ns/p2"):
+				return "system:serviceaccount:banlieue-apiserver:banlieue-apiserver", nil
+			case token == "tenant-token" && audience == ProviderAudience("ns/p1"):
 				return "system:serviceaccount:tenant:default", nil
 			}
 			return "", errors.New("token not valid")
@@ -139,6 +143,11 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) attach(ctx context.Context, t *testing.T, token, name, query string, stdin io.Reader, stdout io.Writer) <-chan error {
 	t.Helper()
 	cfg := &rest.Config{Host: f.url, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	if query == "" {
+		query = "?provider=ns/p1"
+	} else {
+		query += "&provider=ns/p1"
+	}
 	u := f.url + Target{Namespace: "ns", Resource: "libvirtmachines", Name: name}.Path() + query
 	exec, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u)
 	if err != nil {
@@ -257,6 +266,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"no valid token", "nonsense", "vm-1", nil, "token not valid"},
 		{"another identity", "tenant-token", "vm-1", nil, "is not banlieue's API server"},
+		{"the API server's token for another Provider", "apiserver-token-p2", "vm-1", nil, "token not valid"},
 		{"not served here", "apiserver-token", "vm-2", nil, "not found"},
 		{"held by another backend client", "apiserver-token", "vm-1", fmt.Errorf("virsh console holds it: %w", providers.ErrConsoleBusy), "takeover=true"},
 		{"no console", "apiserver-token", "vm-1", fmt.Errorf("domain is shut off: %w", providers.ErrNoConsole), "has no console"},

@@ -94,12 +94,8 @@ func (e *Env) StartBanlieue(ctx context.Context) error {
 		e.banlieue = make([]*process, replicas)
 	}
 	e.BanlieueURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.banlieue))
-	if e.consoleTokenFile == "" {
-		path, err := e.consoleToken(ctx)
-		if err != nil {
-			return err
-		}
-		e.consoleTokenFile = path
+	if err := e.apiServerServiceAccount(ctx); err != nil {
+		return err
 	}
 	if replicas > 1 && e.balancer == nil {
 		var backends []string
@@ -150,7 +146,7 @@ func (e *Env) startBanlieue(name string, port int) (*process, error) {
 		// The admin client certificate's CA is the cluster CA: accept the
 		// same client certificates kube-apiserver accepts (direct access).
 		"--client-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
-		"--console-token-file=" + e.consoleTokenFile,
+		"--console-service-account=" + APIServerNamespace + "/" + ServiceAccount,
 	}
 	args = append(args, e.cfg.BanlieueArgs...)
 	args = append(args, e.banlieueExtra...)

@@ -19,58 +19,28 @@ package devenv
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
-
-	"github.com/firestoned/banlieue/pkg/console"
 )
 
-// consoleTokenTTL is the life of the API server's console token here: a
-// pod's projected token is refreshed by its kubelet; the environment's
-// outlives any test run or a day of make run instead.
-const consoleTokenTTL = 48 * 60 * 60
-
-// consoleToken writes the API server's token for console endpoints, as
-// its Deployment's projected volume holds it (audience
-// console.Audience, the ServiceAccount banlieue-apiserver), and returns
-// its path.
-func (e *Env) consoleToken(ctx context.Context) (string, error) {
+// apiServerServiceAccount makes the API server's ServiceAccount, which
+// its Deployment runs as in a cluster: virtualmachines/NAME/console
+// requests its tokens (the process itself authenticates here with a
+// client certificate of the same user name).
+func (e *Env) apiServerServiceAccount(ctx context.Context) error {
 	client, err := kubernetes.NewForConfig(e.Admin)
 	if err != nil {
-		return "", err
+		return err
 	}
-	for _, obj := range []struct {
-		create func() error
-		what   string
-	}{
-		{func() error {
-			_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: APIServerNamespace}}, metav1.CreateOptions{})
-			return err
-		}, "namespace " + APIServerNamespace},
-		{func() error {
-			_, err := client.CoreV1().ServiceAccounts(APIServerNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccount}}, metav1.CreateOptions{})
-			return err
-		}, "ServiceAccount " + ServiceAccount},
-	} {
-		if err := obj.create(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("creating %s: %w", obj.what, err)
-		}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: APIServerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", APIServerNamespace, err)
 	}
-	tr, err := client.CoreV1().ServiceAccounts(APIServerNamespace).CreateToken(ctx, ServiceAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{console.Audience}, ExpirationSeconds: ptr.To[int64](consoleTokenTTL)}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("requesting the API server's console token: %w", err)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccount}}
+	if _, err := client.CoreV1().ServiceAccounts(APIServerNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ServiceAccount %s: %w", ServiceAccount, err)
 	}
-	path := filepath.Join(e.cfg.Dir, "kubeconfigs", "console.token")
-	if err := os.WriteFile(path, []byte(tr.Status.Token), 0o600); err != nil {
-		return "", err
-	}
-	return path, nil
+	return nil
 }

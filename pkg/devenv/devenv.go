@@ -116,11 +116,9 @@ type Env struct {
 	banlieue []*process // by replica; nil when down
 	// banlieueExtra are RestartBanlieue's arguments, after BanlieueArgs.
 	banlieueExtra []string
-	// consoleTokenFile is the API server's token for console endpoints.
-	consoleTokenFile string
-	balancer         *loopback.Balancer
-	etcd             []*process // by member; nil when down
-	ports            ports
+	balancer      *loopback.Balancer
+	etcd          []*process // by member; nil when down
+	ports         ports
 }
 
 type ports struct {

@@ -39,7 +39,7 @@ func (c canI) String() string {
 // args are kubectl's: "x/status" and "x/finalizers" are --subresource
 // (kubectl reads RESOURCE/NAME otherwise).
 func (c canI) args() []string {
-	for _, sub := range []string{"status", "finalizers"} {
+	for _, sub := range []string{"status", "finalizers", "token"} {
 		if r, ok := strings.CutSuffix(c.resource, "/"+sub); ok {
 			return []string{c.verb, r, "--subresource=" + sub}
 		}
@@ -87,6 +87,12 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"bind", "clusterroles", ""},
 		{"escalate", "clusterroles", ""},
 		{"impersonate", "serviceaccounts", ""},
+		// The API server mints console tokens of itself only
+		// (TokenRequest); nobody mints another identity's.
+		{"create", "serviceaccounts/banlieue-apiserver/token", devenv.APIServerNamespace},
+		{"create", "serviceaccounts/default/token", devenv.APIServerNamespace},
+		{"create", "serviceaccounts/banlieue-provider-libvirt/token", devenv.Namespace},
+		{"create", "serviceaccounts/banlieue-controller/token", devenv.Namespace},
 		{"create", "tokenreviews.authentication.k8s.io", ""},
 		{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 		{"patch", "virtualmachines.banlieue.io/status", tenant},
@@ -141,6 +147,7 @@ func TestServiceAccountMatrix(t *testing.T) {
 	granted := map[string][]canI{
 		devenv.BanlieueUser: {
 			{"get", "configmaps/extension-apiserver-authentication", "kube-system"},
+			{"create", "serviceaccounts/banlieue-apiserver/token", devenv.APIServerNamespace},
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 		},

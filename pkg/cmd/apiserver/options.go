@@ -25,6 +25,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,8 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	restclient "k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -61,6 +64,7 @@ import (
 	informers "github.com/firestoned/banlieue/pkg/generated/informers/externalversions"
 	generatedopenapi "github.com/firestoned/banlieue/pkg/generated/openapi"
 	"github.com/firestoned/banlieue/pkg/placement"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/virtualmachine"
 )
 
 // DefaultEtcdPathPrefix is where banlieue keeps its objects in etcd.
@@ -97,11 +101,10 @@ type Options struct {
 	// may use: /placement explains, and the in-process controllers place,
 	// over them.
 	SharedProviderNamespace string
-	// ConsoleTokenFile holds the token virtualmachines/NAME/console
-	// presents to the Providers' console endpoints: a projected
-	// ServiceAccount token of audience banlieue-provider-console, re-read
-	// as the kubelet refreshes it.
-	ConsoleTokenFile string
+	// ConsoleServiceAccount is this server's own ServiceAccount,
+	// NAMESPACE/NAME: virtualmachines/NAME/console presents tokens of it
+	// to the Providers' console endpoints, one audience per Provider.
+	ConsoleServiceAccount string
 	// ComponentGlobalsRegistry holds the server's effective version and
 	// feature gates (--feature-gates, --emulated-version), wired as
 	// sample-apiserver wires them; the gates are k8s.io/apiserver's, such
@@ -116,6 +119,7 @@ func NewOptions() *Options {
 			apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
 		EmbeddedEtcdDataDir:      ".banlieue/etcd",
 		SharedProviderNamespace:  placement.DefaultSharedProviderNamespace,
+		ConsoleServiceAccount:    "banlieue-apiserver/banlieue-apiserver",
 		ComponentGlobalsRegistry: basecompatibility.NewComponentGlobalsRegistry(),
 	}
 	utilruntime.Must(o.ComponentGlobalsRegistry.Register(basecompatibility.DefaultKubeComponent,
@@ -155,8 +159,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
 		fmt.Sprintf("Core controllers to run in this process (of %v), through --kubeconfig, with leader election in banlieue-system.", controllers.All))
 	controllers.AddSharedProviderNamespaceFlag(fs, &o.SharedProviderNamespace)
-	fs.StringVar(&o.ConsoleTokenFile, "console-token-file", o.ConsoleTokenFile,
-		"A token of audience "+console.Audience+" (a projected ServiceAccount token) this server presents to the Providers' console endpoints; without it, consoles are refused by them.")
+	fs.StringVar(&o.ConsoleServiceAccount, "console-service-account", o.ConsoleServiceAccount,
+		"This server's own ServiceAccount, NAMESPACE/NAME: consoles are attached with tokens of it (TokenRequest), one audience per Provider ("+console.AudiencePrefix+"NAMESPACE/NAME).")
 }
 
 // Complete adjusts options that depend on each other and applies
@@ -350,7 +354,28 @@ func (o *Options) config(s *Server) (*apiserver.Config, error) {
 	// A console is a session, as a watch is: no request timeout, and
 	// not counted against the server's concurrency while it lasts.
 	cfg.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("console"))
-	return &apiserver.Config{GenericConfig: cfg, SharedProviderNamespace: o.SharedProviderNamespace, ConsoleTokenFile: o.ConsoleTokenFile}, nil
+	tokens, err := o.consoleTokens(cfg.ClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &apiserver.Config{GenericConfig: cfg, SharedProviderNamespace: o.SharedProviderNamespace, ConsoleTokens: tokens}, nil
+}
+
+// consoleTokens are the tokens of --console-service-account, requested
+// from kube-apiserver (none without one: standalone).
+func (o *Options) consoleTokens(kube *rest.Config) (virtualmachine.TokenSource, error) {
+	if kube == nil || o.ConsoleServiceAccount == "" {
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(o.ConsoleServiceAccount, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--console-service-account %q is not NAMESPACE/NAME", o.ConsoleServiceAccount)
+	}
+	client, err := kubernetes.NewForConfig(kube)
+	if err != nil {
+		return nil, err
+	}
+	return &console.Tokens{ServiceAccounts: client.CoreV1().ServiceAccounts(ns), Name: name}, nil
 }
 
 // Run serves until ctx is done, then stops the embedded etcd.

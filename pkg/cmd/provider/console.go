@@ -49,7 +49,7 @@ func (c *consoleFlags) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.host, "console-advertise-host", os.Getenv("POD_IP"),
 		"The host the API server reaches the console endpoint at, published in Provider.status.console (the pod's IP; the host name when empty).")
 	f.StringVar(&c.client, "console-client", "system:serviceaccount:banlieue-apiserver:banlieue-apiserver",
-		"The only user allowed to attach: banlieue's API server, presenting a token of audience "+console.Audience+".")
+		"The only user allowed to attach: banlieue's API server, presenting a token of audience "+console.AudiencePrefix+"NAMESPACE/NAME for the Provider asked.")
 }
 
 // serve starts the endpoint, on the leader only (the one-session rule

@@ -49,6 +49,11 @@ func (r *MachineReconciler) OpenConsole(ctx context.Context, t console.Target, f
 	if !ok {
 		return nil, fmt.Errorf("%w: its Provider is not served by this process", console.ErrNotServed)
 	}
+	// The API server's token was checked for t.Provider: only that
+	// Provider's machines are opened with it.
+	if key := p.Namespace + "/" + p.Name; key != t.Provider {
+		return nil, fmt.Errorf("%w: its Provider is %s, not %s", console.ErrNotServed, key, t.Provider)
+	}
 	if m.CommonSpec().ProviderID == "" {
 		return nil, fmt.Errorf("%w: its VM is not built yet", providers.ErrNoConsole)
 	}

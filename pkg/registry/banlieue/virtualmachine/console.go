@@ -41,9 +41,15 @@ import (
 type ConsoleREST struct {
 	vms       rest.Getter
 	providers rest.Getter
-	// tokenFile holds this server's token for console endpoints
-	// (console.Audience); none is sent when empty.
-	tokenFile string
+	// tokens are this server's tokens for console endpoints; nil when it
+	// has none (standalone, without kube-apiserver).
+	tokens TokenSource
+}
+
+// TokenSource gives this server's tokens for an audience
+// (console.Tokens).
+type TokenSource interface {
+	Token(ctx context.Context, audience string) (string, error)
 }
 
 var _ rest.Connecter = &ConsoleREST{}
@@ -93,16 +99,23 @@ func (r *ConsoleREST) Connect(ctx context.Context, name string, opts runtime.Obj
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
 			"Provider %s publishes no console endpoint: the process serving it is not running (or not leading yet), or its backend streams no console", key))
 	}
+	if r.tokens == nil {
+		return nil, apierrors.NewServiceUnavailable("this API server has no identity to present to console endpoints (it runs without kube-apiserver)")
+	}
+	token, err := r.tokens.Token(ctx, console.ProviderAudience(key))
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(err.Error())
+	}
 	requester := ""
 	if u, ok := genericapirequest.UserFrom(ctx); ok {
 		requester = u.GetName()
 	}
 	return console.Proxy{
 		Endpoint:  console.Endpoint{URL: p.Status.Console.Endpoint, CertificateSHA256: p.Status.Console.CertificateSHA256},
-		Target:    console.Target{Namespace: vm.Namespace, Resource: strings.ToLower(ref.Kind) + "s", Name: ref.Name},
+		Target:    console.Target{Namespace: vm.Namespace, Resource: strings.ToLower(ref.Kind) + "s", Name: ref.Name, Provider: key},
 		Takeover:  o.Takeover,
 		Requester: requester,
-		TokenFile: r.tokenFile,
+		Token:     token,
 		Responder: proxy.NewErrorResponder(responder),
 	}.Handler()
 }

@@ -41,8 +41,8 @@ type Storage struct {
 // placement subresources; scheme converts between internal and v1alpha1;
 // sharedProviderNamespace is the install's shared-Provider namespace;
 // backends answers what each backend cannot build (nil: nothing asked);
-// consoleTokenFile holds the token /console presents to console endpoints.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers ProviderStore, sharedProviderNamespace string, backends *infrastructure.Registry, consoleTokenFile string) (*Storage, error) {
+// consoleTokens are the tokens /console presents to console endpoints.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers ProviderStore, sharedProviderNamespace string, backends *infrastructure.Registry, consoleTokens TokenSource) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &banlieue.VirtualMachine{} },
@@ -65,7 +65,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
-		Console:        &ConsoleREST{vms: store, providers: providers, tokenFile: consoleTokenFile},
+		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 	}, nil
 }
 
