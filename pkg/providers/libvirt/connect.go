@@ -58,8 +58,12 @@ type Client struct {
 	// conn is the connection l speaks over: closing it fails every call
 	// in flight on it at once (go-libvirt's calls take no context).
 	conn net.Conn
-	host string
-	opts Options
+	// endpoint is how conn was dialled (endpoint, credentials, TLS
+	// settings): a console session dials its own connection the same way
+	// (console.go).
+	endpoint providers.Connection
+	host     string
+	opts     Options
 }
 
 var _ providers.Backend = &Client{}
@@ -74,28 +78,11 @@ const dialTimeout = 15 * time.Second
 // qemu+unix:///system?socket=PATH. Failures wrap providers.ErrConnect. A
 // host that accepts and never answers fails when ctx ends.
 func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Client, error) {
-	u, err := url.Parse(conn.Endpoint)
+	c, host, err := dial(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: endpoint: %v", providers.ErrConnect, err)
+		return nil, err
 	}
-	var c net.Conn
-	host := u.Hostname()
-	switch u.Scheme {
-	case "qemu+unix":
-		path := u.Query().Get("socket")
-		if path == "" {
-			path = defaultSocket
-		}
-		c, err = (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, "unix", path)
-	case "qemu+tls":
-		c, err = dialTLS(ctx, u, conn)
-	default:
-		return nil, fmt.Errorf("%w: unsupported endpoint scheme %q", providers.ErrConnect, u.Scheme)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", providers.ErrConnect, err)
-	}
-	cl := &Client{l: golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c)), conn: c, host: host}
+	cl := &Client{l: golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c)), conn: c, endpoint: conn, host: host}
 	if err := cl.open(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
 	}
@@ -114,6 +101,32 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 	}
 	cl.opts = opts
 	return cl, nil
+}
+
+// dial opens a connection to conn.Endpoint (not yet logged in) and names
+// its host (empty for a local socket). Failures wrap providers.ErrConnect.
+func dial(ctx context.Context, conn providers.Connection) (net.Conn, string, error) {
+	u, err := url.Parse(conn.Endpoint)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: endpoint: %v", providers.ErrConnect, err)
+	}
+	var c net.Conn
+	switch u.Scheme {
+	case "qemu+unix":
+		path := u.Query().Get("socket")
+		if path == "" {
+			path = defaultSocket
+		}
+		c, err = (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, "unix", path)
+	case "qemu+tls":
+		c, err = dialTLS(ctx, u, conn)
+	default:
+		return nil, "", fmt.Errorf("%w: unsupported endpoint scheme %q", providers.ErrConnect, u.Scheme)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", providers.ErrConnect, err)
+	}
+	return c, u.Hostname(), nil
 }
 
 // defaultSocket is libvirtd's system socket (go-libvirt's default).

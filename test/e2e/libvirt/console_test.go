@@ -1,0 +1,315 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt"
+)
+
+// TestConsoleOnLibvirt: the libvirt backend's serial console (issue 34) on
+// a VM the provider built, reached as the provider reaches its backend (a
+// session of libvirt.Sessions for the Provider's connection). A command
+// typed into the guest's shell runs there (its arithmetic comes back
+// worked out); a second session without force is ErrConsoleBusy, with
+// force it takes over and the first one's reads end; closing leaves no
+// goroutine in this process and no client on libvirtd, and frees the
+// console for a new session without force (through a Provider of named
+// hosts this time: the multi-host backend forwards the call); powering
+// the VM off ends that session's reads, and a stopped VM has no console.
+func TestConsoleOnLibvirt(t *testing.T) {
+	ctx := context.Background()
+	p := libvirtProvider("console-libvirt", map[string]string{"role": "console"})
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
+	p = waitProviderReady(t, p.Name)
+	img := ensureImage(t)
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
+			return err
+		}
+		for _, s := range img.Status.PerProvider {
+			if s.Provider == ns+"/"+p.Name && s.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("image not ready on %s: %+v", p.Name, img.Status.PerProvider)
+	})
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "console-small"}, Spec: v1alpha1.VMClassSpec{
+		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold"}}},
+		Firmware: "bios"}}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "console-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
+		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
+		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "console"}}}}}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vm) })
+	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
+		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s", err, out)
+	}
+	domain := providers.BackendName(ns, vm.Name)
+	// The shell starts after this line (hack/guest/init).
+	waitSerial(t, domain, "BANLIEUE-READY")
+	lm := machineOf(t, vm)
+	spec := providers.MachineSpec{Name: domain, InstanceUUID: string(lm.UID), Location: failuredomain.Location{Host: p.Status.FailureDomains[0].Host}}
+
+	sessions := libvirt.NewSessions(libvirt.Options{DomainType: "qemu"})
+	t.Cleanup(func() { sessions.Forget("console-test/one"); sessions.Forget("console-test/hosts"); sessions.Wait() })
+	backend, err := sessions.Get(ctx, "console-test/one", providers.Connection{Endpoint: daemon.URI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consoles, ok := backend.(providers.Consoles)
+	if !ok {
+		t.Fatalf("the libvirt backend (%T) has no console", backend)
+	}
+	// The baseline: this process with its session to libvirtd logged in,
+	// and libvirtd's clients with it.
+	goroutines := runtime.NumGoroutine()
+	libvirtStacks := goroutinesIn("github.com/digitalocean/go-libvirt")
+	clients := libvirtdClients(t)
+
+	first := openConsole(t, consoles, spec, false)
+	if got := libvirtdClients(t); len(got) != len(clients)+1 {
+		t.Errorf("libvirtd clients with a console open: %d, want %d (one connection per session)\nbefore: %v\nnow: %v", len(got), len(clients)+1, clients, got)
+	} else {
+		t.Logf("libvirtd clients: %d before, %d with a console open", len(clients), len(got))
+	}
+	token := strings.ToUpper(randomHex(t))
+	// The input echoes back as typed: only a shell that ran it prints
+	// the token followed by 42.
+	if _, err := fmt.Fprintf(first, "echo %s$((6*7))\n", token); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, token+"42", 30*time.Second)
+
+	second, err := consoles.OpenConsole(ctx, spec, false)
+	if !errors.Is(err, providers.ErrConsoleBusy) {
+		if second != nil {
+			_ = second.Close()
+		}
+		t.Fatalf("a second console without force: %v; want ErrConsoleBusy", err)
+	}
+	t.Logf("second console without force: %v", err)
+
+	forced := openConsole(t, consoles, spec, true)
+	endErr := first.ended(t, 20*time.Second)
+	t.Logf("the first session's read after the takeover: %v", endErr)
+	// The session that took over is a working console.
+	token2 := strings.ToUpper(randomHex(t))
+	if _, err := fmt.Fprintf(forced, "echo %s$((6*7))\n", token2); err != nil {
+		t.Fatal(err)
+	}
+	forced.wait(t, token2+"42", 30*time.Second)
+	if _, err := first.s.Write([]byte("echo late\n")); err == nil {
+		t.Error("a write to the session that was taken over succeeded")
+	}
+	_ = first.s.Close()
+	_ = forced.s.Close()
+	forced.ended(t, 5*time.Second)
+
+	eventually(t, 20*time.Second, func() error {
+		if n := goroutinesIn("github.com/digitalocean/go-libvirt"); n != libvirtStacks {
+			return fmt.Errorf("%d goroutines in go-libvirt, %d before the sessions", n, libvirtStacks)
+		}
+		if n := runtime.NumGoroutine(); n > goroutines {
+			return fmt.Errorf("%d goroutines, %d before the sessions:\n%s", n, goroutines, allStacks())
+		}
+		if got := libvirtdClients(t); len(got) != len(clients) {
+			return fmt.Errorf("libvirtd clients %v, before the sessions %v", got, clients)
+		}
+		return nil
+	})
+	t.Logf("after closing: %d goroutines (%d before), %d in go-libvirt as before, %d libvirtd clients as before",
+		runtime.NumGoroutine(), goroutines, libvirtStacks, len(clients))
+
+	// A Provider of named hosts (one here): the set forwards the call to
+	// the machine's host. The console is free again: no force needed.
+	hosts, err := sessions.Get(ctx, "console-test/hosts", providers.Connection{Hosts: []providers.Host{{Name: spec.Location.Host, Endpoint: daemon.URI}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hosts.(providers.Consoles); !ok {
+		t.Fatalf("the libvirt backend of hosts (%T) has no console", hosts)
+	}
+	last := openConsole(t, hosts.(providers.Consoles), spec, false)
+	token3 := strings.ToUpper(randomHex(t))
+	if _, err := fmt.Fprintf(last, "echo %s$((6*7))\n", token3); err != nil {
+		t.Fatal(err)
+	}
+	last.wait(t, token3+"42", 30*time.Second)
+	setPower(t, vm, "PoweredOff")
+	endErr = last.ended(t, 2*time.Minute)
+	t.Logf("the session's read after the power-off: %v", endErr)
+	if !strings.Contains(daemon.SerialLog(domain), token3+"42") {
+		t.Errorf("the serial log file lacks what the shell printed on the console:\n%s", daemon.SerialLog(domain))
+	}
+	_ = last.s.Close()
+	eventually(t, time.Minute, func() error {
+		s, err := consoles.OpenConsole(ctx, spec, false)
+		if s != nil {
+			_ = s.Close()
+		}
+		if !errors.Is(err, providers.ErrNoConsole) {
+			return fmt.Errorf("console of the powered-off VM: %v; want ErrNoConsole", err)
+		}
+		return nil
+	})
+}
+
+// session is an open console and what has been read from it so far, by a
+// goroutine that reads until the stream ends.
+type session struct {
+	s    io.ReadWriteCloser
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	err  error
+	done chan struct{}
+}
+
+func openConsole(t *testing.T, consoles providers.Consoles, spec providers.MachineSpec, force bool) *session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := consoles.OpenConsole(ctx, spec, force)
+	if err != nil {
+		t.Fatalf("opening the console (force %v): %v", force, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	out := &session{s: s, done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := s.Read(b)
+			out.mu.Lock()
+			out.buf.Write(b[:n])
+			out.err = err
+			out.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (s *session) Write(p []byte) (int, error) { return s.s.Write(p) }
+
+func (s *session) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// wait waits for want among what the console printed.
+func (s *session) wait(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		if got := s.text(); !strings.Contains(got, want) {
+			return fmt.Errorf("no %q on the console; read so far: %q", want, got)
+		}
+		return nil
+	})
+}
+
+// ended waits for the session's reads to end and returns how they ended.
+func (s *session) ended(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(timeout):
+		t.Fatalf("the console's reads have not ended after %s; read: %q", timeout, s.text())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// libvirtdClients lists the clients of the test's libvirtd as its admin
+// interface does (virt-admin client-list on the daemon's admin socket,
+// beside its socket): one line each (id, transport, connection time).
+func libvirtdClients(t *testing.T) []string {
+	t.Helper()
+	uri := "libvirtd:///system?socket=" + filepath.Join(filepath.Dir(daemon.Socket), "libvirt-admin-sock")
+	out, err := exec.Command("virt-admin", "-c", uri, "client-list", "libvirtd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("virt-admin client-list: %v\n%s", err, out)
+	}
+	var clients []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// Rows start with the client's numeric id; the header and its
+		// rule do not.
+		if len(f) >= 2 && strings.Trim(f[0], "0123456789") == "" {
+			clients = append(clients, strings.Join(f, " "))
+		}
+	}
+	return clients
+}
+
+// goroutinesIn counts this process's goroutines with a frame in pkg.
+func goroutinesIn(pkg string) int {
+	n := 0
+	for _, g := range strings.Split(allStacks(), "\n\n") {
+		if strings.Contains(g, pkg) {
+			n++
+		}
+	}
+	return n
+}
+
+func allStacks() string {
+	b := make([]byte, 1<<20)
+	return string(b[:runtime.Stack(b, true)])
+}
