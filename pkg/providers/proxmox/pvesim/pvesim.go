@@ -30,6 +30,7 @@ limitations under the License.
 package pvesim
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
@@ -72,6 +73,18 @@ type Options struct {
 	// ACL restricts the token to these grants (default: none, the token
 	// may do everything, as root@pam).
 	ACL []ACL
+	// Users are the accounts that log in with a password (POST
+	// /access/ticket) and then send the ticket as the PVEAuthCookie
+	// cookie, with the CSRFPreventionToken header on writes: what the
+	// serial console takes where PVE refuses API tokens (console.go).
+	Users []User
+}
+
+// User is a PVE user (USER@REALM) with its password and grants (nil:
+// everything, as root@pam).
+type User struct {
+	ID, Password string
+	ACL          []ACL
 }
 
 // NodeSpec is one node.
@@ -126,6 +139,16 @@ type Simulator struct {
 	stop chan struct{}
 	// Requests counts requests by "METHOD /path-pattern", for tests.
 	requests map[string]int
+	// users by ID; caller is who makes the request being routed (nil:
+	// the token), under mu.
+	users  map[string]*User
+	caller *identity
+	// ticketKey signs auth and VNC tickets (console.go).
+	ticketKey []byte
+	// terms are the termproxies by port; serials the running VMs'
+	// serial sockets by "VMID/serialN" (console.go).
+	terms   map[int]*termproxy
+	serials map[string]*serialPort
 }
 
 type node struct {
@@ -173,7 +196,16 @@ type vm struct {
 func New(o Options) *Simulator {
 	defaults(&o)
 	s := &Simulator{TokenID: o.TokenID, Secret: o.Secret, opts: o, acl: o.ACL, nodes: map[string]*node{}, vms: map[int]*vm{},
-		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}, stop: make(chan struct{})}
+		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}, stop: make(chan struct{}),
+		users: map[string]*User{}, terms: map[int]*termproxy{}, serials: map[string]*serialPort{}}
+	s.ticketKey = make([]byte, 32)
+	if _, err := rand.Read(s.ticketKey); err != nil {
+		panic(fmt.Sprintf("pvesim: ticket key: %v", err))
+	}
+	for i := range o.Users {
+		u := o.Users[i]
+		s.users[u.ID] = &u
+	}
 	dir, err := os.MkdirTemp("", "pvesim-")
 	if err != nil {
 		panic(fmt.Sprintf("pvesim: temporary directory: %v", err))
