@@ -29,7 +29,8 @@ package pvesim
 //     its error to that client before the connection closes.
 //   - The ticket is a VNC ticket (PVEVNC:HEXTIME::SIGNATURE) signed over
 //     "authid:/vms/V:port", valid from 20 s before to 40 s after it was made
-//     (verify_rsa_ticket(..., -20, 40)).
+//     (verify_rsa_ticket(..., -20, 40)); a bad one is a 401 "permission
+//     denied - invalid PVEVNC ticket" (pve-common's PVE/Ticket.pm).
 //   - GET /nodes/N/qemu/V/vncwebsocket?port=P&vncticket=T (VM.Console;
 //     the ticket verified for the caller, the path and the port) is
 //     upgraded to a websocket (subprotocol "binary") joined to termproxy's
@@ -152,8 +153,8 @@ func (s *Simulator) verifyVNCTicket(ticket, authid, path string, port int) bool 
 	if err != nil {
 		return false
 	}
-	age := time.Since(time.Unix(t, 0))
-	return age >= vncTicketMinAge && age <= vncTicketMaxAge
+	age := time.Since(time.Unix(t, 0)).Truncate(time.Second)
+	return age > vncTicketMinAge && age < vncTicketMaxAge
 }
 
 // sign is the simulator's stand-in for PVE's RSA ticket signature.
@@ -293,13 +294,13 @@ func (s *Simulator) vncwebsocketCheck(who *identity, nodeName string, vmid int, 
 		return nil, err
 	}
 	if !s.verifyVNCTicket(p["vncticket"], who.id, vmPath(vmid), port) {
-		// PVE::Ticket's die, which the API turns into a 500 with its text
-		// (not checked against a live cluster).
-		return nil, fail(http.StatusInternalServerError, "permission denied - invalid PVEVNC ticket")
+		// pve-common's PVE::Ticket::verify_rsa_ticket raises it with 401.
+		return nil, fail(http.StatusUnauthorized, "permission denied - invalid PVEVNC ticket")
 	}
 	tp := s.terms[port]
 	if tp == nil || tp.vmid != vmid {
 		// Nothing (of this VM) listens there: pveproxy cannot connect.
+		// What it answers then is not verified; the simulator says 500.
 		return nil, fail(http.StatusInternalServerError, "unable to connect to VNC server on port %d", port)
 	}
 	return tp, nil

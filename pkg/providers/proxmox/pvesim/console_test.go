@@ -260,13 +260,13 @@ func TestConsoleRefusals(t *testing.T) {
 			"expired":    {port, s.vncTicket(consoleUser, "/vms/101", port, time.Now().Add(-41*time.Second))},
 			"other VM":   {port, s.vncTicket(consoleUser, "/vms/9000", port, time.Now())},
 		} {
-			if c, code := dialTerm(t, s, h, "pve1", 101, tc.port, tc.ticket); c != nil || code != http.StatusInternalServerError {
+			if c, code := dialTerm(t, s, h, "pve1", 101, tc.port, tc.ticket); c != nil || code != http.StatusUnauthorized {
 				t.Errorf("%s ticket: upgrade answered %d", name, code)
 			}
 		}
 		// Another user's ticket, presented by this one: refused too.
 		s.AddUser(User{ID: "other@pve", Password: "o"})
-		if c, code := dialTerm(t, s, userHeader(t, userClient(s, "other@pve", "o")), "pve1", 101, port, term.Ticket); c != nil || code != http.StatusInternalServerError {
+		if c, code := dialTerm(t, s, userHeader(t, userClient(s, "other@pve", "o")), "pve1", 101, port, term.Ticket); c != nil || code != http.StatusUnauthorized {
 			t.Errorf("another user's ticket: upgrade answered %d", code)
 		}
 		c, code := dialTerm(t, s, h, "pve1", 101, port, term.Ticket)

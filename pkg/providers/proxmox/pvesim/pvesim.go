@@ -24,7 +24,10 @@ limitations under the License.
 // demand (a node down, a kind of task failing). Images come in as real
 // PVE takes them (importing.go): uploads streamed to files on disk,
 // download-url fetching a URL, a VM created with import-from, made a
-// template and cloned. It is what vcsim is to the
+// template and cloned. A VM's serial console is served as PVE's
+// termproxy and vncwebsocket, to users logged in with a password
+// (console.go, access.go), with a stand-in shell where the guest would be.
+// It is what vcsim is to the
 // vSphere provider: tests and "banlieue dev" run it in process; the
 // shipped binary does not hold it.
 package pvesim
@@ -282,6 +285,11 @@ func (s *Simulator) Close() {
 	case <-s.stop:
 	default:
 		close(s.stop)
+	}
+	// The console sessions: the server forgets hijacked connections.
+	for key, p := range s.serials {
+		close(p.gone)
+		delete(s.serials, key)
 	}
 	s.mu.Unlock()
 	s.server.Close()
