@@ -56,9 +56,10 @@ import (
 const (
 	// consoleAttachTimeout bounds the attach when ctx has no deadline.
 	consoleAttachTimeout = 30 * time.Second
-	// consolePing is how often the session pings termproxy, as the web
-	// UI does (termproxy drops a client that stops: how soon is not
-	// verified).
+	// consolePing is how often the session pings, as the web UI does:
+	// termproxy ignores pings; they keep the websocket from looking idle
+	// to pveproxy and proxies between (after how long an idle one is
+	// closed is not verified).
 	consolePing = 30 * time.Second
 )
 

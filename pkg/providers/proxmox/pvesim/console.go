@@ -36,9 +36,15 @@ package pvesim
 //     upgraded to a websocket (subprotocol "binary") joined to termproxy's
 //     port. termproxy accepts one client: its first message is
 //     "AUTHID:TICKET\n", answered "OK"; then "0:LEN:DATA" is input,
-//     "1:COLS:ROWS:" a resize, "2" a ping; output comes back as raw bytes.
-//     termproxy waits 30 s for its client ("failed waiting for client:
-//     timed out", go-proxmox#221), then exits: a ticket serves once.
+//     "1:COLS:ROWS:" a resize, "2" a ping (ignored); output comes back as
+//     raw bytes. termproxy (pve-xtermjs termproxy/src/main.rs) waits 10 s
+//     for its client ("failed waiting for client: timed out"; go-proxmox#221
+//     says 30 s, the source 10) and 10 s for the ticket line, checks it
+//     with the API daemon (exiting on a refusal), writes "OK", then runs
+//     the command on a pty; it serves one client and exits: a ticket
+//     serves once. Its "OK" and the first output may reach the client in
+//     one websocket message (pveproxy relays a byte stream); the
+//     simulator sends them apart.
 //   - qm terminal connects to the VM's /var/run/qemu-server/V.serialN
 //     socket (serialN: socket in the config). QEMU's socket chardev serves
 //     one client at a time and stops accepting while it has one
@@ -75,11 +81,11 @@ import (
 )
 
 // VNC ticket validity (AccessControl.pm verify_short_lived_ticket) and how
-// long termproxy waits for its client.
+// long termproxy waits for its client, then for the ticket line.
 const (
 	vncTicketMinAge = -20 * time.Second
 	vncTicketMaxAge = 40 * time.Second
-	termproxyWait   = 30 * time.Second
+	termproxyWait   = 10 * time.Second
 )
 
 // termproxy is one termproxy process: its port, whom its ticket is for,
@@ -312,7 +318,7 @@ func (s *Simulator) termproxySession(conn *websocket.Conn, tp *termproxy) string
 	_ = conn.SetReadDeadline(time.Now().Add(termproxyWait))
 	_, msg, err := conn.ReadMessage()
 	if err != nil {
-		return "failed waiting for client: timed out"
+		return "failed reading ticket: timed out"
 	}
 	user, ticket, _ := strings.Cut(strings.TrimSuffix(string(msg), "\n"), ":")
 	s.mu.Lock()
@@ -320,8 +326,8 @@ func (s *Simulator) termproxySession(conn *websocket.Conn, tp *termproxy) string
 		(!strings.Contains(user, "!") || s.tokensAtTermproxy())
 	s.mu.Unlock()
 	if !ok {
-		// termproxy closes without a word; the client reads EOF.
-		return "authentication failed"
+		// termproxy exits without a word; the client reads EOF.
+		return "invalid authentication - 401 authentication failure"
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	if err := conn.WriteMessage(websocket.BinaryMessage, []byte("OK")); err != nil {
