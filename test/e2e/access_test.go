@@ -96,6 +96,8 @@ func TestRBACThroughAggregator(t *testing.T) {
 		{"editor may attach a console (websocket)", env.AdminKubeconfig, append(consoleCanI("get"), "--as=editor"), "", true, ""},
 		{"editor may attach a console (SPDY)", env.AdminKubeconfig, append(consoleCanI("create"), "--as=editor"), "", true, ""},
 		{"getter may not attach a console", env.AdminKubeconfig, append(consoleCanI("get"), "--as=getter"), "", false, ""},
+		{"editor may restart a VM", env.AdminKubeconfig, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a", "--as=editor"}, "", true, ""},
+		{"viewer may not restart a VM", viewer, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a"}, "", false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

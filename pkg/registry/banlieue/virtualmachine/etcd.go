@@ -34,6 +34,7 @@ type Storage struct {
 	Resolved       *ResolvedREST
 	Placement      *PlacementREST
 	Console        *ConsoleREST
+	Restart        *RestartREST
 }
 
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
@@ -66,6 +67,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
+		Restart:        &RestartREST{store: withStrategy(store, NewStatusStrategy(strategy))},
 	}, nil
 }
 
@@ -126,3 +128,14 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	table.Column{Name: "Failure-Domain", Type: "string", Priority: 1, Description: "The failure domain the VM is scheduled in."},
 	table.Column{Name: "Desired", Type: "string", Priority: 1, Description: "The desired power state."},
 )
+
+// withStrategy is a copy of main whose updates go through strategy.
+func withStrategy(main *genericregistry.Store, strategy interface {
+	rest.RESTUpdateStrategy
+	rest.ResetFieldsStrategy
+}) *genericregistry.Store {
+	s := *main
+	s.UpdateStrategy = strategy
+	s.ResetFieldsStrategy = strategy
+	return &s
+}
