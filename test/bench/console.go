@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -73,29 +72,11 @@ func (h *harness) consoleBench(ctx context.Context) error {
 		res.Skipped = "libvirtd cannot run here: needs " + m
 		return writeConsole(h.cfg.Out, res, started)
 	}
-	root, err := filepath.Abs(filepath.Join(h.cfg.Bin, ".."))
+	d, stop, err := h.guestLibvirtd(ctx)
 	if err != nil {
 		return err
 	}
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
-		return fmt.Errorf("building the guest image: %v: %s", err, out)
-	}
-	log, err := os.Create(filepath.Join(h.env.Logs(), "libvirtd.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	d, err := libvirtd.Start(startCtx, filepath.Join(h.env.Dir(), "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
-	if err != nil {
-		return err
-	}
-	defer d.Stop()
-	if err := d.ImportVolume(guest, "guest.qcow2"); err != nil {
-		return err
-	}
+	defer stop()
 	bc, err := clientset.NewForConfig(h.admin)
 	if err != nil {
 		return err
