@@ -17,8 +17,9 @@ TEST_FLAGS ?= -count=1 -timeout=30m
 all: build
 
 .PHONY: build
-build: ## Build the banlieue binary into bin/.
+build: ## Build the banlieue binary and the kubectl plugin (kubectl-banlieue, docs/kubectl-banlieue.md) into bin/.
 	$(GO) build -o $(BIN)/banlieue ./cmd/banlieue
+	$(GO) build -o $(BIN)/kubectl-banlieue ./cmd/kubectl-banlieue
 
 .PHONY: tools
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes); as root, also install libvirt and QEMU (make libvirt).
