@@ -51,6 +51,10 @@ IMAGE ?= ghcr.io/firestoned/banlieue:$(VERSION)
 release-binary: ## The shipped binary (as the Dockerfile builds it): static, -tags release, without the dev harness and simulators.
 	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/banlieue-release ./cmd/banlieue
 
+.PHONY: release-plugin
+release-plugin: ## The kubectl plugin's release archives per platform and its krew manifest filled from artifacts/krew/banlieue.yaml, in bin/release/.
+	GO=$(GO) hack/release-plugin.sh $(VERSION)
+
 .PHONY: image
 image: release-binary ## The release image as a tarball (bin/banlieue-image.tar), without Docker: the binary alone on an empty base, non-root. docker load / crane push it.
 	$(GO) run ./hack/image -binary bin/banlieue-release -out bin/banlieue-image.tar -tag $(IMAGE)

@@ -52,12 +52,14 @@ spec:
 
 	t.Run("resolved prints each field with its provenance", func(t *testing.T) {
 		out := mustPlugin(t, plugin, "resolved", "db-prod-02", "-n", ns)
+		t.Logf("resolved printed:\n%s", out)
 		for _, row := range []string{
 			`VirtualMachine banlieue-system/db-prod-02: class db-prod-large`,
 			`(?m)^FIELD\s+VALUE\s+FROM$`,
 			`(?m)^cpus\s+8\s+class$`,
 			`(?m)^memoryMiB\s+65536\s+override$`,
-			`(?m)^disks\[data\]\s+2000GiB.*\soverride$`,
+			`(?m)^disks\[data\]\s+2000GiB \(storageClass gold, eagerZeroed\)\s+override$`,
+			`(?m)^interfaces\[eth0\]\s+Static 192\.0\.2\.90/24 \(networkClass prod\)\s+override$`,
 		} {
 			if !regexp.MustCompile(row).MatchString(out) {
 				t.Errorf("resolved does not match %s:\n%s", row, out)

@@ -30,9 +30,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // escapeByte is Ctrl+], the byte that detaches from a console, as with
@@ -101,7 +103,7 @@ func runConsole(ctx context.Context, cfg *config, streams Streams, name string, 
 		opts.Stdin = detached
 		sizes := newTerminalSizes(ctx, f)
 		opts.TerminalSizeQueue = sizes
-		fmt.Fprintf(streams.ErrOut, "Connected to the console of %s/%s; Ctrl+] detaches.\r\n", ns, name)
+		fmt.Fprintf(streams.ErrOut, "Attaching to the console of %s/%s; Ctrl+] detaches.\r\n", ns, name)
 	}
 	err = exec.StreamWithContext(ctx, opts)
 	if detached.done() {
@@ -132,10 +134,20 @@ func consoleURL(restCfg *rest.Config, ns, name string, takeover bool) (string, e
 }
 
 // consoleError says how a session ended: the server's reason (taken over,
-// the console stream ended), or why it could not start.
+// the console stream ended), or, when it never started, the server's
+// refusal (in use by another user, no machine yet) as kubectl prints an
+// API error.
 func consoleError(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return errors.New("the session was interrupted")
+	}
+	var refused *httpstream.UpgradeFailureError
+	if errors.As(err, &refused) {
+		var status *apierrors.StatusError
+		if errors.As(refused.Cause, &status) {
+			return status
+		}
+		return fmt.Errorf("could not attach to the console: %w", refused.Cause)
 	}
 	return fmt.Errorf("console session ended: %w", err)
 }

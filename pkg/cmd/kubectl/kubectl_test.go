@@ -25,8 +25,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -289,9 +292,21 @@ func TestConsoleURL(t *testing.T) {
 }
 
 func TestConsoleErrorSaysTheServersReason(t *testing.T) {
+	// The server ended an established session: its reason.
 	err := consoleError(errors.New("the console was taken over by alice"))
 	if err.Error() != "console session ended: the console was taken over by alice" {
 		t.Errorf("consoleError: %v", err)
+	}
+	// The server refused the attach: its Status, as kubectl prints one,
+	// not the websocket upgrade that carried it.
+	busy := apierrors.NewConflict(schema.GroupResource{Resource: "console"}, "db", errors.New("in use by alice"))
+	err = consoleError(&httpstream.UpgradeFailureError{Cause: busy})
+	if err.Error() != busy.Error() || !apierrors.IsConflict(err) {
+		t.Errorf("consoleError of a refused attach: %v", err)
+	}
+	err = consoleError(&httpstream.UpgradeFailureError{Cause: errors.New("bad handshake (502 Bad Gateway)")})
+	if err.Error() != "could not attach to the console: bad handshake (502 Bad Gateway)" {
+		t.Errorf("consoleError of a failed upgrade: %v", err)
 	}
 }
 

@@ -114,6 +114,27 @@ func TestConsolePlugin(t *testing.T) {
 		t.Errorf("a session whose input ended: %v, stderr %q; want a clean exit", err, stderr)
 	}
 
+	// On a terminal (script(1) gives the process a pseudo-terminal, its
+	// input our pipe): raw mode, so Ctrl+] reaches the plugin as a byte,
+	// which detaches, a clean exit. The console is free again once the
+	// last session's release has gone through.
+	var tty *pluginConsole
+	eventually(t, 30*time.Second, func() error {
+		s := startPluginConsoleOnTTY(t, plugin, vm.Name)
+		tok := strings.ToUpper(randomHex(t))
+		s.typeLine(fmt.Sprintf("echo %s$((6*7))", tok))
+		if err := s.waitOrExit(tok+"42", 15*time.Second); err != nil {
+			_ = s.in.Close()
+			return err
+		}
+		tty = s
+		return nil
+	})
+	go func() { _, _ = tty.in.Write([]byte{0x1d}) }()
+	if _, err := tty.exited(t, 30*time.Second); err != nil || !strings.Contains(tty.text(), "Detached from the console of "+ns+"/"+vm.Name) {
+		t.Errorf("Ctrl+] on a terminal: %v; want a clean exit saying it detached; read: %q", err, tty.text())
+	}
+
 	// The console is free again; the VM powers off: the session ends with
 	// the reason and a failure.
 	var third *pluginConsole
@@ -150,7 +171,21 @@ type pluginConsole struct {
 func startPluginConsole(t *testing.T, plugin, name string, extra ...string) *pluginConsole {
 	t.Helper()
 	args := append([]string{"console", name, "-n", ns, "--kubeconfig", env.AdminKubeconfig}, extra...)
-	s := &pluginConsole{cmd: exec.Command(plugin, args...), done: make(chan struct{})}
+	return startConsoleProcess(t, exec.Command(plugin, args...))
+}
+
+// startPluginConsoleOnTTY runs kubectl-banlieue console under script(1),
+// on a pseudo-terminal whose input is the returned pipe and whose output
+// (the plugin's stdout and stderr both) is read.
+func startPluginConsoleOnTTY(t *testing.T, plugin, name string) *pluginConsole {
+	t.Helper()
+	line := strings.Join([]string{plugin, "console", name, "-n", ns, "--kubeconfig", env.AdminKubeconfig}, " ")
+	return startConsoleProcess(t, exec.Command("script", "--quiet", "--return", "--command", line, "/dev/null"))
+}
+
+func startConsoleProcess(t *testing.T, cmd *exec.Cmd) *pluginConsole {
+	t.Helper()
+	s := &pluginConsole{cmd: cmd, done: make(chan struct{})}
 	s.cmd.Stdout = lockedWriter{&s.mu, &s.out}
 	s.cmd.Stderr = lockedWriter{&s.mu, &s.stderr}
 	in, err := s.cmd.StdinPipe()
