@@ -17,8 +17,9 @@ TEST_FLAGS ?= -count=1 -timeout=30m
 all: build
 
 .PHONY: build
-build: ## Build the banlieue binary into bin/.
+build: ## Build the banlieue binary and the kubectl plugin (kubectl-banlieue, docs/kubectl-banlieue.md) into bin/.
 	$(GO) build -o $(BIN)/banlieue ./cmd/banlieue
+	$(GO) build -o $(BIN)/kubectl-banlieue ./cmd/kubectl-banlieue
 
 .PHONY: tools
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes); as root, also install libvirt and QEMU (make libvirt).
@@ -49,6 +50,10 @@ IMAGE ?= ghcr.io/firestoned/banlieue:$(VERSION)
 .PHONY: release-binary
 release-binary: ## The shipped binary (as the Dockerfile builds it): static, -tags release, without the dev harness and simulators.
 	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/banlieue-release ./cmd/banlieue
+
+.PHONY: release-plugin
+release-plugin: ## The kubectl plugin's release archives per platform and its krew manifest filled from artifacts/krew/banlieue.yaml, in bin/release/.
+	GO=$(GO) hack/release-plugin.sh $(VERSION)
 
 .PHONY: image
 image: release-binary ## The release image as a tarball (bin/banlieue-image.tar), without Docker: the binary alone on an empty base, non-root. docker load / crane push it.
