@@ -97,6 +97,7 @@ const (
 // +genclient
 // +genclient:method=GetResolved,verb=get,subresource=resolved,result=ResolvedVirtualMachine
 // +genclient:method=GetPlacement,verb=get,subresource=placement,result=VirtualMachinePlacement
+// +genclient:method=Restart,verb=create,subresource=restart,input=VirtualMachineRestart,result=VirtualMachineRestart
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // VirtualMachine is a provider-agnostic virtual machine. It names a VMClass

@@ -100,6 +100,12 @@ func ExtractVirtualMachineResolved(virtualMachine *banlieuev1alpha1.VirtualMachi
 	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "resolved")
 }
 
+// ExtractVirtualMachineRestart extracts the applied configuration owned by fieldManager from
+// virtualMachine for the restart subresource.
+func ExtractVirtualMachineRestart(virtualMachine *banlieuev1alpha1.VirtualMachine, fieldManager string) (*VirtualMachineApplyConfiguration, error) {
+	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "restart")
+}
+
 // ExtractVirtualMachineStatus extracts the applied configuration owned by fieldManager from
 // virtualMachine for the status subresource.
 func ExtractVirtualMachineStatus(virtualMachine *banlieuev1alpha1.VirtualMachine, fieldManager string) (*VirtualMachineApplyConfiguration, error) {

@@ -53,6 +53,7 @@ type VirtualMachineInterface interface {
 	ApplyStatus(ctx context.Context, virtualMachine *applyconfigurationbanlieuev1alpha1.VirtualMachineApplyConfiguration, opts v1.ApplyOptions) (result *banlieuev1alpha1.VirtualMachine, err error)
 	GetResolved(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.ResolvedVirtualMachine, error)
 	GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.VirtualMachinePlacement, error)
+	Restart(ctx context.Context, virtualMachineName string, virtualMachineRestart *banlieuev1alpha1.VirtualMachineRestart, opts v1.CreateOptions) (*banlieuev1alpha1.VirtualMachineRestart, error)
 
 	VirtualMachineExpansion
 }
@@ -99,6 +100,21 @@ func (c *virtualMachines) GetPlacement(ctx context.Context, virtualMachineName s
 		Name(virtualMachineName).
 		SubResource("placement").
 		VersionedParams(&options, scheme.ParameterCodec).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Restart takes the representation of a virtualMachineRestart and creates it.  Returns the server's representation of the virtualMachineRestart, and an error, if there is any.
+func (c *virtualMachines) Restart(ctx context.Context, virtualMachineName string, virtualMachineRestart *banlieuev1alpha1.VirtualMachineRestart, opts v1.CreateOptions) (result *banlieuev1alpha1.VirtualMachineRestart, err error) {
+	result = &banlieuev1alpha1.VirtualMachineRestart{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("virtualmachines").
+		Name(virtualMachineName).
+		SubResource("restart").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(virtualMachineRestart).
 		Do(ctx).
 		Into(result)
 	return

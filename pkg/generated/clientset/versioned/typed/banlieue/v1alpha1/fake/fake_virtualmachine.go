@@ -79,3 +79,15 @@ func (c *fakeVirtualMachines) GetPlacement(ctx context.Context, virtualMachineNa
 	}
 	return obj.(*v1alpha1.VirtualMachinePlacement), err
 }
+
+// Restart takes the representation of a virtualMachineRestart and creates it.  Returns the server's representation of the virtualMachineRestart, and an error, if there is any.
+func (c *fakeVirtualMachines) Restart(ctx context.Context, virtualMachineName string, virtualMachineRestart *v1alpha1.VirtualMachineRestart, opts v1.CreateOptions) (result *v1alpha1.VirtualMachineRestart, err error) {
+	emptyResult := &v1alpha1.VirtualMachineRestart{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), virtualMachineName, "restart", c.Namespace(), virtualMachineRestart, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.VirtualMachineRestart), err
+}
