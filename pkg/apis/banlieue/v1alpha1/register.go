@@ -44,7 +44,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&VirtualMachine{}, &VirtualMachineList{},
-		&ResolvedVirtualMachine{}, &VirtualMachinePlacement{}, &VirtualMachineConsoleOptions{},
+		&ResolvedVirtualMachine{}, &VirtualMachinePlacement{}, &VirtualMachineConsoleOptions{}, &VirtualMachineWebConsole{},
 		&VMClass{}, &VMClassList{},
 		&VMImage{}, &VMImageList{},
 		&Provider{}, &ProviderList{},

@@ -53,6 +53,7 @@ type VirtualMachineInterface interface {
 	ApplyStatus(ctx context.Context, virtualMachine *applyconfigurationbanlieuev1alpha1.VirtualMachineApplyConfiguration, opts v1.ApplyOptions) (result *banlieuev1alpha1.VirtualMachine, err error)
 	GetResolved(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.ResolvedVirtualMachine, error)
 	GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.VirtualMachinePlacement, error)
+	CreateWebConsole(ctx context.Context, virtualMachineName string, virtualMachineWebConsole *banlieuev1alpha1.VirtualMachineWebConsole, opts v1.CreateOptions) (*banlieuev1alpha1.VirtualMachineWebConsole, error)
 
 	VirtualMachineExpansion
 }
@@ -99,6 +100,21 @@ func (c *virtualMachines) GetPlacement(ctx context.Context, virtualMachineName s
 		Name(virtualMachineName).
 		SubResource("placement").
 		VersionedParams(&options, scheme.ParameterCodec).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// CreateWebConsole takes the representation of a virtualMachineWebConsole and creates it.  Returns the server's representation of the virtualMachineWebConsole, and an error, if there is any.
+func (c *virtualMachines) CreateWebConsole(ctx context.Context, virtualMachineName string, virtualMachineWebConsole *banlieuev1alpha1.VirtualMachineWebConsole, opts v1.CreateOptions) (result *banlieuev1alpha1.VirtualMachineWebConsole, err error) {
+	result = &banlieuev1alpha1.VirtualMachineWebConsole{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("virtualmachines").
+		Name(virtualMachineName).
+		SubResource("webconsole").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(virtualMachineWebConsole).
 		Do(ctx).
 		Into(result)
 	return
