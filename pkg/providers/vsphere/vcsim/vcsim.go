@@ -81,6 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("creating the vCenter model: %w", err)
 	}
 	HonourCloneDiskBacking(model)
+	AcquireTickets(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
 	server := model.Service.NewServer()
