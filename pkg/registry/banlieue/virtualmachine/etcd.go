@@ -34,6 +34,7 @@ type Storage struct {
 	Resolved       *ResolvedREST
 	Placement      *PlacementREST
 	Console        *ConsoleREST
+	WebConsole     *WebConsoleREST
 }
 
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
@@ -41,7 +42,8 @@ type Storage struct {
 // placement subresources; scheme converts between internal and v1alpha1;
 // sharedProviderNamespace is the install's shared-Provider namespace;
 // backends answers what each backend cannot build (nil: nothing asked);
-// consoleTokens are the tokens /console presents to console endpoints.
+// consoleTokens are the tokens /console and /webconsole present to console
+// endpoints.
 func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers ProviderStore, sharedProviderNamespace string, backends *infrastructure.Registry, consoleTokens TokenSource) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
@@ -66,6 +68,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
+		WebConsole:     &WebConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 	}, nil
 }
 
