@@ -137,6 +137,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		"virtualmachines/resolved":   vms.Resolved,
 		"virtualmachines/placement":  vms.Placement,
 		"virtualmachines/console":    vms.Console,
+		"virtualmachines/restart":    vms.Restart,
 		"virtualmachines/webconsole": vms.WebConsole,
 		"vmclasses":                  classes,
 		"vmimages":                   images,

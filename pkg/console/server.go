@@ -134,6 +134,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := s.authorize(req, t); err != nil {
+		attaches.WithLabelValues("refused").Inc()
 		writeStatus(w, err)
 		return
 	}
@@ -145,6 +146,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	takeover := req.URL.Query().Get("takeover") == "true"
 	ss, refused := s.claim(t, requester, takeover)
 	if refused != nil {
+		attaches.WithLabelValues("busy").Inc()
 		writeStatus(w, refused)
 		return
 	}
@@ -154,9 +156,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	stream, err := s.Open(ctx, t, takeover)
 	cancel()
 	if err != nil {
+		result := "failed"
+		if errors.Is(err, ErrNotServed) {
+			result = "refused"
+		}
+		attaches.WithLabelValues(result).Inc()
 		writeStatus(w, openError(t, err))
 		return
 	}
+	attaches.WithLabelValues("attached").Inc()
+	sessionsOpen.Inc()
+	defer sessionsOpen.Dec()
 	s.serve(w, req, t, ss, stream)
 }
 

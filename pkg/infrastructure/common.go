@@ -47,6 +47,7 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 		// comes from its spec as it is.
 		PowerOffMode:         infrav1.PowerOffMode(vm.Spec.PowerOffMode),
 		PowerOffGraceSeconds: vm.Spec.PowerOffGraceSeconds,
+		RestartRequestID:     RestartRequestID(vm),
 	}
 	spec.GuestOS = GuestOS(r.Spec.Image)
 	// An architecture no backend knows stays unset: every backend's Admit
@@ -67,6 +68,17 @@ func CommonSpec(vm *v1alpha1.VirtualMachine, r *v1alpha1.ResolvedVirtualMachine)
 		}
 	}
 	return spec
+}
+
+// RestartRequestID is the restart the VM's machine is asked for: the
+// VM's recorded restart while it is not settled, none once it is (a
+// machine built later, by a migration, is not restarted by an old
+// request).
+func RestartRequestID(vm *v1alpha1.VirtualMachine) string {
+	if r := vm.Status.Restart; r != nil && (r.Phase == v1alpha1.RestartPending || r.Phase == v1alpha1.RestartSending) {
+		return r.ID
+	}
+	return ""
 }
 
 // StaticIP is an interface's static address in the machine's shape (its

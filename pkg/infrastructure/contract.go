@@ -38,6 +38,14 @@ type Observed struct {
 	PowerState string
 	// Ready is the Ready condition, nil when not reported yet.
 	Ready *metav1.Condition
+	// Restart is status.restart (banlieue's addition): the last restart
+	// the provider acted on; ID empty when none.
+	Restart ObservedRestart
+}
+
+// ObservedRestart is a machine's status.restart.
+type ObservedRestart struct {
+	ID, Phase, Message string
 }
 
 // Read reads u through the contract fields only; fields of the wrong
@@ -49,6 +57,9 @@ func Read(u *unstructured.Unstructured) Observed {
 		o.Provisioned = &p
 	}
 	o.PowerState, _, _ = unstructured.NestedString(u.Object, "status", "powerState")
+	o.Restart.ID, _, _ = unstructured.NestedString(u.Object, "status", "restart", "id")
+	o.Restart.Phase, _, _ = unstructured.NestedString(u.Object, "status", "restart", "phase")
+	o.Restart.Message, _, _ = unstructured.NestedString(u.Object, "status", "restart", "message")
 	if addrs, found, _ := unstructured.NestedSlice(u.Object, "status", "addresses"); found {
 		for _, a := range addrs {
 			m, ok := a.(map[string]interface{})

@@ -77,3 +77,38 @@ func (b boundedConsoles) OpenConsole(ctx context.Context, spec MachineSpec, forc
 type Resizer interface {
 	Resize(cols, rows uint16) error
 }
+
+// Restarter is implemented by a backend that resets a running VM
+// (virtualmachines/NAME/restart).
+type Restarter interface {
+	// RestartMachine resets the VM spec names, as its reset button would;
+	// record is called with the backend task before it is awaited. It is
+	// called at most once per restart: the caller records that it is
+	// about to ask first.
+	RestartMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error
+}
+
+// RestarterOf is b's Restarter, bounded as a machine call; false when b's
+// backend resets nothing.
+func RestarterOf(b Backend) (Restarter, bool) {
+	d := Deadlines{}.withDefaults()
+	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
+		b, d = bb.unbounded()
+	}
+	r, ok := b.(Restarter)
+	if !ok {
+		return nil, false
+	}
+	return boundedRestarter{r: r, d: d}, true
+}
+
+type boundedRestarter struct {
+	r Restarter
+	d Deadlines
+}
+
+func (b boundedRestarter) RestartMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
+	defer cancel()
+	return b.r.RestartMachine(ctx, spec, record)
+}

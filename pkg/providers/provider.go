@@ -38,6 +38,11 @@ type Credentials struct {
 	// ClientCertificate and ClientKey (PEM) authenticate over TLS.
 	ClientCertificate []byte
 	ClientKey         []byte
+	// ConsoleUsername and ConsolePassword are an account the serial
+	// console logs in with where the API credentials cannot open it
+	// (Proxmox VE's termproxy refuses API tokens); empty when none is set.
+	ConsoleUsername string
+	ConsolePassword string
 }
 
 // Connection says how to reach a backend.

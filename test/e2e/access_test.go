@@ -96,6 +96,8 @@ func TestRBACThroughAggregator(t *testing.T) {
 		{"editor may attach a console (websocket)", env.AdminKubeconfig, append(consoleCanI("get"), "--as=editor"), "", true, ""},
 		{"editor may attach a console (SPDY)", env.AdminKubeconfig, append(consoleCanI("create"), "--as=editor"), "", true, ""},
 		{"getter may not attach a console", env.AdminKubeconfig, append(consoleCanI("get"), "--as=getter"), "", false, ""},
+		{"editor may restart a VM", env.AdminKubeconfig, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a", "--as=editor"}, "", true, ""},
+		{"viewer may not restart a VM", viewer, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a"}, "", false, ""},
 		// So is a web console URL, asked with a POST only.
 		{"viewer may not ask for a web console", viewer, subresourceCanI("create", "webconsole"), "", false, ""},
 		{"editor may ask for a web console", env.AdminKubeconfig, append(subresourceCanI("create", "webconsole"), "--as=editor"), "", true, ""},

@@ -400,6 +400,39 @@ type VirtualMachineStatus struct {
 	// imageRevision is the revision of the VMImage's import the VM is
 	// built from, pinned when it is scheduled.
 	ImageRevision string `json:"imageRevision,omitempty"`
+	// restart is the last restart asked through virtualmachines/NAME/restart.
+	Restart *VirtualMachineRestartStatus `json:"restart,omitempty"`
+}
+
+// RestartPhase is how far a restart went.
+type RestartPhase string
+
+// The phases of a restart.
+const (
+	RestartPending RestartPhase = "Pending"
+	RestartSending RestartPhase = "Sending"
+	RestartDone    RestartPhase = "Done"
+	RestartFailed  RestartPhase = "Failed"
+	RestartUnknown RestartPhase = "Unknown"
+)
+
+// VirtualMachineRestartStatus is one restart of a VM.
+type VirtualMachineRestartStatus struct {
+	ID          string       `json:"id"`
+	RequestedAt metav1.Time  `json:"requestedAt"`
+	Requester   string       `json:"requester,omitempty"`
+	Phase       RestartPhase `json:"phase"`
+	Message     string       `json:"message,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineRestart is the body and answer of virtualmachines/NAME/restart.
+type VirtualMachineRestart struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	RequestID string
+	Status    *VirtualMachineRestartStatus
 }
 
 // VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.

@@ -269,3 +269,36 @@ func TestMachineSpecGuestOS(t *testing.T) {
 		t.Errorf("guest OS %+v, architecture %q; want %+v, amd64", spec.GuestOS, spec.Architecture, os)
 	}
 }
+
+// TestNextRestart: a restart is sent once; one recorded as Sending and
+// found again was interrupted and is not sent again; a VM not running is
+// not reset.
+func TestNextRestart(t *testing.T) {
+	on, off := infrav1.PowerStatePoweredOn, infrav1.PowerStatePoweredOff
+	rec := func(id string, phase infrav1.RestartPhase) *infrav1.RestartStatus {
+		return &infrav1.RestartStatus{ID: id, Phase: phase}
+	}
+	for _, tc := range []struct {
+		name  string
+		want  string
+		rec   *infrav1.RestartStatus
+		power infrav1.PowerState
+		step  restartStep
+	}{
+		{"none asked", "", nil, on, restartNothing},
+		{"first restart", "a", nil, on, restartSend},
+		{"a new one after a done one", "b", rec("a", infrav1.RestartDone), on, restartSend},
+		{"done", "a", rec("a", infrav1.RestartDone), on, restartNothing},
+		{"failed stays failed", "a", rec("a", infrav1.RestartFailed), on, restartNothing},
+		{"interrupted while sending", "a", rec("a", infrav1.RestartSending), on, restartInterrupted},
+		{"unknown stays unknown", "a", rec("a", infrav1.RestartUnknown), on, restartNothing},
+		{"not running", "a", nil, off, restartNotRunning},
+		{"interrupted, then powered off", "a", rec("a", infrav1.RestartSending), off, restartInterrupted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextRestart(tc.want, tc.rec, tc.power); got != tc.step {
+				t.Errorf("nextRestart = %d, want %d", got, tc.step)
+			}
+		})
+	}
+}

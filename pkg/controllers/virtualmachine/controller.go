@@ -444,7 +444,24 @@ func (r *Reconciler) reconcileMachine(ctx context.Context, vm *v1alpha1.VirtualM
 		return ctrl.Result{}, err
 	}
 	mirror(vm, kind.GroupVersionKind.Kind, m.GetName(), observed, len(resolved.Spec.Interfaces) > 0)
+	r.mirrorRestart(vm, observed.Restart)
 	return ctrl.Result{}, nil
+}
+
+// mirrorRestart copies how far the machine's provider took the VM's
+// restart onto it, with an Event once it is settled.
+func (r *Reconciler) mirrorRestart(vm *v1alpha1.VirtualMachine, o infrastructure.ObservedRestart) {
+	rs := vm.Status.Restart
+	if rs == nil || o.ID != rs.ID || o.Phase == "" || string(rs.Phase) == o.Phase {
+		return
+	}
+	rs.Phase, rs.Message = v1alpha1.RestartPhase(o.Phase), o.Message
+	switch rs.Phase {
+	case v1alpha1.RestartDone:
+		r.event(vm, corev1.EventTypeNormal, "Restarted", "Restart", fmt.Sprintf("restart %s asked by %s: the VM was reset", rs.ID, rs.Requester))
+	case v1alpha1.RestartFailed, v1alpha1.RestartUnknown:
+		r.event(vm, corev1.EventTypeWarning, "Restart"+string(rs.Phase), "Restart", fmt.Sprintf("restart %s: %s", rs.ID, rs.Message))
+	}
 }
 
 // invalid records a placement that cannot be resolved.

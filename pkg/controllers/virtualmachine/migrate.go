@@ -203,6 +203,7 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 	}
 	placed := vm.DeepCopy()
 	placed.Status.Scheduled = mig.Target.DeepCopy()
+	placed.Status.Restart = nil // a restart is the running machine's
 	m, err := r.applyMachine(ctx, kind, placed, resolve.AtImageRevision(in.Resolved, in.Image, mig.ImageRevision), target, mig.InfrastructureRef.Name)
 	if err != nil {
 		return 0, err

@@ -124,6 +124,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.VirtualMachineApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineInitialization"):
 		return &banlieuev1alpha1.VirtualMachineInitializationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineRestartStatus"):
+		return &banlieuev1alpha1.VirtualMachineRestartStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineSpec"):
 		return &banlieuev1alpha1.VirtualMachineSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineStatus"):

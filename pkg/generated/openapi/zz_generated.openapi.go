@@ -104,6 +104,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName():   schema_pkg_apis_banlieue_v1alpha1_VirtualMachineInitialization(ref),
 		v1alpha1.VirtualMachineList{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_VirtualMachineList(ref),
 		v1alpha1.VirtualMachinePlacement{}.OpenAPIModelName():        schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref),
+		v1alpha1.VirtualMachineRestart{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestart(ref),
+		v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName():    schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestartStatus(ref),
 		v1alpha1.VirtualMachineSpec{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref),
 		v1alpha1.VirtualMachineStatus{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref),
 		v1alpha1.VirtualMachineWebConsole{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_VirtualMachineWebConsole(ref),
@@ -3695,6 +3697,107 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref common.Refere
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestart(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestart is the body of a POST to virtualmachines/NAME/restart, and its answer: one restart (a reset) of the running VM, acted on once by the provider.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "metadata.name is the VM's.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"requestID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requestID makes a retried request safe: the same ID restarts once. One is made when empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is the restart as recorded (in the answer).",
+							Ref:         ref(v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestartStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestartStatus is one restart of a VM.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"id": {
+						SchemaProps: spec.SchemaProps{
+							Description: "id names the restart: the request's requestID, or one the API server made.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requestedAt is when it was asked.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"requester": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requester is who asked.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase is Pending, Sending, Done, Failed or Unknown.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message says why, for Failed and Unknown.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"id", "requestedAt", "phase"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3909,11 +4012,17 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref common.Reference
 							Format:      "",
 						},
 					},
+					"restart": {
+						SchemaProps: spec.SchemaProps{
+							Description: "restart is the last restart asked through virtualmachines/NAME/restart, and how far it went: recorded by the API server before it answers, so a retried request (same requestID) restarts once, and a crash loses none.",
+							Ref:         ref(v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ClassRevision{}.OpenAPIModelName(), v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.MigrationStatus{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.ClassRevision{}.OpenAPIModelName(), v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), v1alpha1.MigrationStatus{}.OpenAPIModelName(), v1alpha1.ScheduledPlacement{}.OpenAPIModelName(), v1alpha1.VirtualMachineInitialization{}.OpenAPIModelName(), v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -67,6 +67,10 @@ type Client struct {
 	endpoint   string
 	httpClient *http.Client
 	opts       Options
+	// tlsConfig is the API's, for the console's own connections;
+	// console the Secret's console user (empty: none), see console.go.
+	tlsConfig *tls.Config
+	console   providers.Credentials
 }
 
 // requestTimeout bounds one API request; dialTimeout its connect and
@@ -106,7 +110,8 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 	}
 	upload := proxmox.NewClient(conn.Endpoint, proxmox.WithHTTPClient(&http.Client{Transport: hc.Transport}),
 		proxmox.WithAPIToken(conn.Credentials.Username, conn.Credentials.Password))
-	return &Client{api: api, upload: upload, endpoint: conn.Endpoint, httpClient: hc, opts: opts.withDefaults()}, nil
+	return &Client{api: api, upload: upload, endpoint: conn.Endpoint, httpClient: hc, opts: opts.withDefaults(), tlsConfig: tlsConfig,
+		console: providers.Credentials{Username: conn.Credentials.ConsoleUsername, Password: conn.Credentials.ConsolePassword}}, nil
 }
 
 // Sessions keeps one Client per Provider (see providers.Sessions). An API

@@ -316,6 +316,15 @@ func (c *Client) desired(ctx context.Context, vm *proxmox.VirtualMachine, spec p
 	if os := OSType(spec.GuestOS); os != "" && vm.Status != proxmox.StatusVirtualMachineRunning {
 		want["ostype"] = os
 	}
+	// A serial port on a socket, which the console (console.go) attaches
+	// to; privilege VM.Config.HWType, already needed for smbios1. A new VM
+	// gets it before its first start. PVE cannot plug one into a running
+	// VM (it stays pending until the next start), so a VM made before
+	// this, running, gets it when next converged while off, not with a
+	// restart of its own; until then it has no console.
+	if vm.Status != proxmox.StatusVirtualMachineRunning {
+		want["serial0"] = "socket"
+	}
 	if spec.TPM && cfg.TPMState0 == "" {
 		want["tpmstate0"] = storage + ":1,version=v2.0"
 	}
@@ -828,6 +837,8 @@ func current(cfg *proxmox.VirtualMachineConfig, key string) string {
 		return cfg.TPMState0
 	case "nameserver":
 		return cfg.Nameserver
+	case "serial0":
+		return cfg.Serials["serial0"]
 	case "ostype":
 		if cfg.OSType == nil {
 			return "other" // Proxmox VE's default

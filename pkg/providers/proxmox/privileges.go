@@ -37,7 +37,8 @@ type Grant struct {
 // VM.Clone and VM.Allocate (the full clone onto a new VMID, destroy),
 // VM.Config.CPU, .Memory (size), .Disk (grow, add, EFI and TPM state
 // disks), .Network (NICs and their ipconfig), .Options (firmware, agent),
-// .HWType (the SMBIOS UUID), .CDROM (attach the seed), VM.PowerMgmt,
+// .HWType (the SMBIOS UUID, the serial port serial0: socket), .CDROM
+// (attach the seed), VM.PowerMgmt,
 // the guest agent's addresses (VM.Monitor until 8, VM.GuestAgent.Audit
 // from 9), Datastore.AllocateSpace (disks on any storage), SDN.Use (a
 // NIC on a bridge or VLAN); on the seed storage only, uploading an ISO

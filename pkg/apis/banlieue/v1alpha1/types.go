@@ -423,6 +423,62 @@ type VirtualMachineStatus struct {
 	// (which is kept until no machine names it).
 	// +optional
 	ImageRevision string `json:"imageRevision,omitempty" protobuf:"bytes,10,opt,name=imageRevision"`
+	// restart is the last restart asked through
+	// virtualmachines/NAME/restart, and how far it went: recorded by the
+	// API server before it answers, so a retried request (same requestID)
+	// restarts once, and a crash loses none.
+	// +optional
+	Restart *VirtualMachineRestartStatus `json:"restart,omitempty" protobuf:"bytes,11,opt,name=restart"`
+}
+
+// RestartPhase is how far a restart went: Pending (recorded), Sending
+// (the backend is being asked), Done, Failed, or Unknown (the provider
+// stopped while asking; it does not ask again).
+type RestartPhase string
+
+// The phases of a restart.
+const (
+	RestartPending RestartPhase = "Pending"
+	RestartSending RestartPhase = "Sending"
+	RestartDone    RestartPhase = "Done"
+	RestartFailed  RestartPhase = "Failed"
+	RestartUnknown RestartPhase = "Unknown"
+)
+
+// VirtualMachineRestartStatus is one restart of a VM.
+type VirtualMachineRestartStatus struct {
+	// id names the restart: the request's requestID, or one the API server
+	// made.
+	ID string `json:"id" protobuf:"bytes,1,opt,name=id"`
+	// requestedAt is when it was asked.
+	RequestedAt metav1.Time `json:"requestedAt" protobuf:"bytes,2,opt,name=requestedAt"`
+	// requester is who asked.
+	// +optional
+	Requester string `json:"requester,omitempty" protobuf:"bytes,3,opt,name=requester"`
+	// phase is Pending, Sending, Done, Failed or Unknown.
+	Phase RestartPhase `json:"phase" protobuf:"bytes,4,opt,name=phase,casttype=RestartPhase"`
+	// message says why, for Failed and Unknown.
+	// +optional
+	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineRestart is the body of a POST to
+// virtualmachines/NAME/restart, and its answer: one restart (a reset) of
+// the running VM, acted on once by the provider.
+type VirtualMachineRestart struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata.name is the VM's.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	// requestID makes a retried request safe: the same ID restarts once.
+	// One is made when empty.
+	// +optional
+	RequestID string `json:"requestID,omitempty" protobuf:"bytes,2,opt,name=requestID"`
+	// status is the restart as recorded (in the answer).
+	// +optional
+	Status *VirtualMachineRestartStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // VirtualMachineInitialization follows the Cluster API v1beta2 initialization shape.

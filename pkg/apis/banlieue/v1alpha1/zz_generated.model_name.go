@@ -377,6 +377,16 @@ func (in VirtualMachinePlacement) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestart) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestart"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestartStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestartStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VirtualMachineSpec) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSpec"
 }

@@ -151,6 +151,14 @@ type CommonMachineSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	PowerOffGraceSeconds *int32 `json:"powerOffGraceSeconds,omitempty"`
 
+	// restartRequestID asks for one restart (a reset) of the running VM:
+	// a new ID is a new restart; the provider acts on each ID once and
+	// reports it in status.restart. banlieue's VirtualMachine controller
+	// copies it from the VirtualMachine's status.restart.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	RestartRequestID string `json:"restartRequestID,omitempty"`
+
 	// userDataSecretRef names the Secret, in this namespace, holding the
 	// first-boot payload (cloud-init), handed to the guest the backend's way
 	// (guestinfo on vSphere, a NoCloud seed on libvirt). When a Cluster API
@@ -469,6 +477,13 @@ type CommonMachineStatus struct {
 	// +optional
 	SoftPowerOffTime *metav1.Time `json:"softPowerOffTime,omitempty"`
 
+	// restart is the last restart asked by spec.restartRequestID, as the
+	// provider acted on it. Sending is written before the backend is
+	// asked: a provider that finds it on its restart does not ask again
+	// (Unknown), so a restart is never repeated.
+	// +optional
+	Restart *RestartStatus `json:"restart,omitempty"`
+
 	// vmName is the VM's name in the backend, "<namespace>.<name>" (ending
 	// in a hash when longer than 80 characters): unique across namespaces.
 	// +optional
@@ -770,4 +785,38 @@ type VSphereClusterList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VSphereCluster `json:"items"`
+}
+
+// RestartPhase is how far a restart went.
+// +kubebuilder:validation:Enum=Pending;Sending;Done;Failed;Unknown
+type RestartPhase string
+
+const (
+	// RestartPending: asked, not acted on yet.
+	RestartPending RestartPhase = "Pending"
+	// RestartSending: the backend is being asked.
+	RestartSending RestartPhase = "Sending"
+	// RestartDone: the backend reset the VM.
+	RestartDone RestartPhase = "Done"
+	// RestartFailed: the backend refused or the VM was not running.
+	RestartFailed RestartPhase = "Failed"
+	// RestartUnknown: the provider stopped while asking the backend; it
+	// does not ask again, as the reset may have happened.
+	RestartUnknown RestartPhase = "Unknown"
+)
+
+// RestartStatus is one restart as the provider acted on it.
+type RestartStatus struct {
+	// id is the restartRequestID acted on.
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+	// phase is Sending, Done, Failed or Unknown.
+	Phase RestartPhase `json:"phase"`
+	// message says why, for Failed and Unknown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// time of the last phase change.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }

@@ -944,6 +944,26 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: provisioned
       type:
         scalar: boolean
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestartStatus
+  map:
+    fields:
+    - name: id
+      type:
+        scalar: string
+      default: ""
+    - name: message
+      type:
+        scalar: string
+    - name: phase
+      type:
+        scalar: string
+      default: ""
+    - name: requestedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: requester
+      type:
+        scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSpec
   map:
     fields:
@@ -1030,6 +1050,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: powerState
       type:
         scalar: string
+    - name: restart
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestartStatus
     - name: scheduled
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ScheduledPlacement

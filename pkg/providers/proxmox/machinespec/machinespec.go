@@ -53,6 +53,13 @@ const (
 	TokenIDKey = "tokenID"
 	// TokenSecretKey holds the token's secret (a UUID).
 	TokenSecretKey = "tokenSecret"
+	// ConsoleUsernameKey and ConsolePasswordKey, optional, are a PVE user
+	// (USER@REALM, with VM.Console on the VMs) the serial console logs in
+	// as: Proxmox VE before qemu-server 9.1.7 refuses API tokens at the
+	// console's websocket handshake, and go-proxmox v0.9.0 opens that
+	// websocket only with a user's ticket (docs/design/console.md).
+	ConsoleUsernameKey = "consoleUsername"
+	ConsolePasswordKey = "consolePassword"
 )
 
 // Kind registers ProxmoxMachine and ProxmoxCluster for the proxmox provider class. The
@@ -214,17 +221,25 @@ func ImageKind() providers.ImageKind {
 
 var tokenID = regexp.MustCompile(`^[^@!\s]+@[^@!\s]+![A-Za-z][A-Za-z0-9._-]*$`)
 
+var userID = regexp.MustCompile(`^[^@!\s:]+@[^@!\s:]+$`)
+
 // Credentials are an API token: the Secret's tokenID (USER@REALM!TOKENID)
-// and tokenSecret.
+// and tokenSecret; and, optional, the console's user (consoleUsername,
+// USER@REALM, and consolePassword), both or neither.
 func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 	id, secret := string(s.Data[TokenIDKey]), string(s.Data[TokenSecretKey])
+	user, pass := string(s.Data[ConsoleUsernameKey]), string(s.Data[ConsolePasswordKey])
 	switch {
 	case id == "" || secret == "":
 		return providers.Credentials{}, errors.New("needs non-empty keys tokenID (USER@REALM!TOKENID) and tokenSecret (an API token of Proxmox VE)")
 	case !tokenID.MatchString(id):
 		return providers.Credentials{}, fmt.Errorf("tokenID %q is not USER@REALM!TOKENID", id)
+	case (user == "") != (pass == ""):
+		return providers.Credentials{}, errors.New("consoleUsername and consolePassword go together: set both (a PVE user for the serial console) or neither")
+	case user != "" && !userID.MatchString(user):
+		return providers.Credentials{}, fmt.Errorf("consoleUsername %q is not USER@REALM (a user, not an API token: PVE refuses tokens at the console)", user)
 	}
-	return providers.Credentials{Username: id, Password: secret}, nil
+	return providers.Credentials{Username: id, Password: secret, ConsoleUsername: user, ConsolePassword: pass}, nil
 }
 
 // ImportFormats are the spec.import formats this backend builds: asked by

@@ -52,9 +52,26 @@ func (s *Simulator) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, nil, fail(http.StatusNotImplemented, "Method '%s %s' not implemented", r.Method, r.URL.Path))
 		return
 	}
-	if !s.authenticated(r) {
-		// pveproxy's answer to a missing or wrong token.
+	if path == "access/ticket" && r.Method == http.MethodPost {
+		// The login: open to the world, as in PVE.
+		p, err := s.readParams(r)
+		if err != nil {
+			write(w, nil, fail(http.StatusBadRequest, "%v", err))
+			return
+		}
+		data, aerr := s.login(p)
+		write(w, data, aerr)
+		return
+	}
+	who := s.authenticate(r)
+	if who == nil {
+		// pveproxy's answer to a missing or wrong token or ticket.
 		write(w, nil, fail(http.StatusUnauthorized, "authentication failure"))
+		return
+	}
+	if who.user != nil && r.Method != http.MethodGet && !s.validCSRF(who.id, r.Header.Get("CSRFPreventionToken")) {
+		// A ticket's writes need the CSRF token that came with it.
+		write(w, nil, fail(http.StatusUnauthorized, "Permission denied - invalid csrf token"))
 		return
 	}
 	// An upload's file is on disk before the handler runs, as pveproxy
@@ -66,23 +83,60 @@ func (s *Simulator) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, nil, fail(http.StatusBadRequest, "%v", err))
 		return
 	}
+	seg := strings.Split(strings.TrimSuffix(path, "/"), "/")
+	if len(seg) == 5 && seg[0] == "nodes" && seg[2] == "qemu" && seg[4] == "vncwebsocket" && r.Method == http.MethodGet {
+		// A websocket outlives the request's hold of s.mu.
+		vmid, err := strconv.Atoi(seg[3])
+		if err != nil {
+			write(w, nil, badParam("vmid", "type check ('integer') failed - got '"+seg[3]+"'"))
+			return
+		}
+		s.vncWebsocket(w, r, who, seg[1], vmid, params)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.caller = who
+	defer func() { s.caller = nil }()
 	s.tick(time.Now())
 	route, data, aerr := s.route(r.Method, strings.Split(strings.TrimSuffix(path, "/"), "/"), params)
 	s.requests[r.Method+" "+route]++
 	write(w, data, aerr)
 }
 
-func (s *Simulator) authenticated(r *http.Request) bool {
-	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "PVEAPIToken=")
-	if !ok {
-		return false
-	}
-	i := strings.LastIndex(v, "=")
+// identity is who a request authenticated as: the token (user nil) or a
+// user by its ticket.
+type identity struct {
+	id   string
+	user *User
+}
+
+// authenticate reads the API token, else the PVEAuthCookie ticket; nil
+// when neither holds.
+func (s *Simulator) authenticate(r *http.Request) *identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return i > 0 && v[:i] == s.TokenID && v[i+1:] == s.Secret
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "PVEAPIToken="); ok {
+		i := strings.LastIndex(v, "=")
+		if i > 0 && v[:i] == s.TokenID && v[i+1:] == s.Secret {
+			return &identity{id: s.TokenID}
+		}
+		return nil
+	}
+	if c, err := r.Cookie("PVEAuthCookie"); err == nil {
+		if u := s.ticketUser(c.Value); u != nil {
+			return &identity{id: u.ID, user: u}
+		}
+	}
+	return nil
+}
+
+// callerID is the authid the request being routed runs as.
+func (s *Simulator) callerID() string {
+	if s.caller != nil {
+		return s.caller.id
+	}
+	return s.TokenID
 }
 
 // write answers {"data": ...}, or the error with its status (the message
@@ -301,6 +355,9 @@ func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p param
 	case len(seg) == 1 && seg[0] == "template" && method == http.MethodPost:
 		data, err := s.makeTemplate(v, p)
 		return "qemu template", data, err
+	case len(seg) == 1 && seg[0] == "termproxy" && method == http.MethodPost:
+		data, err := s.startTermproxy(v, p)
+		return "qemu termproxy", data, err
 	case len(seg) == 1 && seg[0] == "resize" && method == http.MethodPut:
 		data, err := s.resize(v, p)
 		return "qemu resize", data, err
@@ -346,6 +403,8 @@ func (s *Simulator) vmPermission(method string, v *vm, seg []string) *apiError {
 		return s.need(path, "VM.Audit")
 	case len(seg) >= 1 && seg[0] == "agent":
 		return s.need(path, s.agentPrivilege())
+	case len(seg) == 1 && seg[0] == "termproxy":
+		return s.need(path, "VM.Console")
 	}
 	return nil
 }

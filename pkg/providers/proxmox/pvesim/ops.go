@@ -150,17 +150,21 @@ func sortedKeys(m map[string]any) []string {
 
 // Drives a running VM cannot lose: qemu-server does not unplug them live
 // (vmconfig_hotplug_pending), so deleting one stays pending. A CD-ROM's
-// medium, ide2=none,media=cdrom included, changes live.
-var coldDrive = regexp.MustCompile(`^(efidisk|ide|sata|tpmstate)\d+$`)
+// medium, ide2=none,media=cdrom included, changes live. A serial port
+// is no drive but is not unplugged live either.
+var coldDrive = regexp.MustCompile(`^(efidisk|ide|sata|tpmstate|serial)\d+$`)
 
 // Keys a running VM takes only at its next start (PVE keeps them pending;
-// ostype is none of qemu-server's fast_plug_option).
-var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true, "ostype": true}
+// ostype is none of qemu-server's fast_plug_option.
+// Nor are serial ports hot-plugged: QEMU's -chardev/-device of serialN are
+// made at start.)
+var coldKeys = map[string]bool{"cores": true, "sockets": true, "memory": true, "bios": true, "machine": true, "cpu": true, "efidisk0": true, "tpmstate0": true, "ostype": true,
+	"serial0": true, "serial1": true, "serial2": true, "serial3": true}
 
 // OSTypes are the values of a VM's ostype (qemu-server's enum, PVE 8 and 9).
 var OSTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}
 
-var knownKey = regexp.MustCompile(`^(name|description|cores|sockets|memory|bios|machine|cpu|ostype|scsihw|boot|agent|tags|onboot|serial0|vga|smbios1|nameserver|searchdomain|ciuser|cipassword|citype|efidisk0|tpmstate0|net\d+|scsi\d+|virtio\d+|sata\d+|ide\d+|ipconfig\d+|unused\d+)$`)
+var knownKey = regexp.MustCompile(`^(name|description|cores|sockets|memory|bios|machine|cpu|ostype|scsihw|boot|agent|tags|onboot|serial[0-3]|vga|smbios1|nameserver|searchdomain|ciuser|cipassword|citype|efidisk0|tpmstate0|net\d+|scsi\d+|virtio\d+|sata\d+|ide\d+|ipconfig\d+|unused\d+)$`)
 
 // configure changes a VM's config: async (POST, a qmconfig task) or sync
 // (PUT). New disks are "STORAGE:SIZE_GIB"; "delete" lists keys to drop.
@@ -442,9 +446,11 @@ func (s *Simulator) power(v *vm, action string, p params) (any, *apiError) {
 				return "VM quit/powerdown failed - got timeout"
 			}
 			v.status, v.paused = "stopped", false
+			s.dropSerials(v.vmid)
 			s.applyPending(v)
 		case "stop":
 			v.status, v.paused = "stopped", false
+			s.dropSerials(v.vmid)
 			s.applyPending(v)
 		case "reboot", "reset":
 			if v.status != "running" {
@@ -459,6 +465,7 @@ func (s *Simulator) power(v *vm, action string, p params) (any, *apiError) {
 			if toDisk {
 				s.saveState(v, p["statestorage"])
 				v.status, v.paused, v.lock = "stopped", false, "suspended"
+				s.dropSerials(v.vmid)
 				return ""
 			}
 			v.paused = true

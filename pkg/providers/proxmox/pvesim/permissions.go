@@ -39,10 +39,14 @@ type ACL struct {
 
 // allowed tells whether the token holds priv on path.
 func (s *Simulator) allowed(path, priv string) bool {
-	if s.acl == nil {
+	acl := s.acl
+	if s.caller != nil && s.caller.user != nil {
+		acl = s.caller.user.ACL
+	}
+	if acl == nil {
 		return true
 	}
-	for _, a := range s.acl {
+	for _, a := range acl {
 		if a.Path == "/" || path == a.Path || strings.HasPrefix(path, strings.TrimSuffix(a.Path, "/")+"/") {
 			if contains(a.Privileges, priv) {
 				return true

@@ -24,12 +24,16 @@ limitations under the License.
 // demand (a node down, a kind of task failing). Images come in as real
 // PVE takes them (importing.go): uploads streamed to files on disk,
 // download-url fetching a URL, a VM created with import-from, made a
-// template and cloned. It is what vcsim is to the
+// template and cloned. A VM's serial console is served as PVE's
+// termproxy and vncwebsocket, to users logged in with a password
+// (console.go, access.go), with a stand-in shell where the guest would be.
+// It is what vcsim is to the
 // vSphere provider: tests and "banlieue dev" run it in process; the
 // shipped binary does not hold it.
 package pvesim
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
@@ -72,6 +76,18 @@ type Options struct {
 	// ACL restricts the token to these grants (default: none, the token
 	// may do everything, as root@pam).
 	ACL []ACL
+	// Users are the accounts that log in with a password (POST
+	// /access/ticket) and then send the ticket as the PVEAuthCookie
+	// cookie, with the CSRFPreventionToken header on writes: what the
+	// serial console takes where PVE refuses API tokens (console.go).
+	Users []User
+}
+
+// User is a PVE user (USER@REALM) with its password and grants (nil:
+// everything, as root@pam).
+type User struct {
+	ID, Password string
+	ACL          []ACL
 }
 
 // NodeSpec is one node.
@@ -126,6 +142,16 @@ type Simulator struct {
 	stop chan struct{}
 	// Requests counts requests by "METHOD /path-pattern", for tests.
 	requests map[string]int
+	// users by ID; caller is who makes the request being routed (nil:
+	// the token), under mu.
+	users  map[string]*User
+	caller *identity
+	// ticketKey signs auth and VNC tickets (console.go).
+	ticketKey []byte
+	// terms are the termproxies by port; serials the running VMs'
+	// serial sockets by "VMID/serialN" (console.go).
+	terms   map[int]*termproxy
+	serials map[string]*serialPort
 }
 
 type node struct {
@@ -173,7 +199,16 @@ type vm struct {
 func New(o Options) *Simulator {
 	defaults(&o)
 	s := &Simulator{TokenID: o.TokenID, Secret: o.Secret, opts: o, acl: o.ACL, nodes: map[string]*node{}, vms: map[int]*vm{},
-		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}, stop: make(chan struct{})}
+		tasks: map[string]*task{}, failing: map[string]string{}, requests: map[string]int{}, stop: make(chan struct{}),
+		users: map[string]*User{}, terms: map[int]*termproxy{}, serials: map[string]*serialPort{}}
+	s.ticketKey = make([]byte, 32)
+	if _, err := rand.Read(s.ticketKey); err != nil {
+		panic(fmt.Sprintf("pvesim: ticket key: %v", err))
+	}
+	for i := range o.Users {
+		u := o.Users[i]
+		s.users[u.ID] = &u
+	}
 	dir, err := os.MkdirTemp("", "pvesim-")
 	if err != nil {
 		panic(fmt.Sprintf("pvesim: temporary directory: %v", err))
@@ -250,6 +285,11 @@ func (s *Simulator) Close() {
 	case <-s.stop:
 	default:
 		close(s.stop)
+	}
+	// The console sessions: the server forgets hijacked connections.
+	for key, p := range s.serials {
+		close(p.gone)
+		delete(s.serials, key)
 	}
 	s.mu.Unlock()
 	s.server.Close()

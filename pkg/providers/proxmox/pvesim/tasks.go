@@ -44,8 +44,9 @@ type task struct {
 func (s *Simulator) startTask(node, typ, id string, effect func() string) string {
 	s.seq++
 	now := time.Now()
-	// PVE writes the token (USER@REALM!TOKENID) as the task's user.
-	user := s.TokenID
+	// PVE writes the caller, a token as USER@REALM!TOKENID, as the
+	// task's user.
+	user := s.callerID()
 	t := &task{node: node, typ: typ, id: id, user: user, pid: 4000 + s.seq, pstart: 100000 + s.seq, start: now,
 		end: now.Add(s.opts.TaskDelay), effect: effect}
 	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, t.pstart, now.Unix(), typ, id, user)

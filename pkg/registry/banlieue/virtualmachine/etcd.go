@@ -34,6 +34,7 @@ type Storage struct {
 	Resolved       *ResolvedREST
 	Placement      *PlacementREST
 	Console        *ConsoleREST
+	Restart        *RestartREST
 	WebConsole     *WebConsoleREST
 }
 
@@ -68,6 +69,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
+		Restart:        &RestartREST{store: withStrategy(store, NewStatusStrategy(strategy))},
 		WebConsole:     &WebConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 	}, nil
 }
@@ -129,3 +131,14 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	table.Column{Name: "Failure-Domain", Type: "string", Priority: 1, Description: "The failure domain the VM is scheduled in."},
 	table.Column{Name: "Desired", Type: "string", Priority: 1, Description: "The desired power state."},
 )
+
+// withStrategy is a copy of main whose updates go through strategy.
+func withStrategy(main *genericregistry.Store, strategy interface {
+	rest.RESTUpdateStrategy
+	rest.ResetFieldsStrategy
+}) *genericregistry.Store {
+	s := *main
+	s.UpdateStrategy = strategy
+	s.ResetFieldsStrategy = strategy
+	return &s
+}

@@ -59,6 +59,11 @@ type VirtualMachineStatusApplyConfiguration struct {
 	// while this VM's machine keeps naming what was built of this one
 	// (which is kept until no machine names it).
 	ImageRevision *string `json:"imageRevision,omitempty"`
+	// restart is the last restart asked through
+	// virtualmachines/NAME/restart, and how far it went: recorded by the
+	// API server before it answers, so a retried request (same requestID)
+	// restarts once, and a crash loses none.
+	Restart *VirtualMachineRestartStatusApplyConfiguration `json:"restart,omitempty"`
 }
 
 // VirtualMachineStatusApplyConfiguration constructs a declarative configuration of the VirtualMachineStatus type for use with
@@ -154,5 +159,13 @@ func (b *VirtualMachineStatusApplyConfiguration) WithPowerState(value banlieuev1
 // If called multiple times, the ImageRevision field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithImageRevision(value string) *VirtualMachineStatusApplyConfiguration {
 	b.ImageRevision = &value
+	return b
+}
+
+// WithRestart sets the Restart field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restart field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithRestart(value *VirtualMachineRestartStatusApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
+	b.Restart = value
 	return b
 }
