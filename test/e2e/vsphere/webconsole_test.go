@@ -157,6 +157,18 @@ func TestWebConsoleThroughTheAPI(t *testing.T) {
 		t.Errorf("a bad key: %v; want BadRequest", err)
 	}
 
+	// Nothing but the key is read, so nothing else is accepted.
+	if _, err := vms.CreateWebConsole(ctx, on.Name, &v1alpha1.VirtualMachineWebConsole{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+		Spec:       v1alpha1.VirtualMachineWebConsoleSpec{PublicKey: pemKey}}, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
+		t.Errorf("a request with labels: %v; want BadRequest", err)
+	}
+	if _, err := vms.CreateWebConsole(ctx, on.Name, &v1alpha1.VirtualMachineWebConsole{
+		Spec:   v1alpha1.VirtualMachineWebConsoleSpec{PublicKey: pemKey},
+		Status: v1alpha1.VirtualMachineWebConsoleStatus{URL: "wss://elsewhere"}}, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
+		t.Errorf("a request with a status: %v; want BadRequest", err)
+	}
+
 	// A powered-off VM has no web console.
 	if _, err := ask(off.Name); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "not powered on") {
 		t.Errorf("webconsole of the powered-off %s: %v; want a Conflict saying it is not powered on", off.Name, err)

@@ -19,6 +19,7 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,6 +63,18 @@ func (r *WebConsoleREST) Create(ctx context.Context, name string, obj runtime.Ob
 	}
 	if req.Name != "" && req.Name != name {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("metadata.name %q is not the VirtualMachine's (%q)", req.Name, name))
+	}
+	// Only spec.publicKey is read: anything else a request carries would
+	// be silently dropped, so it is refused.
+	// (managedFields are the server's own: the create handler's field
+	// manager records the request.)
+	meta := req.ObjectMeta
+	meta.Name, meta.Namespace, meta.ManagedFields = "", "", nil
+	if !reflect.DeepEqual(meta, metav1.ObjectMeta{}) {
+		return nil, apierrors.NewBadRequest("a web console request takes no metadata but its name and namespace")
+	}
+	if req.Status != (banlieue.VirtualMachineWebConsoleStatus{}) {
+		return nil, apierrors.NewBadRequest("status is the answer's; a request sets spec.publicKey only")
 	}
 	// Refused before the backend is asked: a key that cannot take the
 	// URL would waste a ticket.
