@@ -17,8 +17,9 @@ TEST_FLAGS ?= -count=1 -timeout=30m
 all: build
 
 .PHONY: build
-build: ## Build the banlieue binary into bin/.
+build: ## Build the banlieue binary and the kubectl plugin (kubectl-banlieue, docs/kubectl-banlieue.md) into bin/.
 	$(GO) build -o $(BIN)/banlieue ./cmd/banlieue
+	$(GO) build -o $(BIN)/kubectl-banlieue ./cmd/kubectl-banlieue
 
 .PHONY: tools
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes); as root, also install libvirt and QEMU (make libvirt).
@@ -49,6 +50,10 @@ IMAGE ?= ghcr.io/firestoned/banlieue:$(VERSION)
 .PHONY: release-binary
 release-binary: ## The shipped binary (as the Dockerfile builds it): static, -tags release, without the dev harness and simulators.
 	CGO_ENABLED=0 $(GO) build -tags release -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/banlieue-release ./cmd/banlieue
+
+.PHONY: release-plugin
+release-plugin: ## The kubectl plugin's release archives per platform and its krew manifest filled from artifacts/krew/banlieue.yaml, in bin/release/.
+	GO=$(GO) hack/release-plugin.sh $(VERSION)
 
 .PHONY: image
 image: release-binary ## The release image as a tarball (bin/banlieue-image.tar), without Docker: the binary alone on an empty base, non-root. docker load / crane push it.
@@ -99,19 +104,25 @@ test: verify test-unit test-integration test-e2e test-reliability test-capi benc
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: build tools ## Measure banlieue against the CRD alternative and raw etcd, and image import against a raw upload; writes bench/results/latest.{md,json} and images.{md,json}.
+bench: build tools ## Measure banlieue against the CRD alternative and raw etcd, image import against a raw upload, and console echo against libvirtd; writes bench/results/latest, images and console (.md, .json).
 	$(GO) run ./test/bench $(BENCH_ARGS)
 	$(GO) run ./test/bench -images
+	$(GO) run ./test/bench -console
 
 .PHONY: bench-images
 bench-images: build tools libvirt ## Measure image import through banlieue against a raw copy of the same bytes to the same backend (libvirt, pvesim, vcsim); writes bench/results/images.{md,json}.
 	$(GO) run ./test/bench -images $(BENCH_ARGS)
+
+.PHONY: bench-console
+bench-console: build tools libvirt ## Measure a console keystroke's echo through virtualmachines/NAME/console against the same console opened at libvirtd; writes bench/results/console.{md,json}.
+	$(GO) run ./test/bench -console $(BENCH_ARGS)
 
 .PHONY: bench-smoke
 bench-smoke: build tools ## The benchmark at tiny size, failing on any error, so it never rots (results in bin/bench-smoke).
 	$(GO) run ./test/bench -strict -n 60 -c 4 -watchers 5 -watch-events 10 -vms 10 -samples 60 -settle 1s -out bin/bench-smoke
 	$(GO) run ./test/bench -scale -strict -sizes 20,60 -vcenters 2 -fleet-vms 6 -c 4 -samples 60 -settle 1s -out bin/bench-smoke
 	$(GO) run ./test/bench -images -image-mib 16 -out bin/bench-smoke
+	$(GO) run ./test/bench -console -console-keys 20 -out bin/bench-smoke
 
 .PHONY: bench-scale
 bench-scale: build tools ## Growth with size: 20 simulated vCenters provisioning 2000 VMs, then 1k, 10k and 50k VMs stored; writes bench/results/scale.{md,json}.

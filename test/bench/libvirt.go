@@ -59,29 +59,11 @@ func (h *harness) libvirtProvisioning(ctx context.Context, r *report, vms int) e
 		logf("  libvirt: not measured: %s", r.libvirt.Skipped)
 		return nil
 	}
-	root, err := filepath.Abs(filepath.Join(h.cfg.Bin, ".."))
+	d, stop, err := h.guestLibvirtd(ctx)
 	if err != nil {
 		return err
 	}
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
-		return fmt.Errorf("building the guest image: %v: %s", err, out)
-	}
-	log, err := os.Create(filepath.Join(h.env.Logs(), "libvirtd.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	d, err := libvirtd.Start(startCtx, filepath.Join(h.env.Dir(), "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
-	if err != nil {
-		return err
-	}
-	defer d.Stop()
-	if err := d.ImportVolume(guest, "guest.qcow2"); err != nil {
-		return err
-	}
+	defer stop()
 	raw, err := rawDefineStart(d, vms)
 	if err != nil {
 		return fmt.Errorf("raw define+start: %w", err)
@@ -145,6 +127,36 @@ func (h *harness) libvirtProvisioning(ctx context.Context, r *report, vms int) e
 	r.libvirt = &LibvirtProvisioning{VMs: vms, ReadyPerMin: float64(vms) / took.Minutes(), RawPerMin: raw, SecondsToReady: took.Seconds()}
 	logf("  libvirt: %d VMs Ready in %.1fs (%.0f per minute; libvirt alone %.0f)", vms, took.Seconds(), r.libvirt.ReadyPerMin, raw)
 	return nil
+}
+
+// guestLibvirtd starts a private libvirtd with the test guest's image
+// (hack/build-guest-image.sh) in its pool as guest.qcow2; stop ends it.
+func (h *harness) guestLibvirtd(ctx context.Context) (*libvirtd.Daemon, func(), error) {
+	root, err := filepath.Abs(filepath.Join(h.cfg.Bin, ".."))
+	if err != nil {
+		return nil, nil, err
+	}
+	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("building the guest image: %v: %s", err, out)
+	}
+	log, err := os.Create(filepath.Join(h.env.Logs(), "libvirtd.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	d, err := libvirtd.Start(startCtx, filepath.Join(h.env.Dir(), "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
+	if err != nil {
+		_ = log.Close()
+		return nil, nil, err
+	}
+	stop := func() { d.Stop(); _ = log.Close() }
+	if err := d.ImportVolume(guest, "guest.qcow2"); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return d, stop, nil
 }
 
 func (h *harness) libvirtObjects(ctx context.Context, bc *clientset.Clientset, d *libvirtd.Daemon) error {

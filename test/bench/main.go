@@ -68,9 +68,12 @@ type config struct {
 	Strict bool
 	// Scale runs "make bench-scale" instead (scale.go): VCenters simulated
 	// vCenters provisioning FleetVMs, then VMs stored in steps of Sizes.
-	Scale              bool
-	Images             bool
-	ImageMiB           int
+	Scale    bool
+	Images   bool
+	ImageMiB int
+	// Console runs the console benchmark instead (console.go).
+	Console            bool
+	ConsoleKeys        int
 	Sizes              []int
 	VCenters, FleetVMs int
 }
@@ -91,6 +94,8 @@ func main() {
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
 	flag.BoolVar(&cfg.Images, "images", false, "Measure image import instead (make bench-images): on libvirt, Proxmox VE (pvesim) and vSphere (vcsim), a VMImage import against the same bytes copied straight to the same backend; writes images.md and images.json.")
 	flag.IntVar(&cfg.ImageMiB, "image-mib", 1024, "With -images: the image's size in MiB.")
+	flag.BoolVar(&cfg.Console, "console", false, "Measure the console instead (make bench-console): keystroke echo through virtualmachines/NAME/console against the same console opened at libvirtd; writes console.md and console.json.")
+	flag.IntVar(&cfg.ConsoleKeys, "console-keys", 300, "With -console: keystrokes per session.")
 	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
 	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")
 	flag.IntVar(&cfg.VCenters, "vcenters", 20, "With -scale: simulated vCenters, one Provider each (0 skips the fleet).")
@@ -181,6 +186,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	}
 	if cfg.Images {
 		return h.images(ctx)
+	}
+	if cfg.Console {
+		return h.consoleBench(ctx)
 	}
 	r := &report{cfg: cfg, started: time.Now()}
 	// Memory first, on fresh servers: after the CRUD rounds their watch

@@ -21,19 +21,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // TestConsoleThroughTheAPI (issue 34): virtualmachines/NAME/console as a
@@ -46,12 +43,7 @@ import (
 // with a reason.
 func TestConsoleThroughTheAPI(t *testing.T) {
 	ctx := context.Background()
-	p := libvirtProvider("console-api-libvirt", map[string]string{"role": "console-api"})
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-	p = waitProviderReady(t, p.Name)
+	vm, p := bootedGuest(t, "console-api")
 	eventually(t, time.Minute, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
@@ -61,25 +53,6 @@ func TestConsoleThroughTheAPI(t *testing.T) {
 		}
 		return nil
 	})
-	img := ensureImage(t)
-	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "console-api-small"}, Spec: v1alpha1.VMClassSpec{
-		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold"}}},
-		Firmware: "bios"}}
-	if err := c.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "console-api-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
-		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "console-api"}}}}}
-	if err := c.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vm) })
-	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
-		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
-		t.Fatalf("kubectl wait: %v\n%s", err, out)
-	}
-	waitSerial(t, providers.BackendName(ns, vm.Name), "BANLIEUE-READY")
 
 	first := attachAPI(t, vm, false)
 	token := strings.ToUpper(randomHex(t))

@@ -32,10 +32,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt"
@@ -53,44 +49,8 @@ import (
 // the VM off ends that session's reads, and a stopped VM has no console.
 func TestConsoleOnLibvirt(t *testing.T) {
 	ctx := context.Background()
-	p := libvirtProvider("console-libvirt", map[string]string{"role": "console"})
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-	p = waitProviderReady(t, p.Name)
-	img := ensureImage(t)
-	eventually(t, time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
-			return err
-		}
-		for _, s := range img.Status.PerProvider {
-			if s.Provider == ns+"/"+p.Name && s.Ready {
-				return nil
-			}
-		}
-		return fmt.Errorf("image not ready on %s: %+v", p.Name, img.Status.PerProvider)
-	})
-	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "console-small"}, Spec: v1alpha1.VMClassSpec{
-		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold"}}},
-		Firmware: "bios"}}
-	if err := c.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "console-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
-		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "console"}}}}}
-	if err := c.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vm) })
-	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
-		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
-		t.Fatalf("kubectl wait: %v\n%s", err, out)
-	}
+	vm, p := bootedGuest(t, "console")
 	domain := providers.BackendName(ns, vm.Name)
-	// The shell starts after this line (hack/guest/init).
-	waitSerial(t, domain, "BANLIEUE-READY")
 	lm := machineOf(t, vm)
 	spec := providers.MachineSpec{Name: domain, InstanceUUID: string(lm.UID), Location: failuredomain.Location{Host: p.Status.FailureDomains[0].Host}}
 

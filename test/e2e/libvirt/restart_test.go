@@ -19,13 +19,11 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -41,32 +39,8 @@ import (
 // be off is refused by name.
 func TestRestartThroughTheAPI(t *testing.T) {
 	ctx := context.Background()
-	p := libvirtProvider("restart-libvirt", map[string]string{"role": "restart"})
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-	waitProviderReady(t, p.Name)
-	img := ensureImage(t)
-	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "restart-small"}, Spec: v1alpha1.VMClassSpec{
-		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 256, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 1, StorageClass: "gold"}}},
-		Firmware: "bios"}}
-	if err := c.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "restart-vm", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
-		ClassRef: v1alpha1.LocalObjectReference{Name: class.Name}, ImageRef: v1alpha1.LocalObjectReference{Name: img.Name},
-		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "restart"}}}}}
-	if err := c.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vm) })
-	if out, err := exec.Command(kubectlBin, "--kubeconfig", env.AdminKubeconfig, "-n", ns, "wait", "--for=condition=Ready",
-		"virtualmachine/"+vm.Name, "--timeout=3m").CombinedOutput(); err != nil {
-		t.Fatalf("kubectl wait: %v\n%s", err, out)
-	}
+	vm, _ := bootedGuest(t, "restart")
 	domain := providers.BackendName(ns, vm.Name)
-	waitSerial(t, domain, "BANLIEUE-READY")
 	boots := func() int { return strings.Count(daemon.SerialLog(domain), "BANLIEUE-READY") }
 	if n := boots(); n != 1 {
 		t.Fatalf("%d boots before the restart, want 1", n)
