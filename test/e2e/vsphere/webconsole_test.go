@@ -39,6 +39,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/cmd/kubectl"
 	"github.com/firestoned/banlieue/pkg/console"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -138,6 +139,21 @@ func TestWebConsoleThroughTheAPI(t *testing.T) {
 	}
 	if len(tickets) != 2 {
 		t.Errorf("two requests got the same ticket: %v", tickets)
+	}
+
+	// kubectl banlieue webconsole does the same with a key of its own.
+	var out, errOut bytes.Buffer
+	if code := kubectl.Execute(ctx, []string{"--kubeconfig=" + env.AdminKubeconfig, "-n", ns, "webconsole", on.Name},
+		kubectl.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+		t.Fatalf("kubectl banlieue webconsole: exit %d: %s", code, errOut.String())
+	}
+	if u := strings.TrimSpace(out.String()); !want.MatchString(u) {
+		t.Errorf("kubectl banlieue webconsole printed %q, want %s", u, want)
+	} else if tickets[want.FindStringSubmatch(u)[1]] {
+		t.Errorf("kubectl banlieue webconsole got a ticket already given: %s", u)
+	}
+	if !strings.Contains(errOut.String(), "Accepted once, until ") {
+		t.Errorf("kubectl banlieue webconsole said %q", errOut.String())
 	}
 
 	// Another key does not decrypt it.
