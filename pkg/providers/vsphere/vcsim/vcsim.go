@@ -17,9 +17,9 @@ limitations under the License.
 // Package vcsim runs govmomi's vCenter simulator in process, shaped like the
 // seed guide's vCenter, for "banlieue dev" and tests: datacenters of
 // compute clusters, a VM template in each datacenter, enforced credentials,
-// TLS on loopback, and optionally a simulated DHCP that gives powered-on
-// VMs an address (vcsim alone only reports addresses set by guest
-// customization).
+// TLS on loopback, webmks tickets (AcquireTicket, which vcsim lacks), and
+// optionally a simulated DHCP that gives powered-on VMs an address (vcsim
+// alone only reports addresses set by guest customization).
 package vcsim
 
 import (
