@@ -132,20 +132,21 @@ func (c CompletedConfig) New() (*Server, error) {
 	// list encoders, and CBOR when CBORServingAndStorage is enabled.
 	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"virtualmachines":           vms.VirtualMachine,
-		"virtualmachines/status":    vms.Status,
-		"virtualmachines/resolved":  vms.Resolved,
-		"virtualmachines/placement": vms.Placement,
-		"virtualmachines/console":   vms.Console,
-		"virtualmachines/restart":   vms.Restart,
-		"vmclasses":                 classes,
-		"vmimages":                  images,
-		"vmimages/status":           imageStatus,
-		"vmimages/finalizers":       imageFinalizers,
-		"providers":                 providers.Provider,
-		"providers/status":          providers.Status,
-		"providers/finalizers":      providers.Finalizers,
-		"providerclasses":           providerClasses,
+		"virtualmachines":            vms.VirtualMachine,
+		"virtualmachines/status":     vms.Status,
+		"virtualmachines/resolved":   vms.Resolved,
+		"virtualmachines/placement":  vms.Placement,
+		"virtualmachines/console":    vms.Console,
+		"virtualmachines/restart":    vms.Restart,
+		"virtualmachines/webconsole": vms.WebConsole,
+		"vmclasses":                  classes,
+		"vmimages":                   images,
+		"vmimages/status":            imageStatus,
+		"vmimages/finalizers":        imageFinalizers,
+		"providers":                  providers.Provider,
+		"providers/status":           providers.Status,
+		"providers/finalizers":       providers.Finalizers,
+		"providerclasses":            providerClasses,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
 		return nil, err

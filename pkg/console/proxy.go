@@ -64,11 +64,32 @@ func (p Proxy) Handler() (http.Handler, error) {
 		q.Set("takeover", "true")
 	}
 	u.RawQuery = q.Encode()
-	pin, err := hex.DecodeString(p.Endpoint.CertificateSHA256)
-	if err != nil || len(pin) != sha256.Size {
-		return nil, fmt.Errorf("console endpoint certificate digest %q is not a hex SHA-256", p.Endpoint.CertificateSHA256)
+	conn, err := p.Endpoint.transport()
+	if err != nil {
+		return nil, err
 	}
-	conn := &http.Transport{TLSClientConfig: &tls.Config{
+	withToken := transport.NewBearerAuthRoundTripper(p.Token, proxy.MirrorRequest)
+	h := proxy.NewUpgradeAwareHandler(u, conn, false, true, p.Responder)
+	h.UpgradeTransport = proxy.NewUpgradeRequestRoundTripper(conn, withToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r := req.Clone(req.Context())
+		for k := range r.Header {
+			if dropped(k) {
+				r.Header.Del(k)
+			}
+		}
+		r.Header.Set(RequesterHeader, p.Requester)
+		h.ServeHTTP(w, r)
+	}), nil
+}
+
+// transport reaches e, accepting only the certificate it publishes.
+func (e Endpoint) transport() (*http.Transport, error) {
+	pin, err := hex.DecodeString(e.CertificateSHA256)
+	if err != nil || len(pin) != sha256.Size {
+		return nil, fmt.Errorf("console endpoint certificate digest %q is not a hex SHA-256", e.CertificateSHA256)
+	}
+	return &http.Transport{TLSClientConfig: &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// The certificate is self-signed by the provider's process: its
 		// digest, published by that process, is what is verified.
@@ -83,20 +104,7 @@ func (p Proxy) Handler() (http.Handler, error) {
 			}
 			return nil
 		},
-	}}
-	withToken := transport.NewBearerAuthRoundTripper(p.Token, proxy.MirrorRequest)
-	h := proxy.NewUpgradeAwareHandler(u, conn, false, true, p.Responder)
-	h.UpgradeTransport = proxy.NewUpgradeRequestRoundTripper(conn, withToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r := req.Clone(req.Context())
-		for k := range r.Header {
-			if dropped(k) {
-				r.Header.Del(k)
-			}
-		}
-		r.Header.Set(RequesterHeader, p.Requester)
-		h.ServeHTTP(w, r)
-	}), nil
+	}}, nil
 }
 
 // dropped are the request headers that carry the client's identity or

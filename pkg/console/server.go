@@ -173,16 +173,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // authorize lets the Client in, with a token for t's Provider; nobody
 // else.
 func (s *Server) authorize(req *http.Request, t Target) *apierrors.StatusError {
+	return authorize(req, t, s.Authenticate, s.Client)
+}
+
+// authorize lets client in, with a token for t's Provider that
+// authenticate accepts; nobody else. The web consoles share it.
+func authorize(req *http.Request, t Target, authenticate AuthenticateFunc, client string) *apierrors.StatusError {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return apierrors.NewUnauthorized("a bearer token is required")
 	}
-	user, err := s.Authenticate(req.Context(), token, ProviderAudience(t.Provider))
+	user, err := authenticate(req.Context(), token, ProviderAudience(t.Provider))
 	if err != nil {
 		return apierrors.NewUnauthorized(err.Error())
 	}
-	if user != s.Client {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "console"}, "", fmt.Errorf("%s is not banlieue's API server (%s)", user, s.Client))
+	if user != client {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "console"}, "", fmt.Errorf("%s is not banlieue's API server (%s)", user, client))
 	}
 	return nil
 }

@@ -98,6 +98,11 @@ func TestRBACThroughAggregator(t *testing.T) {
 		{"getter may not attach a console", env.AdminKubeconfig, append(consoleCanI("get"), "--as=getter"), "", false, ""},
 		{"editor may restart a VM", env.AdminKubeconfig, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a", "--as=editor"}, "", true, ""},
 		{"viewer may not restart a VM", viewer, []string{"auth", "can-i", "create", "virtualmachines.banlieue.io", "--subresource=restart", "-n", "team-a"}, "", false, ""},
+		// So is a web console URL, asked with a POST only.
+		{"viewer may not ask for a web console", viewer, subresourceCanI("create", "webconsole"), "", false, ""},
+		{"editor may ask for a web console", env.AdminKubeconfig, append(subresourceCanI("create", "webconsole"), "--as=editor"), "", true, ""},
+		{"editor has no get on webconsole", env.AdminKubeconfig, append(subresourceCanI("get", "webconsole"), "--as=editor"), "", false, ""},
+		{"getter may not ask for a web console", env.AdminKubeconfig, append(subresourceCanI("create", "webconsole"), "--as=getter"), "", false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,8 +137,12 @@ func TestRBACThroughAggregator(t *testing.T) {
 
 // consoleCanI asks whether verb on virtualmachines/console in team-a is
 // allowed.
-func consoleCanI(verb string) []string {
-	return []string{"auth", "can-i", verb, "virtualmachines.banlieue.io", "--subresource=console", "-n", "team-a"}
+func consoleCanI(verb string) []string { return subresourceCanI(verb, "console") }
+
+// subresourceCanI asks whether verb on virtualmachines/SUBRESOURCE in
+// team-a is allowed.
+func subresourceCanI(verb, subresource string) []string {
+	return []string{"auth", "can-i", verb, "virtualmachines.banlieue.io", "--subresource=" + subresource, "-n", "team-a"}
 }
 
 // anonymousGet GETs url without credentials, trusting both environment CAs.

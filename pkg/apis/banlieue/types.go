@@ -1531,6 +1531,34 @@ type VirtualMachineConsoleOptions struct {
 	Takeover bool
 }
 
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineWebConsole is what virtualmachines/NAME/webconsole takes
+// and answers: a one-time web console URL for backends with no serial
+// console (vSphere's WebMKS), encrypted for the requester. Never stored.
+type VirtualMachineWebConsole struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   VirtualMachineWebConsoleSpec
+	Status VirtualMachineWebConsoleStatus
+}
+
+// VirtualMachineWebConsoleSpec is the request.
+type VirtualMachineWebConsoleSpec struct {
+	// PublicKey is the requester's RSA public key, PEM.
+	PublicKey string
+}
+
+// VirtualMachineWebConsoleStatus is the answer.
+type VirtualMachineWebConsoleStatus struct {
+	// URL is the web console URL, RSA-OAEP (SHA-512) encrypted with
+	// PublicKey, base64.
+	URL string
+	// ExpiresAt is when the URL stops being accepted.
+	ExpiresAt metav1.Time
+}
+
 // ProviderWorkload is the Deployment serving a Provider.
 type ProviderWorkload struct {
 	// namespace of the Deployment.

@@ -105,9 +105,9 @@ func NewCommand(streams Streams) *cobra.Command {
 		Use:   "kubectl-banlieue",
 		Short: "Consoles, power, migration and placement of banlieue virtual machines",
 		Long: `kubectl banlieue works on banlieue.io VirtualMachines and VMImages where
-kubectl alone does not: a VM's serial console, power and migration requests
-followed until they are done, and the resolved, placement and image-progress
-subresources as tables. It reads the kubeconfig as kubectl does.`,
+kubectl alone does not: a VM's serial console (a vSphere VM's web console
+URL), power and migration requests followed until they are done, and the
+resolved, placement and image-progress subresources as tables. It reads the kubeconfig as kubectl does.`,
 		Annotations: map[string]string{
 			// Help and usage say what a user types.
 			cobra.CommandDisplayNameAnnotation: "kubectl banlieue",
@@ -126,6 +126,7 @@ subresources as tables. It reads the kubeconfig as kubectl does.`,
 
 	root.AddCommand(
 		newConsoleCommand(cfg, streams),
+		newWebConsoleCommand(cfg, streams),
 		newPowerCommand(cfg, streams, "start", "PoweredOn", "Power a VM on"),
 		newPowerCommand(cfg, streams, "stop", "PoweredOff", "Power a VM off"),
 		newPowerCommand(cfg, streams, "suspend", "Suspended", "Suspend a VM (its memory saved)"),

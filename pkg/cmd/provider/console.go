@@ -45,7 +45,7 @@ type consoleFlags struct {
 
 func (c *consoleFlags) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.bind, "console-bind-address", "0",
-		"Where the VMs' serial consoles are served to banlieue's API server (HOST:PORT, e.g. :8444); 0 serves none.")
+		"Where the VMs' serial consoles (and web console URLs) are served to banlieue's API server (HOST:PORT, e.g. :8444); 0 serves none.")
 	f.StringVar(&c.host, "console-advertise-host", os.Getenv("POD_IP"),
 		"The host the API server reaches the console endpoint at, published in Provider.status.console (the pod's IP; the host name when empty).")
 	f.StringVar(&c.client, "console-client", "system:serviceaccount:banlieue-apiserver:banlieue-apiserver",
@@ -55,7 +55,7 @@ func (c *consoleFlags) addFlags(f *pflag.FlagSet) {
 // serve starts the endpoint, on the leader only (the one-session rule
 // lives in one process), and returns what the Providers publish; nil
 // when disabled.
-func (c *consoleFlags) serve(mgr manager.Manager, cfg *rest.Config, open console.OpenFunc) (*v1alpha1.ProviderConsole, error) {
+func (c *consoleFlags) serve(mgr manager.Manager, cfg *rest.Config, open console.OpenFunc, web console.WebConsoleFunc) (*v1alpha1.ProviderConsole, error) {
 	if c.bind == "" || c.bind == "0" {
 		return nil, nil
 	}
@@ -79,8 +79,15 @@ func (c *consoleFlags) serve(mgr manager.Manager, cfg *rest.Config, open console
 	if err != nil {
 		return nil, err
 	}
-	srv := &console.Server{Open: open, Authenticate: console.TokenReviews(kc.AuthenticationV1().TokenReviews()), Client: c.client}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
+	authn := console.TokenReviews(kc.AuthenticationV1().TokenReviews())
+	srv := &console.Server{Open: open, Authenticate: authn, Client: c.client}
+	// Web console URLs (backends without a serial console) are asked of
+	// the same endpoint, with the same tokens: one thing to publish and
+	// pin.
+	mux := http.NewServeMux()
+	mux.Handle(console.PathPrefix, srv)
+	mux.Handle(console.WebConsolePathPrefix, &console.WebConsoles{URL: web, Authenticate: authn, Client: c.client})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		go func() {

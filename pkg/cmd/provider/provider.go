@@ -238,7 +238,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err := machines.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("machine controller: %w", err)
 			}
-			if r.Console, err = consoles.serve(mgr, cfg, machines.OpenConsole); err != nil {
+			if r.Console, err = consoles.serve(mgr, cfg, machines.OpenConsole, machines.WebConsoleURL); err != nil {
 				return fmt.Errorf("console endpoint: %w", err)
 			}
 			klog.InfoS("Starting the provider", "class", b.class, "namespace", namespace, "provider", only)

@@ -32,39 +32,56 @@ import (
 // process serves it (console.OpenFunc): the VM found where its machine
 // recorded it was built, as its deletion finds it.
 func (r *MachineReconciler) OpenConsole(ctx context.Context, t console.Target, force bool) (io.ReadWriteCloser, error) {
-	if t.Resource != r.Kind.Name+"s" {
-		return nil, fmt.Errorf("%w: %s is not %ss", console.ErrNotServed, t.Resource, r.Kind.Name)
-	}
-	m := r.Kind.New()
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %v", console.ErrNotServed, err)
-		}
-		return nil, err
-	}
-	p, ok, err := r.provider(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: its Provider is not served by this process", console.ErrNotServed)
-	}
-	// The API server's token was checked for t.Provider: only that
-	// Provider's machines are opened with it.
-	if key := p.Namespace + "/" + p.Name; key != t.Provider {
-		return nil, fmt.Errorf("%w: its Provider is %s, not %s", console.ErrNotServed, key, t.Provider)
-	}
-	if m.CommonSpec().ProviderID == "" {
-		return nil, fmt.Errorf("%w: its VM is not built yet", providers.ErrNoConsole)
-	}
-	spec, _, _ := r.builtSpec(m, p)
-	backend, err := r.Providers.backend(ctx, p)
+	spec, backend, err := r.consoleMachine(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	cons, ok := providers.ConsoleOf(backend)
 	if !ok {
-		return nil, fmt.Errorf("%w: the %s backend streams no serial console", providers.ErrNoConsole, r.Class)
+		// The backend's own sentence, when it has one, says why and
+		// what to use instead.
+		why := providers.NoSerialConsoleReason(backend)
+		if why == "" {
+			why = fmt.Sprintf("the %s backend streams no serial console", r.Class)
+		}
+		return nil, fmt.Errorf("%w: %s", providers.ErrNoConsole, why)
 	}
 	return cons.OpenConsole(ctx, spec, force)
+}
+
+// consoleMachine finds the built machine t names and the backend of its
+// Provider, when this process serves it and t's Provider is that
+// Provider.
+func (r *MachineReconciler) consoleMachine(ctx context.Context, t console.Target) (providers.MachineSpec, providers.Backend, error) {
+	if t.Resource != r.Kind.Name+"s" {
+		return providers.MachineSpec{}, nil, fmt.Errorf("%w: %s is not %ss", console.ErrNotServed, t.Resource, r.Kind.Name)
+	}
+	m := r.Kind.New()
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return providers.MachineSpec{}, nil, fmt.Errorf("%w: %v", console.ErrNotServed, err)
+		}
+		return providers.MachineSpec{}, nil, err
+	}
+	p, ok, err := r.provider(ctx, m)
+	if err != nil {
+		return providers.MachineSpec{}, nil, err
+	}
+	if !ok {
+		return providers.MachineSpec{}, nil, fmt.Errorf("%w: its Provider is not served by this process", console.ErrNotServed)
+	}
+	// The API server's token was checked for t.Provider: only that
+	// Provider's machines are opened with it.
+	if key := p.Namespace + "/" + p.Name; key != t.Provider {
+		return providers.MachineSpec{}, nil, fmt.Errorf("%w: its Provider is %s, not %s", console.ErrNotServed, key, t.Provider)
+	}
+	if m.CommonSpec().ProviderID == "" {
+		return providers.MachineSpec{}, nil, fmt.Errorf("%w: its VM is not built yet", providers.ErrNoConsole)
+	}
+	spec, _, _ := r.builtSpec(m, p)
+	backend, err := r.Providers.backend(ctx, p)
+	if err != nil {
+		return providers.MachineSpec{}, nil, err
+	}
+	return spec, backend, nil
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 	"github.com/firestoned/banlieue/test/reliability/table"
 )
 
@@ -77,6 +78,8 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	defer model.Remove()
+	// AcquireTicket, which govmomi's simulator lacks, for the web console.
+	vcsim.AcquireTickets(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(user, password)}
 	model.Service.TLS = new(tls.Config)
 	vc := model.Service.NewServer()

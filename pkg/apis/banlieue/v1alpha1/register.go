@@ -44,7 +44,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&VirtualMachine{}, &VirtualMachineList{},
-		&ResolvedVirtualMachine{}, &VirtualMachinePlacement{}, &VirtualMachineConsoleOptions{}, &VirtualMachineRestart{},
+		&ResolvedVirtualMachine{}, &VirtualMachinePlacement{}, &VirtualMachineConsoleOptions{}, &VirtualMachineRestart{}, &VirtualMachineWebConsole{},
 		&VMClass{}, &VMClassList{},
 		&VMImage{}, &VMImageList{},
 		&Provider{}, &ProviderList{},

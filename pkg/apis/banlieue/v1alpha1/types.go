@@ -98,6 +98,7 @@ const (
 // +genclient:method=GetResolved,verb=get,subresource=resolved,result=ResolvedVirtualMachine
 // +genclient:method=GetPlacement,verb=get,subresource=placement,result=VirtualMachinePlacement
 // +genclient:method=Restart,verb=create,subresource=restart,input=VirtualMachineRestart,result=VirtualMachineRestart
+// +genclient:method=CreateWebConsole,verb=create,subresource=webconsole,input=VirtualMachineWebConsole,result=VirtualMachineWebConsole
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // VirtualMachine is a provider-agnostic virtual machine. It names a VMClass
@@ -1629,6 +1630,44 @@ type VirtualMachineConsoleOptions struct {
 	// takeover closes another session on the console and attaches.
 	// +optional
 	Takeover bool `json:"takeover,omitempty" protobuf:"varint,1,opt,name=takeover"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VirtualMachineWebConsole is what virtualmachines/NAME/webconsole takes
+// (spec) and answers (status): a one-time web console URL, for backends
+// with no serial console (vSphere's WebMKS), encrypted with the
+// requester's key so that only the requester reads it. Nothing is
+// stored; each POST asks the backend for a new ticket.
+type VirtualMachineWebConsole struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the VirtualMachine's name and namespace.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// spec is the request.
+	Spec VirtualMachineWebConsoleSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
+	// status is the answer.
+	// +optional
+	Status VirtualMachineWebConsoleStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// VirtualMachineWebConsoleSpec is a web console request.
+type VirtualMachineWebConsoleSpec struct {
+	// publicKey is the requester's RSA public key, PEM ("RSA PUBLIC KEY",
+	// PKCS #1, as vm-operator's WebConsoleRequest takes it, or "PUBLIC
+	// KEY", PKIX): the URL is encrypted with it.
+	PublicKey string `json:"publicKey" protobuf:"bytes,1,opt,name=publicKey"`
+}
+
+// VirtualMachineWebConsoleStatus is a web console answer.
+type VirtualMachineWebConsoleStatus struct {
+	// url is the web console URL (vSphere: wss://HOST:PORT/ticket/TICKET),
+	// encrypted with spec.publicKey: RSA-OAEP with SHA-512, no label,
+	// base64 (standard encoding).
+	URL string `json:"url" protobuf:"bytes,1,opt,name=url"`
+	// expiresAt is when the URL stops being accepted; it is accepted once.
+	ExpiresAt metav1.Time `json:"expiresAt" protobuf:"bytes,2,opt,name=expiresAt"`
 }
 
 // ProviderWorkload is the Deployment serving a Provider.

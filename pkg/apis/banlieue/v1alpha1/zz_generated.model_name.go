@@ -395,3 +395,18 @@ func (in VirtualMachineSpec) OpenAPIModelName() string {
 func (in VirtualMachineStatus) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineStatus"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineWebConsole) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineWebConsole"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineWebConsoleSpec) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineWebConsoleSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineWebConsoleStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineWebConsoleStatus"
+}

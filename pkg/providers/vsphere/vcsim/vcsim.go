@@ -17,9 +17,9 @@ limitations under the License.
 // Package vcsim runs govmomi's vCenter simulator in process, shaped like the
 // seed guide's vCenter, for "banlieue dev" and tests: datacenters of
 // compute clusters, a VM template in each datacenter, enforced credentials,
-// TLS on loopback, and optionally a simulated DHCP that gives powered-on
-// VMs an address (vcsim alone only reports addresses set by guest
-// customization).
+// TLS on loopback, webmks tickets (AcquireTicket, which vcsim lacks), and
+// optionally a simulated DHCP that gives powered-on VMs an address (vcsim
+// alone only reports addresses set by guest customization).
 package vcsim
 
 import (
@@ -81,6 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("creating the vCenter model: %w", err)
 	}
 	HonourCloneDiskBacking(model)
+	AcquireTickets(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
 	server := model.Service.NewServer()

@@ -75,47 +75,70 @@ func (r *ConsoleREST) Connect(ctx context.Context, name string, opts runtime.Obj
 	if !ok {
 		return nil, fmt.Errorf("unexpected options %T", opts)
 	}
-	obj, err := r.vms.Get(ctx, name, &metav1.GetOptions{})
+	at, err := consoleEndpoint(ctx, r.vms, r.providers, r.tokens, name)
 	if err != nil {
 		return nil, err
-	}
-	vm := obj.(*banlieue.VirtualMachine)
-	ref := vm.Status.InfrastructureRef
-	if vm.Status.Scheduled == nil || ref == nil || ref.Name == "" {
-		return nil, apierrors.NewConflict(banlieue.Resource("virtualmachines"), name,
-			fmt.Errorf("it has no machine yet, so no console to attach to; kubectl wait --for=condition=Ready vm/%s first", name))
-	}
-	key := placement.QualifiedProvider(vm.Namespace, vm.Status.Scheduled.Provider)
-	ns, pname, _ := strings.Cut(key, "/")
-	pobj, err := r.providers.Get(genericapirequest.WithNamespace(ctx, ns), pname, &metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("Provider %s is gone", key))
-	}
-	if err != nil {
-		return nil, err
-	}
-	p := pobj.(*banlieue.Provider)
-	if p.Status.Console == nil || p.Status.Console.Endpoint == "" {
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
-			"Provider %s publishes no console endpoint: the process serving it is not running (or not leading yet), or its backend streams no console", key))
-	}
-	if r.tokens == nil {
-		return nil, apierrors.NewServiceUnavailable("this API server has no identity to present to console endpoints (it runs without kube-apiserver)")
-	}
-	token, err := r.tokens.Token(ctx, console.ProviderAudience(key))
-	if err != nil {
-		return nil, apierrors.NewServiceUnavailable(err.Error())
 	}
 	requester := ""
 	if u, ok := genericapirequest.UserFrom(ctx); ok {
 		requester = u.GetName()
 	}
 	return console.Proxy{
-		Endpoint:  console.Endpoint{URL: p.Status.Console.Endpoint, CertificateSHA256: p.Status.Console.CertificateSHA256},
-		Target:    console.Target{Namespace: vm.Namespace, Resource: strings.ToLower(ref.Kind) + "s", Name: ref.Name, Provider: key},
+		Endpoint:  at.endpoint,
+		Target:    at.target,
 		Takeover:  o.Takeover,
 		Requester: requester,
-		Token:     token,
+		Token:     at.token,
 		Responder: proxy.NewErrorResponder(responder),
 	}.Handler()
+}
+
+// reached is where a VM's consoles are asked for: its Provider's console
+// endpoint, its machine there, and this server's token for that Provider.
+type reached struct {
+	endpoint console.Endpoint
+	target   console.Target
+	token    string
+}
+
+// consoleEndpoint finds the VM's machine and its Provider's console
+// endpoint (console and webconsole alike), refusing with a reason when
+// there is none to ask.
+func consoleEndpoint(ctx context.Context, vms, providers rest.Getter, tokens TokenSource, name string) (reached, error) {
+	obj, err := vms.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return reached{}, err
+	}
+	vm := obj.(*banlieue.VirtualMachine)
+	ref := vm.Status.InfrastructureRef
+	if vm.Status.Scheduled == nil || ref == nil || ref.Name == "" {
+		return reached{}, apierrors.NewConflict(banlieue.Resource("virtualmachines"), name,
+			fmt.Errorf("it has no machine yet, so no console to attach to; kubectl wait --for=condition=Ready vm/%s first", name))
+	}
+	key := placement.QualifiedProvider(vm.Namespace, vm.Status.Scheduled.Provider)
+	ns, pname, _ := strings.Cut(key, "/")
+	pobj, err := providers.Get(genericapirequest.WithNamespace(ctx, ns), pname, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return reached{}, apierrors.NewServiceUnavailable(fmt.Sprintf("Provider %s is gone", key))
+	}
+	if err != nil {
+		return reached{}, err
+	}
+	p := pobj.(*banlieue.Provider)
+	if p.Status.Console == nil || p.Status.Console.Endpoint == "" {
+		return reached{}, apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"Provider %s publishes no console endpoint: the process serving it is not running (or not leading yet), or its backend streams no console", key))
+	}
+	if tokens == nil {
+		return reached{}, apierrors.NewServiceUnavailable("this API server has no identity to present to console endpoints (it runs without kube-apiserver)")
+	}
+	token, err := tokens.Token(ctx, console.ProviderAudience(key))
+	if err != nil {
+		return reached{}, apierrors.NewServiceUnavailable(err.Error())
+	}
+	return reached{
+		endpoint: console.Endpoint{URL: p.Status.Console.Endpoint, CertificateSHA256: p.Status.Console.CertificateSHA256},
+		target:   console.Target{Namespace: vm.Namespace, Resource: strings.ToLower(ref.Kind) + "s", Name: ref.Name, Provider: key},
+		token:    token,
+	}, nil
 }

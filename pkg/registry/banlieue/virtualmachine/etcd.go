@@ -35,6 +35,7 @@ type Storage struct {
 	Placement      *PlacementREST
 	Console        *ConsoleREST
 	Restart        *RestartREST
+	WebConsole     *WebConsoleREST
 }
 
 // NewStorage builds the etcd-backed storage of VirtualMachines. classes,
@@ -42,7 +43,8 @@ type Storage struct {
 // placement subresources; scheme converts between internal and v1alpha1;
 // sharedProviderNamespace is the install's shared-Provider namespace;
 // backends answers what each backend cannot build (nil: nothing asked);
-// consoleTokens are the tokens /console presents to console endpoints.
+// consoleTokens are the tokens /console and /webconsole present to console
+// endpoints.
 func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, classes, images rest.Getter, providers ProviderStore, sharedProviderNamespace string, backends *infrastructure.Registry, consoleTokens TokenSource) (*Storage, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
@@ -68,6 +70,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 		Restart:        &RestartREST{store: withStrategy(store, NewStatusStrategy(strategy))},
+		WebConsole:     &WebConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 	}, nil
 }
 

@@ -112,6 +112,12 @@ func ExtractVirtualMachineStatus(virtualMachine *banlieuev1alpha1.VirtualMachine
 	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "status")
 }
 
+// ExtractVirtualMachineWebconsole extracts the applied configuration owned by fieldManager from
+// virtualMachine for the webconsole subresource.
+func ExtractVirtualMachineWebconsole(virtualMachine *banlieuev1alpha1.VirtualMachine, fieldManager string) (*VirtualMachineApplyConfiguration, error) {
+	return ExtractVirtualMachineFrom(virtualMachine, fieldManager, "webconsole")
+}
+
 func (b VirtualMachineApplyConfiguration) IsApplyConfiguration() {}
 
 // WithKind sets the Kind field in the declarative configuration to the given value

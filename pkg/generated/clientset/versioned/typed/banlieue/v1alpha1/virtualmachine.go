@@ -54,6 +54,7 @@ type VirtualMachineInterface interface {
 	GetResolved(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.ResolvedVirtualMachine, error)
 	GetPlacement(ctx context.Context, virtualMachineName string, options v1.GetOptions) (*banlieuev1alpha1.VirtualMachinePlacement, error)
 	Restart(ctx context.Context, virtualMachineName string, virtualMachineRestart *banlieuev1alpha1.VirtualMachineRestart, opts v1.CreateOptions) (*banlieuev1alpha1.VirtualMachineRestart, error)
+	CreateWebConsole(ctx context.Context, virtualMachineName string, virtualMachineWebConsole *banlieuev1alpha1.VirtualMachineWebConsole, opts v1.CreateOptions) (*banlieuev1alpha1.VirtualMachineWebConsole, error)
 
 	VirtualMachineExpansion
 }
@@ -115,6 +116,21 @@ func (c *virtualMachines) Restart(ctx context.Context, virtualMachineName string
 		SubResource("restart").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(virtualMachineRestart).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// CreateWebConsole takes the representation of a virtualMachineWebConsole and creates it.  Returns the server's representation of the virtualMachineWebConsole, and an error, if there is any.
+func (c *virtualMachines) CreateWebConsole(ctx context.Context, virtualMachineName string, virtualMachineWebConsole *banlieuev1alpha1.VirtualMachineWebConsole, opts v1.CreateOptions) (result *banlieuev1alpha1.VirtualMachineWebConsole, err error) {
+	result = &banlieuev1alpha1.VirtualMachineWebConsole{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("virtualmachines").
+		Name(virtualMachineName).
+		SubResource("webconsole").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(virtualMachineWebConsole).
 		Do(ctx).
 		Into(result)
 	return

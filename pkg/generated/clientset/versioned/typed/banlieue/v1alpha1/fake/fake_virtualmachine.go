@@ -91,3 +91,15 @@ func (c *fakeVirtualMachines) Restart(ctx context.Context, virtualMachineName st
 	}
 	return obj.(*v1alpha1.VirtualMachineRestart), err
 }
+
+// CreateWebConsole takes the representation of a virtualMachineWebConsole and creates it.  Returns the server's representation of the virtualMachineWebConsole, and an error, if there is any.
+func (c *fakeVirtualMachines) CreateWebConsole(ctx context.Context, virtualMachineName string, virtualMachineWebConsole *v1alpha1.VirtualMachineWebConsole, opts v1.CreateOptions) (result *v1alpha1.VirtualMachineWebConsole, err error) {
+	emptyResult := &v1alpha1.VirtualMachineWebConsole{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), virtualMachineName, "webconsole", c.Namespace(), virtualMachineWebConsole, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.VirtualMachineWebConsole), err
+}
