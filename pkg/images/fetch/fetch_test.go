@@ -17,6 +17,7 @@ limitations under the License.
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,9 +26,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpen(t *testing.T) {
@@ -132,5 +135,43 @@ func TestGuardCheck(t *testing.T) {
 		if err := g.Check(addr); (err != nil) != denied {
 			t.Errorf("Check(%s) = %v, want denied %v", addr, err, denied)
 		}
+	}
+}
+
+// TestVerifierHashesBeside: a sum over several hash chunks and a partial
+// last one is right, a wrong one is a ChecksumError, and a body closed
+// before its end leaves no hasher running.
+func TestVerifierHashesBeside(t *testing.T) {
+	data := bytes.Repeat([]byte("banlieue"), (3*hashChunk+12345)/8)
+	sum := sha256.Sum256(data)
+	for _, tc := range []struct {
+		name string
+		want string
+		ok   bool
+	}{{"right", hex.EncodeToString(sum[:]), true}, {"wrong", strings.Repeat("ab", 32), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newVerifier(io.NopCloser(bytes.NewReader(data)), sha256.New(), tc.want, "sha256")
+			n, err := io.Copy(io.Discard, v)
+			var ce *ChecksumError
+			if tc.ok && err != nil || !tc.ok && !errors.As(err, &ce) || n != int64(len(data)) {
+				t.Errorf("read %d of %d bytes, error %v", n, len(data), err)
+			}
+			_ = v.Close()
+		})
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		v := newVerifier(io.NopCloser(bytes.NewReader(data)), sha256.New(), "", "sha256")
+		if _, err := io.CopyN(io.Discard, v, 2*hashChunk+1); err != nil {
+			t.Fatal(err)
+		}
+		_ = v.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after 20 bodies closed early, %d before", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
