@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/nfc"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/ovf"
@@ -696,7 +697,7 @@ func (c *Client) deleteImportedVM(ctx context.Context, l *located, loc failuredo
 		if err == nil {
 			_, err = awaitTask(ctx, task)
 		}
-		if err != nil && !isFault[*types.ManagedObjectNotFound](err) {
+		if err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
 			return fmt.Errorf("destroying %s in %s: %w", t.Name, loc.Datacenter, err)
 		}
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
@@ -381,7 +380,7 @@ func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec
 		// it on the first disk's only).
 		if dir := path.Dir(file); strings.Contains(file, "] ") && dir != "." {
 			err := object.NewFileManager(vm.Client()).MakeDirectory(ctx, dir, l.dc, true)
-			if err != nil && !isFault[*types.FileAlreadyExists](err) {
+			if err != nil && !fault.Is(err, &types.FileAlreadyExists{}) {
 				return types.ManagedObjectReference{}, fmt.Errorf("making %s: %w", dir, err)
 			}
 		}
@@ -946,19 +945,4 @@ func netmask(prefix int32) string {
 		return ""
 	}
 	return net.IP(m).String()
-}
-
-// isFault tells whether err is a vSphere fault of type F.
-func isFault[F types.BaseMethodFault](err error) bool {
-	if !soap.IsSoapFault(err) && !soap.IsVimFault(err) {
-		return false
-	}
-	var fault types.BaseMethodFault
-	if soap.IsSoapFault(err) {
-		fault, _ = soap.ToSoapFault(err).VimFault().(types.BaseMethodFault)
-	} else {
-		fault = soap.ToVimFault(err)
-	}
-	_, ok := fault.(F)
-	return ok
 }
