@@ -318,6 +318,12 @@ func (r *ImageReconciler) releaseImage(ctx context.Context, img *v1alpha1.VMImag
 	if r.jobs.running(key + "|") {
 		return false, fmt.Sprintf("Provider %s is still importing it", key), nil
 	}
+	if !builtAnything(img, key) {
+		// A Provider that never reached its backend (or built nothing
+		// there) holds nothing: its deletion does not wait for it to be
+		// Ready, which it may never be.
+		return true, "", nil
+	}
 	storage := providers.ImageStorage(p)
 	if storage == "" || !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ProviderReady) {
 		return false, fmt.Sprintf("Provider %s is not Ready: what was built of it there is removed once it is", key), nil
@@ -356,6 +362,26 @@ func (r *ImageReconciler) releaseImage(ctx context.Context, img *v1alpha1.VMImag
 		}
 	}
 	return true, "", nil
+}
+
+// builtAnything tells whether img's status shows Provider key built, or
+// may have built, anything: a failure domain with a ref, an import or
+// install in flight, or revisions kept. A failed import leaves nothing
+// behind, and a Pending one has not started.
+func builtAnything(img *v1alpha1.VMImage, key string) bool {
+	for _, ps := range img.Status.PerProvider {
+		if ps.Provider != key {
+			continue
+		}
+		for _, fd := range ps.FailureDomains {
+			switch {
+			case fd.Ref != "", len(fd.PreviousRevisions) > 0,
+				fd.Phase == v1alpha1.ImagePhaseImporting, fd.Phase == v1alpha1.ImagePhaseInstalling, fd.Phase == v1alpha1.ImagePhaseReady:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holdImage adds p's finalizer to img before anything is imported for it.

@@ -124,3 +124,33 @@ func TestImageUseIn(t *testing.T) {
 		t.Errorf("machines() = %v, want %v", got, want)
 	}
 }
+
+// TestBuiltAnything: a Provider whose failure domains show nothing built,
+// nothing in flight and no revision kept holds nothing on delete.
+func TestBuiltAnything(t *testing.T) {
+	img := func(fds ...v1alpha1.ImageFailureDomainStatus) *v1alpha1.VMImage {
+		return &v1alpha1.VMImage{Status: v1alpha1.VMImageStatus{PerProvider: []v1alpha1.ImageProviderStatus{
+			{Provider: "ns/other", FailureDomains: []v1alpha1.ImageFailureDomainStatus{{Name: "x", Phase: v1alpha1.ImagePhaseReady, Ref: "r"}}},
+			{Provider: "ns/p", FailureDomains: fds}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		img  *v1alpha1.VMImage
+		want bool
+	}{
+		{"never reported", &v1alpha1.VMImage{}, false},
+		{"no failure domains (not Ready)", img(), false},
+		{"pending", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhasePending}), false},
+		{"failed, nothing left", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhaseFailed, Reason: v1alpha1.ImageReasonChecksumMismatch}), false},
+		{"importing", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhaseImporting}), true},
+		{"installing", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhaseInstalling}), true},
+		{"ready", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhaseReady, Ref: "tmpl"}), true},
+		{"failed over a kept revision", img(v1alpha1.ImageFailureDomainStatus{Name: "a", Phase: v1alpha1.ImagePhaseFailed, PreviousRevisions: []string{"r1"}}), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := builtAnything(tc.img, "ns/p"); got != tc.want {
+				t.Errorf("builtAnything = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
