@@ -66,6 +66,19 @@ func TestMakeRun(t *testing.T) {
 		if out != "pve1 pve2 pve3" {
 			t.Errorf("lab-proxmox failure domains %q, want the nodes pve1 pve2 pve3", out)
 		}
+		// Its VMs' serial consoles: the provider publishes its endpoint,
+		// and the Secret names the simulator's console user (PVE 8.x takes
+		// no token at the console's handshake).
+		eventually(t, time.Minute, func() error {
+			out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "provider", "lab-proxmox", "-n", "banlieue-system", "-o", "jsonpath={.status.console.endpoint}")
+			if !strings.HasPrefix(out, "https://127.0.0.1:") {
+				return fmt.Errorf("lab-proxmox console endpoint %q, want a loopback https URL", out)
+			}
+			return nil
+		})
+		if out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "secret", "lab-proxmox-token", "-n", "banlieue-system", "-o", "jsonpath={.data.consoleUsername}"); out == "" {
+			t.Error("lab-proxmox-token names no console user")
+		}
 		// The local libvirt host's image is imported by its provider from
 		// a loopback URL (kubectl get vmimage -w shows it happen).
 		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Ready", "vmimage/banlieue-guest", "--timeout=3m")

@@ -18,6 +18,7 @@ package dev
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,12 +64,20 @@ func ProxmoxACL() []pvesim.ACL {
 	return acl
 }
 
+// proxmoxConsoleUser opens the simulated VMs' serial consoles.
+const proxmoxConsoleUser = "console@pve"
+
 // startProxmox starts the Proxmox VE simulator (3 nodes, template
 // debian-12-cloud on pve1; its token holding only ProxmoxACL) with a
 // Provider lab-proxmox of banlieue-system on it, the token in Secret
 // lab-proxmox-token, and a VMImage of its template.
 func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, error) {
-	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL(), Version: ProxmoxVersion, Nodes: ProxmoxNodes()})
+	// The serial console's user (kubectl banlieue console): Proxmox VE
+	// 8.x takes no API token at the console's handshake; it may open
+	// VMs' consoles and nothing else.
+	consolePassword := rand.Text()
+	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL(), Version: ProxmoxVersion, Nodes: ProxmoxNodes(),
+		Users: []pvesim.User{{ID: proxmoxConsoleUser, Password: consolePassword, ACL: []pvesim.ACL{{Path: "/vms", Privileges: []string{"VM.Console"}}}}}})
 	c, err := adminClient(env)
 	if err != nil {
 		sim.Close()
@@ -83,7 +92,8 @@ func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, erro
 		f    controllerutil.MutateFn
 	}{
 		{"the token Secret", secret, func() error {
-			secret.Data = map[string][]byte{"tokenID": []byte(sim.TokenID), "tokenSecret": []byte(sim.Secret)}
+			secret.Data = map[string][]byte{"tokenID": []byte(sim.TokenID), "tokenSecret": []byte(sim.Secret),
+				"consoleUsername": []byte(proxmoxConsoleUser), "consolePassword": []byte(consolePassword)}
 			return nil
 		}},
 		{"the Provider", p, func() error {
