@@ -50,10 +50,7 @@ var (
 // itself is not: it lasts as long as its client); false when b's backend
 // streams no console.
 func ConsoleOf(b Backend) (Consoles, bool) {
-	d := Deadlines{}.withDefaults()
-	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
-		b, d = bb.unbounded()
-	}
+	b, d := unwrap(b)
 	c, ok := b.(Consoles)
 	if !ok {
 		return nil, false
@@ -91,10 +88,7 @@ type Restarter interface {
 // RestarterOf is b's Restarter, bounded as a machine call; false when b's
 // backend resets nothing.
 func RestarterOf(b Backend) (Restarter, bool) {
-	d := Deadlines{}.withDefaults()
-	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
-		b, d = bb.unbounded()
-	}
+	b, d := unwrap(b)
 	r, ok := b.(Restarter)
 	if !ok {
 		return nil, false

@@ -103,15 +103,22 @@ func (b *boundedReader) GuestAddress(ctx context.Context, spec MachineSpec) (str
 
 func (b *bounded) unbounded() (Backend, Deadlines) { return b.b, b.d }
 
+// unwrap is the backend under Bounded's wrapper and its deadlines (the
+// defaults for a backend not wrapped): where the optional interfaces
+// (ImageImporter, Consoles, ...) are asked, each then bounded its way.
+func unwrap(b Backend) (Backend, Deadlines) {
+	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
+		return bb.unbounded()
+	}
+	return b, Deadlines{}.withDefaults()
+}
+
 // Importer is b's ImageImporter, its lookups bounded like every call and
 // its deletes like a machine's (an import itself is bounded by its
 // caller, as it lasts as long as its bytes take); false when b's backend
 // imports nothing.
 func Importer(b Backend) (ImageImporter, bool) {
-	d := Deadlines{}.withDefaults()
-	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
-		b, d = bb.unbounded()
-	}
+	b, d := unwrap(b)
 	imp, ok := b.(ImageImporter)
 	if !ok {
 		return nil, false

@@ -51,9 +51,7 @@ type NoSerialConsole interface {
 // NoSerialConsoleReason is b's NoSerialConsole sentence, "" when it
 // gives none.
 func NoSerialConsoleReason(b Backend) string {
-	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
-		b, _ = bb.unbounded()
-	}
+	b, _ = unwrap(b)
 	if n, ok := b.(NoSerialConsole); ok {
 		return n.NoSerialConsole()
 	}
@@ -63,10 +61,7 @@ func NoSerialConsoleReason(b Backend) string {
 // WebConsoleOf is b's WebConsoles, each request bounded like a call;
 // false when b's backend hands out no web console.
 func WebConsoleOf(b Backend) (WebConsoles, bool) {
-	d := Deadlines{}.withDefaults()
-	if bb, ok := b.(interface{ unbounded() (Backend, Deadlines) }); ok {
-		b, d = bb.unbounded()
-	}
+	b, d := unwrap(b)
 	w, ok := b.(WebConsoles)
 	if !ok {
 		return nil, false
