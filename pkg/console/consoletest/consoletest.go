@@ -33,14 +33,87 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 )
 
+// Transcript is what a console client printed and how it ended: the
+// API session below, or a kubectl-banlieue console process.
+type Transcript struct {
+	mu   sync.Mutex
+	out  bytes.Buffer
+	err  error
+	done chan struct{}
+}
+
+// NewTranscript is an empty transcript of a client still running.
+func NewTranscript() *Transcript { return &Transcript{done: make(chan struct{})} }
+
+// Write is the console's output arriving.
+func (tr *Transcript) Write(p []byte) (int, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.out.Write(p)
+}
+
+// Text is what the console printed so far.
+func (tr *Transcript) Text() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.out.String()
+}
+
+// End records how the client ended; once.
+func (tr *Transcript) End(err error) {
+	tr.mu.Lock()
+	tr.err = err
+	tr.mu.Unlock()
+	close(tr.done)
+}
+
+// Done is closed once the client ended.
+func (tr *Transcript) Done() <-chan struct{} { return tr.done }
+
+// Wait fails the test unless want is printed within timeout.
+func (tr *Transcript) Wait(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	if err := tr.WaitOrEnd(want, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitOrEnd waits for want on the console; an error when the client
+// ended or the time ran out first.
+func (tr *Transcript) WaitOrEnd(want string, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		if strings.Contains(tr.Text(), want) {
+			return nil
+		}
+		select {
+		case <-tr.done:
+			return fmt.Errorf("the console client ended (%v) before %q; read: %q", tr.err, want, tr.Text())
+		case <-deadline:
+			return fmt.Errorf("no %q on the console after %s; read: %q", want, timeout, tr.Text())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Ended waits for the client to end and returns how.
+func (tr *Transcript) Ended(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-tr.done:
+	case <-time.After(timeout):
+		t.Fatalf("the console client has not ended after %s; read: %q", timeout, tr.Text())
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.err
+}
+
 // Session is an attached console and what it printed so far.
 type Session struct {
+	*Transcript
 	in     *io.PipeWriter
 	cancel context.CancelFunc
-	mu     sync.Mutex
-	out    bytes.Buffer
-	err    error
-	done   chan struct{}
 }
 
 // Attach attaches to VM namespace/name's console through cfg's server
@@ -58,74 +131,21 @@ func Attach(t *testing.T, cfg *rest.Config, namespace, name string, takeover boo
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	inR, inW := io.Pipe()
-	s := &Session{in: inW, cancel: cancel, done: make(chan struct{})}
+	s := &Session{Transcript: NewTranscript(), in: inW, cancel: cancel}
 	go func() {
-		err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: s, Tty: true})
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		close(s.done)
+		s.End(exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: s.Transcript, Tty: true}))
 	}()
 	t.Cleanup(s.Leave)
 	return s
 }
 
-// Write is the console's output arriving.
-func (s *Session) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
-
-// Text is what the console printed so far.
-func (s *Session) Text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
 // TypeLine types line and a newline.
-func (s *Session) TypeLine(line string) {
-	go func() { _, _ = io.WriteString(s.in, line+"\n") }()
-}
+func (s *Session) TypeLine(line string) { TypeLine(s.in, line) }
 
-// Wait fails the test unless want is printed within timeout.
-func (s *Session) Wait(t *testing.T, want string, timeout time.Duration) {
-	t.Helper()
-	if err := s.WaitOrEnd(want, timeout); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// WaitOrEnd waits for want on the console; an error when the session
-// ended or the time ran out first.
-func (s *Session) WaitOrEnd(want string, timeout time.Duration) error {
-	deadline := time.After(timeout)
-	for {
-		if strings.Contains(s.Text(), want) {
-			return nil
-		}
-		select {
-		case <-s.done:
-			return fmt.Errorf("the session ended (%v) before %q; read: %q", s.err, want, s.Text())
-		case <-deadline:
-			return fmt.Errorf("no %q on the console after %s; read: %q", want, timeout, s.Text())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Ended waits for the session to end and returns how.
-func (s *Session) Ended(t *testing.T, timeout time.Duration) error {
-	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		t.Fatalf("the session has not ended after %s; read: %q", timeout, s.Text())
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+// TypeLine writes line and a newline to a console's input, without
+// waiting for it to be read.
+func TypeLine(in io.Writer, line string) {
+	go func() { _, _ = io.WriteString(in, line+"\n") }()
 }
 
 // Leave is the client going away.

@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firestoned/banlieue/pkg/console/consoletest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -58,7 +59,7 @@ func TestConsolePlugin(t *testing.T) {
 
 	first := startPluginConsole(t, plugin, vm.Name)
 	first.typeLine("echo TOKEN$((6*7))")
-	first.wait(t, "TOKEN42", 30*time.Second)
+	first.Wait(t, "TOKEN42", 30*time.Second)
 
 	// One session per console: the second attach fails, naming the holder.
 	refused := startPluginConsole(t, plugin, vm.Name)
@@ -77,7 +78,7 @@ func TestConsolePlugin(t *testing.T) {
 	}
 	token := strings.ToUpper(randomHex(t))
 	second.typeLine(fmt.Sprintf("echo %s$((6*7))", token))
-	second.wait(t, token+"42", 30*time.Second)
+	second.Wait(t, token+"42", 30*time.Second)
 
 	// The client closes its input: it leaves, and that is no failure.
 	_ = second.in.Close()
@@ -94,7 +95,7 @@ func TestConsolePlugin(t *testing.T) {
 		s := startPluginConsoleOnTTY(t, plugin, vm.Name)
 		tok := strings.ToUpper(randomHex(t))
 		s.typeLine(fmt.Sprintf("echo %s$((6*7))", tok))
-		if err := s.waitOrExit(tok+"42", 15*time.Second); err != nil {
+		if err := s.WaitOrEnd(tok+"42", 15*time.Second); err != nil {
 			_ = s.in.Close()
 			return err
 		}
@@ -102,8 +103,8 @@ func TestConsolePlugin(t *testing.T) {
 		return nil
 	})
 	go func() { _, _ = tty.in.Write([]byte{0x1d}) }()
-	if _, err := tty.exited(t, 30*time.Second); err != nil || !strings.Contains(tty.text(), "Detached from the console of "+ns+"/"+vm.Name) {
-		t.Errorf("Ctrl+] on a terminal: %v; want a clean exit saying it detached; read: %q", err, tty.text())
+	if _, err := tty.exited(t, 30*time.Second); err != nil || !strings.Contains(tty.Text(), "Detached from the console of "+ns+"/"+vm.Name) {
+		t.Errorf("Ctrl+] on a terminal: %v; want a clean exit saying it detached; read: %q", err, tty.Text())
 	}
 
 	// The console is free again; the VM powers off: the session ends with
@@ -113,7 +114,7 @@ func TestConsolePlugin(t *testing.T) {
 		s := startPluginConsole(t, plugin, vm.Name)
 		tok := strings.ToUpper(randomHex(t))
 		s.typeLine(fmt.Sprintf("echo %s$((6*7))", tok))
-		if err := s.waitOrExit(tok+"42", 15*time.Second); err != nil {
+		if err := s.WaitOrEnd(tok+"42", 15*time.Second); err != nil {
 			_ = s.in.Close()
 			return err
 		}
@@ -128,15 +129,14 @@ func TestConsolePlugin(t *testing.T) {
 	}
 }
 
-// pluginConsole is a kubectl-banlieue console process, its input a pipe.
+// pluginConsole is a kubectl-banlieue console process, its input a pipe,
+// its stdout the transcript, its exit the transcript's end.
 type pluginConsole struct {
+	*consoletest.Transcript
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	mu     sync.Mutex
-	out    bytes.Buffer
 	stderr bytes.Buffer
-	err    error
-	done   chan struct{}
 }
 
 func startPluginConsole(t *testing.T, plugin, name string, extra ...string) *pluginConsole {
@@ -156,8 +156,8 @@ func startPluginConsoleOnTTY(t *testing.T, plugin, name string) *pluginConsole {
 
 func startConsoleProcess(t *testing.T, cmd *exec.Cmd) *pluginConsole {
 	t.Helper()
-	s := &pluginConsole{cmd: cmd, done: make(chan struct{})}
-	s.cmd.Stdout = lockedWriter{&s.mu, &s.out}
+	s := &pluginConsole{Transcript: consoletest.NewTranscript(), cmd: cmd}
+	s.cmd.Stdout = s.Transcript
 	s.cmd.Stderr = lockedWriter{&s.mu, &s.stderr}
 	in, err := s.cmd.StdinPipe()
 	if err != nil {
@@ -167,20 +167,14 @@ func startConsoleProcess(t *testing.T, cmd *exec.Cmd) *pluginConsole {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		err := s.cmd.Wait()
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		close(s.done)
-	}()
+	go func() { s.End(s.cmd.Wait()) }()
 	t.Cleanup(func() {
 		_ = s.in.Close()
 		select {
-		case <-s.done:
+		case <-s.Done():
 		case <-time.After(10 * time.Second):
 			_ = s.cmd.Process.Kill()
-			<-s.done
+			<-s.Done()
 		}
 	})
 	return s
@@ -197,52 +191,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func (s *pluginConsole) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
-func (s *pluginConsole) typeLine(line string) {
-	go func() { _, _ = io.WriteString(s.in, line+"\n") }()
-}
-
-func (s *pluginConsole) wait(t *testing.T, want string, timeout time.Duration) {
-	t.Helper()
-	if err := s.waitOrExit(want, timeout); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitOrExit waits for want on the process's output; an error when it
-// exited or the time ran out first.
-func (s *pluginConsole) waitOrExit(want string, timeout time.Duration) error {
-	deadline := time.After(timeout)
-	for {
-		if strings.Contains(s.text(), want) {
-			return nil
-		}
-		select {
-		case <-s.done:
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return fmt.Errorf("kubectl-banlieue console exited (%v, stderr %q) before %q; read: %q", s.err, s.stderr.String(), want, s.out.String())
-		case <-deadline:
-			return fmt.Errorf("no %q from kubectl-banlieue console after %s; read: %q", want, timeout, s.text())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
+func (s *pluginConsole) typeLine(line string) { consoletest.TypeLine(s.in, line) }
 
 // exited waits for the process to exit and returns how, with its stderr.
 func (s *pluginConsole) exited(t *testing.T, timeout time.Duration) (string, error) {
 	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		t.Fatalf("kubectl-banlieue console still runs after %s; read: %q", timeout, s.text())
-	}
+	err := s.Ended(t, timeout)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stderr.String(), s.err
+	return s.stderr.String(), err
 }
