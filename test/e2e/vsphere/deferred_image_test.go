@@ -189,20 +189,7 @@ func TestVSphereDeferredTemplate(t *testing.T) {
 
 	// Deleting the image while the clone lives: it waits, naming the
 	// clone's machine, and what the clone boots from stays.
-	if err := c.Delete(ctx, img); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
-			return err
-		}
-		cond := meta.FindStatusCondition(img.Status.Conditions, v1alpha1.ImageDeleting)
-		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ImageReasonInUse || !strings.Contains(cond.Message, ns+"/"+vm.Name) {
-			return fmt.Errorf("Deleting condition %+v does not name the clone's machine", cond)
-		}
-		return nil
-	})
-	t.Logf("Deleting: %s", meta.FindStatusCondition(img.Status.Conditions, v1alpha1.ImageDeleting).Message)
+	t.Logf("Deleting: %s", imagetest.DeleteWhileInUse(t, c, img, ns+"/"+vm.Name))
 	// A few resyncs: nothing is removed meanwhile.
 	time.Sleep(5 * time.Second)
 	for _, dc := range dcs {
