@@ -470,48 +470,7 @@ func TestConsoleShapesMatchRecordings(t *testing.T) {
 		{"POST termproxy", term, "/nodes/node1/qemu/101/termproxy", func() any { return &proxmox.Term{} }, []string{"data.user", "data.ticket", "data.port", "data.upid"}},
 	} {
 		t.Run(e.name, func(t *testing.T) {
-			var matched []recording
-			for _, r := range recs {
-				if r.method == "POST" && r.status == 200 && r.path.MatchString(e.recorded) {
-					matched = append(matched, r)
-				}
-			}
-			if len(matched) == 0 {
-				t.Fatalf("no recording of POST %s", e.recorded)
-			}
-			for _, body := range append([]string{e.sim}, bodies(matched)...) {
-				var env struct{ Data json.RawMessage }
-				if err := json.Unmarshal([]byte(body), &env); err != nil {
-					t.Fatal(err)
-				}
-				if err := json.Unmarshal(env.Data, e.decode()); err != nil {
-					t.Errorf("go-proxmox cannot decode %.200s: %v", body, err)
-				}
-			}
-			var sim any
-			_ = json.Unmarshal([]byte(e.sim), &sim)
-			for _, f := range e.fields {
-				sv, ok := first(sim, f)
-				if !ok {
-					t.Errorf("the simulator's answer lacks %s", f)
-					continue
-				}
-				var seen []string
-				for _, r := range matched {
-					var rec any
-					_ = json.Unmarshal([]byte(r.body), &rec)
-					if rv, ok := first(rec, f); ok && rv != nil {
-						seen = append(seen, r.version+":"+kind(rv))
-						if kind(rv) == kind(sv) {
-							seen = nil
-							break
-						}
-					}
-				}
-				if len(seen) > 0 {
-					t.Errorf("%s is a %s in the simulator, but %v in the recordings", f, kind(sv), seen)
-				}
-			}
+			sameShape(t, e.sim, recorded(t, recs, "POST", e.recorded), e.decode, e.fields)
 		})
 	}
 	t.Run("GET vncwebsocket", func(t *testing.T) {

@@ -197,50 +197,64 @@ func TestShapesMatchRecordings(t *testing.T) {
 			[]string{"data.upid", "data.status", "data.exitstatus", "data.type", "data.id", "data.node", "data.user", "data.starttime"}},
 	} {
 		t.Run(e.sim, func(t *testing.T) {
-			simBody := simGet(t, s, e.sim)
-			var matched []recording
-			for _, r := range recs {
-				if r.method == "GET" && r.status == 200 && r.path.MatchString(e.recorded) {
-					matched = append(matched, r)
-				}
-			}
-			if len(matched) == 0 {
-				t.Fatalf("no recording of GET %s", e.recorded)
-			}
-			for _, body := range append([]string{simBody}, bodies(matched)...) {
-				var env struct{ Data json.RawMessage }
-				if err := json.Unmarshal([]byte(body), &env); err != nil {
-					t.Fatal(err)
-				}
-				if err := json.Unmarshal(env.Data, e.decode()); err != nil {
-					t.Errorf("go-proxmox cannot decode %.200s: %v", body, err)
-				}
-			}
-			var sim any
-			_ = json.Unmarshal([]byte(simBody), &sim)
-			for _, f := range e.fields {
-				sv, ok := first(sim, f)
-				if !ok {
-					t.Errorf("the simulator's answer lacks %s", f)
-					continue
-				}
-				var seen []string
-				for _, r := range matched {
-					var rec any
-					_ = json.Unmarshal([]byte(r.body), &rec)
-					if rv, ok := first(rec, f); ok && rv != nil {
-						seen = append(seen, r.version+":"+kind(rv))
-						if kind(rv) == kind(sv) {
-							seen = nil
-							break
-						}
-					}
-				}
-				if len(seen) > 0 {
-					t.Errorf("%s is a %s in the simulator, but %v in the recordings", f, kind(sv), seen)
-				}
-			}
+			sameShape(t, simGet(t, s, e.sim), recorded(t, recs, "GET", e.recorded), e.decode, e.fields)
 		})
+	}
+}
+
+// recorded are the 200 answers recorded for method on a path matching
+// the recorded pattern; the test stops without one.
+func recorded(t *testing.T, recs []recording, method, path string) []recording {
+	t.Helper()
+	var matched []recording
+	for _, r := range recs {
+		if r.method == method && r.status == 200 && r.path.MatchString(path) {
+			matched = append(matched, r)
+		}
+	}
+	if len(matched) == 0 {
+		t.Fatalf("no recording of %s %s", method, path)
+	}
+	return matched
+}
+
+// sameShape checks that go-proxmox decodes the simulator's body and every
+// recorded one into decode()'s type, and that each field of fields is in
+// the simulator's body with a kind some recording gives it.
+func sameShape(t *testing.T, simBody string, matched []recording, decode func() any, fields []string) {
+	t.Helper()
+	for _, body := range append([]string{simBody}, bodies(matched)...) {
+		var env struct{ Data json.RawMessage }
+		if err := json.Unmarshal([]byte(body), &env); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(env.Data, decode()); err != nil {
+			t.Errorf("go-proxmox cannot decode %.200s: %v", body, err)
+		}
+	}
+	var sim any
+	_ = json.Unmarshal([]byte(simBody), &sim)
+	for _, f := range fields {
+		sv, ok := first(sim, f)
+		if !ok {
+			t.Errorf("the simulator's answer lacks %s", f)
+			continue
+		}
+		var seen []string
+		for _, r := range matched {
+			var rec any
+			_ = json.Unmarshal([]byte(r.body), &rec)
+			if rv, ok := first(rec, f); ok && rv != nil {
+				seen = append(seen, r.version+":"+kind(rv))
+				if kind(rv) == kind(sv) {
+					seen = nil
+					break
+				}
+			}
+		}
+		if len(seen) > 0 {
+			t.Errorf("%s is a %s in the simulator, but %v in the recordings", f, kind(sv), seen)
+		}
 	}
 }
 
@@ -316,15 +330,7 @@ func TestImportShapesMatchRecordings(t *testing.T) {
 		t.Run("POST "+e.sim, func(t *testing.T) {
 			ct, body := e.body()
 			simBody := simDo(t, s, http.MethodPost, e.sim, ct, body)
-			var matched []recording
-			for _, r := range recs {
-				if r.method == "POST" && r.status == 200 && r.path.MatchString(e.recorded) {
-					matched = append(matched, r)
-				}
-			}
-			if len(matched) == 0 {
-				t.Fatalf("no recording of POST %s", e.recorded)
-			}
+			matched := recorded(t, recs, "POST", e.recorded)
 			simType := upidType(t, simBody)
 			for _, r := range matched {
 				if typ := upidType(t, r.body); typ != simType {
@@ -345,49 +351,8 @@ func TestImportShapesMatchRecordings(t *testing.T) {
 		})
 	}
 	t.Run("GET content", func(t *testing.T) {
-		simBody := simGet(t, s, "/nodes/pve1/storage/local/content")
-		var sim any
-		_ = json.Unmarshal([]byte(simBody), &sim)
-		var matched []recording
-		for _, r := range recs {
-			if r.method == "GET" && r.status == 200 && r.path.MatchString("/nodes/node1/storage/local/content") {
-				matched = append(matched, r)
-			}
-		}
-		if len(matched) == 0 {
-			t.Fatal("no recording of GET content")
-		}
-		for _, body := range append([]string{simBody}, bodies(matched)...) {
-			var env struct{ Data json.RawMessage }
-			if err := json.Unmarshal([]byte(body), &env); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(env.Data, &[]*proxmox.StorageContent{}); err != nil {
-				t.Errorf("go-proxmox cannot decode %.200s: %v", body, err)
-			}
-		}
-		for _, f := range []string{"data.volid", "data.format", "data.size", "data.ctime", "data.content"} {
-			sv, ok := first(sim, f)
-			if !ok {
-				t.Errorf("the simulator's answer lacks %s", f)
-				continue
-			}
-			var seen []string
-			for _, r := range matched {
-				var rec any
-				_ = json.Unmarshal([]byte(r.body), &rec)
-				if rv, ok := first(rec, f); ok && rv != nil {
-					seen = append(seen, r.version+":"+kind(rv))
-					if kind(rv) == kind(sv) {
-						seen = nil
-						break
-					}
-				}
-			}
-			if len(seen) > 0 {
-				t.Errorf("%s is a %s in the simulator, but %v in the recordings", f, kind(sv), seen)
-			}
-		}
+		sameShape(t, simGet(t, s, "/nodes/pve1/storage/local/content"), recorded(t, recs, "GET", "/nodes/node1/storage/local/content"),
+			func() any { return &[]*proxmox.StorageContent{} }, []string{"data.volid", "data.format", "data.size", "data.ctime", "data.content"})
 	})
 	var vol []string
 	for _, v := range s.Volumes() {
