@@ -63,13 +63,14 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		return nil, err
 	}
 	view := storageView{scheme: scheme, vms: store, classes: classes, images: images}
+	statusREST := status.NewREST(store, NewStatusStrategy(strategy))
 	return &Storage{
 		VirtualMachine: &REST{store},
-		Status:         status.NewREST(store, NewStatusStrategy(strategy)),
+		Status:         statusREST,
 		Resolved:       &ResolvedREST{view},
 		Placement:      &PlacementREST{storageView: view, load: newSchedulingLoad(store), providers: providers, shared: sharedProviderNamespace, backends: backends},
 		Console:        &ConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
-		Restart:        &RestartREST{store: withStrategy(store, NewStatusStrategy(strategy))},
+		Restart:        &RestartREST{status: statusREST},
 		WebConsole:     &WebConsoleREST{vms: store, providers: providers, tokens: consoleTokens},
 	}, nil
 }
@@ -131,14 +132,3 @@ var tableConvertor = table.New(func(obj runtime.Object) ([]interface{}, error) {
 	table.Column{Name: "Failure-Domain", Type: "string", Priority: 1, Description: "The failure domain the VM is scheduled in."},
 	table.Column{Name: "Desired", Type: "string", Priority: 1, Description: "The desired power state."},
 )
-
-// withStrategy is a copy of main whose updates go through strategy.
-func withStrategy(main *genericregistry.Store, strategy interface {
-	rest.RESTUpdateStrategy
-	rest.ResetFieldsStrategy
-}) *genericregistry.Store {
-	s := *main
-	s.UpdateStrategy = strategy
-	s.ResetFieldsStrategy = strategy
-	return &s
-}

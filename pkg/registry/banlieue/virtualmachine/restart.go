@@ -28,10 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue"
+	"github.com/firestoned/banlieue/pkg/registry/status"
 )
 
 // RestartREST is virtualmachines/NAME/restart: one restart (a reset) of
@@ -40,8 +40,8 @@ import (
 // again answers the same record, so a retry restarts once; the provider
 // acts on each ID once (machine spec.restartRequestID).
 type RestartREST struct {
-	// store writes the VM through its status strategy.
-	store *genericregistry.Store
+	// status writes the VM as virtualmachines/status does.
+	status *status.REST
 }
 
 var _ rest.NamedCreater = &RestartREST{}
@@ -73,7 +73,7 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 		requester = u.GetName()
 	}
 	var recorded *banlieue.VirtualMachineRestartStatus
-	_, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
+	_, _, err := r.status.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
 		vm := old.(*banlieue.VirtualMachine).DeepCopy()
 		cur := vm.Status.Restart
 		switch {
