@@ -31,14 +31,23 @@ import (
 // test's parent.
 func TestSweepScratch(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
+	// A PID freed by an ended process may be taken again at once: another
+	// process is run until one stays free.
+	dead := 0
+	for range 10 {
+		cmd := exec.Command("true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if !processAlive(cmd.Process.Pid) {
+			dead = cmd.Process.Pid
+			break
+		}
 	}
-	dead, live, self := cmd.Process.Pid, os.Getppid(), os.Getpid()
-	if processAlive(dead) {
-		t.Skipf("PID %d of an ended process is taken again already", dead)
+	if dead == 0 {
+		t.Fatal("every ended process's PID was taken again at once, 10 times")
 	}
+	live, self := os.Getppid(), os.Getpid()
 	if !processAlive(live) || !processAlive(self) {
 		t.Fatalf("processAlive(parent %d) = %v, processAlive(self %d) = %v", live, processAlive(live), self, processAlive(self))
 	}
