@@ -65,3 +65,16 @@ func TestHostName(t *testing.T) {
 		}
 	}
 }
+
+func TestSnapshotName(t *testing.T) {
+	a := SnapshotName("0f8e7c1a-2b3d-4e5f-8a9b-0c1d2e3f4a5b")
+	if a != "banlieue-snap-0f8e7c1a2b3d4e5f8a9b0c1d2e" {
+		t.Errorf("SnapshotName = %q", a)
+	}
+	if len(a) > 40 {
+		t.Errorf("SnapshotName is %d characters, Proxmox VE allows 40", len(a))
+	}
+	if b := SnapshotName("0f8e7c1a-2b3d-4e5f-8a9b-ffffffffffff"); b == a {
+		t.Errorf("two UIDs that differ past the prefix kept share %q", a)
+	}
+}
