@@ -35,6 +35,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/backends"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/provider"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/providerclass"
+	"github.com/firestoned/banlieue/pkg/registry/banlieue/snapshot"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmclass"
 	"github.com/firestoned/banlieue/pkg/registry/banlieue/vmimage"
@@ -128,25 +129,35 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 
+	snapshots, snapshotStatus, restores, restoreStatus, err := snapshot.NewStorage(Scheme, optsGetter,
+		&snapshot.Checks{VMs: vms.VirtualMachine, Providers: providers.Provider, Limits: infra.SnapshotLimits})
+	if err != nil {
+		return nil, err
+	}
+
 	// The default serializers: JSON, YAML and protobuf, with the streaming
 	// list encoders, and CBOR when CBORServingAndStorage is enabled.
 	group := genericapiserver.NewDefaultAPIGroupInfo(banlieue.GroupName, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"virtualmachines":            vms.VirtualMachine,
-		"virtualmachines/status":     vms.Status,
-		"virtualmachines/resolved":   vms.Resolved,
-		"virtualmachines/placement":  vms.Placement,
-		"virtualmachines/console":    vms.Console,
-		"virtualmachines/restart":    vms.Restart,
-		"virtualmachines/webconsole": vms.WebConsole,
-		"vmclasses":                  classes,
-		"vmimages":                   images,
-		"vmimages/status":            imageStatus,
-		"vmimages/finalizers":        imageFinalizers,
-		"providers":                  providers.Provider,
-		"providers/status":           providers.Status,
-		"providers/finalizers":       providers.Finalizers,
-		"providerclasses":            providerClasses,
+		"virtualmachines":                vms.VirtualMachine,
+		"virtualmachines/status":         vms.Status,
+		"virtualmachines/resolved":       vms.Resolved,
+		"virtualmachines/placement":      vms.Placement,
+		"virtualmachines/console":        vms.Console,
+		"virtualmachines/restart":        vms.Restart,
+		"virtualmachines/webconsole":     vms.WebConsole,
+		"virtualmachinesnapshots":        snapshots,
+		"virtualmachinesnapshots/status": snapshotStatus,
+		"virtualmachinerestores":         restores,
+		"virtualmachinerestores/status":  restoreStatus,
+		"vmclasses":                      classes,
+		"vmimages":                       images,
+		"vmimages/status":                imageStatus,
+		"vmimages/finalizers":            imageFinalizers,
+		"providers":                      providers.Provider,
+		"providers/status":               providers.Status,
+		"providers/finalizers":           providers.Finalizers,
+		"providerclasses":                providerClasses,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // SpecBuilder makes the spec of a VM's infrastructure object (as JSON-like
@@ -71,6 +72,10 @@ type Kind struct {
 	// QuietStatusFields are status fields whose changes alone tell the core
 	// nothing (a task in flight): such updates do not requeue the VM.
 	QuietStatusFields []string
+	// Snapshots are what the backend's snapshots can do (nil: it takes
+	// none), answered here once for the API server's checks and the
+	// controllers; the backend's own SnapshotLimits returns the same.
+	Snapshots *providers.SnapshotLimits
 	// Cluster is the backend's Cluster API InfraCluster kind (zero: it has
 	// none). Its type embeds infrastructure.banlieue.io's
 	// CommonClusterSpec and CommonClusterStatus, so the core's generic
@@ -113,6 +118,16 @@ func (r *Registry) ImportFormats(providerClass string) ([]string, bool) {
 		out = append(out, string(f))
 	}
 	return out, true
+}
+
+// SnapshotLimits are what providerClass's backend snapshots can do; false
+// when no backend serves the class or it takes no snapshots.
+func (r *Registry) SnapshotLimits(providerClass string) (providers.SnapshotLimits, bool) {
+	k, ok := r.kinds[providerClass]
+	if !ok || k.Snapshots == nil {
+		return providers.SnapshotLimits{}, false
+	}
+	return *k.Snapshots, true
 }
 
 func (r *Registry) For(providerClass string) (Kind, bool) {

@@ -47,6 +47,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&VirtualMachine{}, &VirtualMachineList{},
 		&ResolvedVirtualMachine{}, &VirtualMachinePlacement{}, &VirtualMachineConsoleOptions{}, &VirtualMachineRestart{}, &VirtualMachineWebConsole{},
+		&VirtualMachineSnapshot{}, &VirtualMachineSnapshotList{},
+		&VirtualMachineRestore{}, &VirtualMachineRestoreList{},
 		&VMClass{}, &VMClassList{},
 		&VMImage{}, &VMImageList{},
 		&Provider{}, &ProviderList{},

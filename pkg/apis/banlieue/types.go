@@ -1373,6 +1373,13 @@ type ProviderCapabilities struct {
 	// +optional
 	// +listType=set
 	Features []string `json:"features,omitempty"`
+	// maxSnapshotsPerVM bounds how many VirtualMachineSnapshots one VM on
+	// this Provider may have; a snapshot beyond it is refused by name
+	// before any backend call. Unset: the backend's own bound (vSphere
+	// 32 in a chain), or none where the backend has none. It cannot
+	// raise the backend's bound.
+	// +optional
+	MaxSnapshotsPerVM *int32 `json:"maxSnapshotsPerVM,omitempty"`
 }
 
 // StorageClassCapability maps a storage class to a datastore.

@@ -126,6 +126,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.VirtualMachineInitializationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineRestartStatus"):
 		return &banlieuev1alpha1.VirtualMachineRestartStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineRestore"):
+		return &banlieuev1alpha1.VirtualMachineRestoreApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineRestoreSpec"):
+		return &banlieuev1alpha1.VirtualMachineRestoreSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineRestoreStatus"):
+		return &banlieuev1alpha1.VirtualMachineRestoreStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineSnapshot"):
+		return &banlieuev1alpha1.VirtualMachineSnapshotApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineSnapshotSpec"):
+		return &banlieuev1alpha1.VirtualMachineSnapshotSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineSnapshotStatus"):
+		return &banlieuev1alpha1.VirtualMachineSnapshotStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineSpec"):
 		return &banlieuev1alpha1.VirtualMachineSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineStatus"):

@@ -106,6 +106,14 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.VirtualMachinePlacement{}.OpenAPIModelName():        schema_pkg_apis_banlieue_v1alpha1_VirtualMachinePlacement(ref),
 		v1alpha1.VirtualMachineRestart{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestart(ref),
 		v1alpha1.VirtualMachineRestartStatus{}.OpenAPIModelName():    schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestartStatus(ref),
+		v1alpha1.VirtualMachineRestore{}.OpenAPIModelName():          schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestore(ref),
+		v1alpha1.VirtualMachineRestoreList{}.OpenAPIModelName():      schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreList(ref),
+		v1alpha1.VirtualMachineRestoreSpec{}.OpenAPIModelName():      schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreSpec(ref),
+		v1alpha1.VirtualMachineRestoreStatus{}.OpenAPIModelName():    schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreStatus(ref),
+		v1alpha1.VirtualMachineSnapshot{}.OpenAPIModelName():         schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshot(ref),
+		v1alpha1.VirtualMachineSnapshotList{}.OpenAPIModelName():     schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotList(ref),
+		v1alpha1.VirtualMachineSnapshotSpec{}.OpenAPIModelName():     schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotSpec(ref),
+		v1alpha1.VirtualMachineSnapshotStatus{}.OpenAPIModelName():   schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotStatus(ref),
 		v1alpha1.VirtualMachineSpec{}.OpenAPIModelName():             schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSpec(ref),
 		v1alpha1.VirtualMachineStatus{}.OpenAPIModelName():           schema_pkg_apis_banlieue_v1alpha1_VirtualMachineStatus(ref),
 		v1alpha1.VirtualMachineWebConsole{}.OpenAPIModelName():       schema_pkg_apis_banlieue_v1alpha1_VirtualMachineWebConsole(ref),
@@ -1546,6 +1554,13 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderCapabilities(ref common.Reference
 									},
 								},
 							},
+						},
+					},
+					"maxSnapshotsPerVM": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxSnapshotsPerVM bounds how many VirtualMachineSnapshots one VM on this Provider may have; a snapshot beyond it is refused by name before any backend call. Unset: the backend's own bound (vSphere 32 in a chain), or none where the backend has none. It cannot raise the backend's bound.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},
@@ -3795,6 +3810,412 @@ func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestartStatus(ref common.Re
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestore returns a VirtualMachine to one of its snapshots: an action, acted on once and kept as its record.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec names the VM and the snapshot. Immutable.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.VirtualMachineRestoreSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is written by banlieue's snapshot controller.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.VirtualMachineRestoreStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VirtualMachineRestoreSpec{}.OpenAPIModelName(), v1alpha1.VirtualMachineRestoreStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestoreList is a list of VirtualMachineRestores.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.VirtualMachineRestore{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VirtualMachineRestore{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestoreSpec is what to restore.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"vmName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "vmName names the VirtualMachine, in this namespace, to restore.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "snapshotName names a VirtualMachineSnapshot of that VM, in this namespace, that is readyToUse.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"vmName", "snapshotName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineRestoreStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineRestoreStatus is the restore as it went.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase is Pending, PoweringOff, Restoring, Done, Failed or Unknown.\n\nPossible enum values:\n - `\"Done\"` : the VM is back at the snapshot.\n - `\"Failed\"` : the backend refused or failed, or the snapshot went (deleted, Stale); the message says why.\n - `\"Pending\"` : waiting for the provider (or for an earlier restore of the same VM to finish).\n - `\"PoweringOff\"` : the backend reverts only a stopped VM; the provider is powering it off first.\n - `\"Restoring\"` : the backend is reverting the VM.\n - `\"Unknown\"` : the provider stopped while the backend was asked and found no task to follow; it does not ask again.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Done", "Failed", "Pending", "PoweringOff", "Restoring", "Unknown"},
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message says what happens or why it failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "startTime is when the provider took it up; restoreTime when it was done.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"restoreTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Complete.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshot(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineSnapshot is a point-in-time copy of a VirtualMachine's disks (and, when asked, of its running memory), taken by the backend the VM runs on. Deleting it removes the backend snapshot; deleting the VM deletes its snapshots.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec says which VM to snapshot. Immutable.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.VirtualMachineSnapshotSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is written by banlieue's snapshot controller.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.VirtualMachineSnapshotStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VirtualMachineSnapshotSpec{}.OpenAPIModelName(), v1alpha1.VirtualMachineSnapshotStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineSnapshotList is a list of VirtualMachineSnapshots.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.VirtualMachineSnapshot{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.VirtualMachineSnapshot{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineSnapshotSpec is what to snapshot.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"vmName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "vmName names the VirtualMachine, in this namespace, to snapshot. It must exist and be built (status.infrastructureRef set).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includeMemory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "includeMemory keeps the running VM's memory and device state, so a restore resumes it where it was. Without it a restore leaves the VM on the snapshot's disks and boots it again as its desiredPowerState says. Refused on a Provider whose backend cannot keep memory; a powered-off VM has none to keep.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"vmName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_banlieue_v1alpha1_VirtualMachineSnapshotStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VirtualMachineSnapshotStatus is the snapshot as the backend holds it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"readyToUse": {
+						SchemaProps: spec.SchemaProps{
+							Description: "readyToUse is true once the backend holds the snapshot and the VM still runs on the machine it was taken of.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"creationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "creationTime is when the backend took it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"machine": {
+						SchemaProps: spec.SchemaProps{
+							Description: "machine is the VM's infrastructure object the snapshot was taken of, and sourceUID its UID: a VM recreated since (migrated) runs on another, and the snapshot is Stale.",
+							Ref:         ref(v1alpha1.InfrastructureReference{}.OpenAPIModelName()),
+						},
+					},
+					"sourceUID": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"provider": {
+						SchemaProps: spec.SchemaProps{
+							Description: "provider is the Provider (\"namespace/name\") whose backend holds it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"backendName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "backendName is the snapshot's name in the backend, made from this object's UID: a provider that resumes after a crash finds it by this name instead of taking a second one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"backendRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "backendRef is the backend's own reference to it (a vSphere snapshot MoRef; the name on libvirt and Proxmox VE).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "memory is true when the snapshot holds the VM's running memory.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready, with the reasons Pending, Creating, Ready, Failed, Stale, LimitReached, Unsupported and Deleting.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.InfrastructureReference{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -124,3 +124,12 @@ func ConditionStatus(conds []metav1.Condition, condType string) string {
 func Unexpected(obj runtime.Object) error {
 	return fmt.Errorf("unexpected object of type %T", obj)
 }
+
+// ConditionReason returns the reason of the condition of the given type,
+// or "" when it is not there yet.
+func ConditionReason(conds []metav1.Condition, condType string) string {
+	if c := meta.FindStatusCondition(conds, condType); c != nil {
+		return c.Reason
+	}
+	return ""
+}

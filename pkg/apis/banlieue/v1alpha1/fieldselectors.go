@@ -25,10 +25,12 @@ import (
 // metadata.namespace. The registry computes the same fields (GetAttrs); this
 // list makes the conversion layer accept them.
 var fieldSelectors = map[string][]string{
-	"VirtualMachine": {"spec.classRef.name", "spec.imageRef.name", "status.scheduled.provider", "spec.desiredPowerState"},
-	"Provider":       {"spec.providerClassRef.name"},
-	"VMClass":        nil,
-	"VMImage":        nil,
+	"VirtualMachine":         {"spec.classRef.name", "spec.imageRef.name", "status.scheduled.provider", "spec.desiredPowerState"},
+	"Provider":               {"spec.providerClassRef.name"},
+	"VMClass":                nil,
+	"VMImage":                nil,
+	"VirtualMachineSnapshot": {"spec.vmName"},
+	"VirtualMachineRestore":  {"spec.vmName"},
 }
 
 func addFieldLabelConversions(scheme *runtime.Scheme) error {

@@ -767,6 +767,86 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineRestore)(nil), (*banlieue.VirtualMachineRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineRestore_To_banlieue_VirtualMachineRestore(a.(*VirtualMachineRestore), b.(*banlieue.VirtualMachineRestore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineRestore)(nil), (*VirtualMachineRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineRestore_To_v1alpha1_VirtualMachineRestore(a.(*banlieue.VirtualMachineRestore), b.(*VirtualMachineRestore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineRestoreList)(nil), (*banlieue.VirtualMachineRestoreList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineRestoreList_To_banlieue_VirtualMachineRestoreList(a.(*VirtualMachineRestoreList), b.(*banlieue.VirtualMachineRestoreList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineRestoreList)(nil), (*VirtualMachineRestoreList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineRestoreList_To_v1alpha1_VirtualMachineRestoreList(a.(*banlieue.VirtualMachineRestoreList), b.(*VirtualMachineRestoreList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineRestoreSpec)(nil), (*banlieue.VirtualMachineRestoreSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec(a.(*VirtualMachineRestoreSpec), b.(*banlieue.VirtualMachineRestoreSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineRestoreSpec)(nil), (*VirtualMachineRestoreSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec(a.(*banlieue.VirtualMachineRestoreSpec), b.(*VirtualMachineRestoreSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineRestoreStatus)(nil), (*banlieue.VirtualMachineRestoreStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus(a.(*VirtualMachineRestoreStatus), b.(*banlieue.VirtualMachineRestoreStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineRestoreStatus)(nil), (*VirtualMachineRestoreStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus(a.(*banlieue.VirtualMachineRestoreStatus), b.(*VirtualMachineRestoreStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineSnapshot)(nil), (*banlieue.VirtualMachineSnapshot)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineSnapshot_To_banlieue_VirtualMachineSnapshot(a.(*VirtualMachineSnapshot), b.(*banlieue.VirtualMachineSnapshot), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineSnapshot)(nil), (*VirtualMachineSnapshot)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineSnapshot_To_v1alpha1_VirtualMachineSnapshot(a.(*banlieue.VirtualMachineSnapshot), b.(*VirtualMachineSnapshot), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineSnapshotList)(nil), (*banlieue.VirtualMachineSnapshotList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineSnapshotList_To_banlieue_VirtualMachineSnapshotList(a.(*VirtualMachineSnapshotList), b.(*banlieue.VirtualMachineSnapshotList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineSnapshotList)(nil), (*VirtualMachineSnapshotList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineSnapshotList_To_v1alpha1_VirtualMachineSnapshotList(a.(*banlieue.VirtualMachineSnapshotList), b.(*VirtualMachineSnapshotList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineSnapshotSpec)(nil), (*banlieue.VirtualMachineSnapshotSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec(a.(*VirtualMachineSnapshotSpec), b.(*banlieue.VirtualMachineSnapshotSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineSnapshotSpec)(nil), (*VirtualMachineSnapshotSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec(a.(*banlieue.VirtualMachineSnapshotSpec), b.(*VirtualMachineSnapshotSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VirtualMachineSnapshotStatus)(nil), (*banlieue.VirtualMachineSnapshotStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus(a.(*VirtualMachineSnapshotStatus), b.(*banlieue.VirtualMachineSnapshotStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*banlieue.VirtualMachineSnapshotStatus)(nil), (*VirtualMachineSnapshotStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus(a.(*banlieue.VirtualMachineSnapshotStatus), b.(*VirtualMachineSnapshotStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*VirtualMachineSpec)(nil), (*banlieue.VirtualMachineSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_VirtualMachineSpec_To_banlieue_VirtualMachineSpec(a.(*VirtualMachineSpec), b.(*banlieue.VirtualMachineSpec), scope)
 	}); err != nil {
@@ -2377,6 +2457,194 @@ func autoConvert_banlieue_VirtualMachineRestartStatus_To_v1alpha1_VirtualMachine
 // Convert_banlieue_VirtualMachineRestartStatus_To_v1alpha1_VirtualMachineRestartStatus is an autogenerated conversion function.
 func Convert_banlieue_VirtualMachineRestartStatus_To_v1alpha1_VirtualMachineRestartStatus(in *banlieue.VirtualMachineRestartStatus, out *VirtualMachineRestartStatus, s conversion.Scope) error {
 	return autoConvert_banlieue_VirtualMachineRestartStatus_To_v1alpha1_VirtualMachineRestartStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineRestore_To_banlieue_VirtualMachineRestore(in *VirtualMachineRestore, out *banlieue.VirtualMachineRestore, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineRestore_To_banlieue_VirtualMachineRestore is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineRestore_To_banlieue_VirtualMachineRestore(in *VirtualMachineRestore, out *banlieue.VirtualMachineRestore, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineRestore_To_banlieue_VirtualMachineRestore(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineRestore_To_v1alpha1_VirtualMachineRestore(in *banlieue.VirtualMachineRestore, out *VirtualMachineRestore, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineRestore_To_v1alpha1_VirtualMachineRestore is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineRestore_To_v1alpha1_VirtualMachineRestore(in *banlieue.VirtualMachineRestore, out *VirtualMachineRestore, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineRestore_To_v1alpha1_VirtualMachineRestore(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineRestoreList_To_banlieue_VirtualMachineRestoreList(in *VirtualMachineRestoreList, out *banlieue.VirtualMachineRestoreList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]banlieue.VirtualMachineRestore)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineRestoreList_To_banlieue_VirtualMachineRestoreList is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineRestoreList_To_banlieue_VirtualMachineRestoreList(in *VirtualMachineRestoreList, out *banlieue.VirtualMachineRestoreList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineRestoreList_To_banlieue_VirtualMachineRestoreList(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineRestoreList_To_v1alpha1_VirtualMachineRestoreList(in *banlieue.VirtualMachineRestoreList, out *VirtualMachineRestoreList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]VirtualMachineRestore)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineRestoreList_To_v1alpha1_VirtualMachineRestoreList is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineRestoreList_To_v1alpha1_VirtualMachineRestoreList(in *banlieue.VirtualMachineRestoreList, out *VirtualMachineRestoreList, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineRestoreList_To_v1alpha1_VirtualMachineRestoreList(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec(in *VirtualMachineRestoreSpec, out *banlieue.VirtualMachineRestoreSpec, s conversion.Scope) error {
+	*out = *(*banlieue.VirtualMachineRestoreSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec(in *VirtualMachineRestoreSpec, out *banlieue.VirtualMachineRestoreSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineRestoreSpec_To_banlieue_VirtualMachineRestoreSpec(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec(in *banlieue.VirtualMachineRestoreSpec, out *VirtualMachineRestoreSpec, s conversion.Scope) error {
+	*out = *(*VirtualMachineRestoreSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec(in *banlieue.VirtualMachineRestoreSpec, out *VirtualMachineRestoreSpec, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineRestoreSpec_To_v1alpha1_VirtualMachineRestoreSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus(in *VirtualMachineRestoreStatus, out *banlieue.VirtualMachineRestoreStatus, s conversion.Scope) error {
+	*out = *(*banlieue.VirtualMachineRestoreStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus(in *VirtualMachineRestoreStatus, out *banlieue.VirtualMachineRestoreStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineRestoreStatus_To_banlieue_VirtualMachineRestoreStatus(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus(in *banlieue.VirtualMachineRestoreStatus, out *VirtualMachineRestoreStatus, s conversion.Scope) error {
+	*out = *(*VirtualMachineRestoreStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus(in *banlieue.VirtualMachineRestoreStatus, out *VirtualMachineRestoreStatus, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineRestoreStatus_To_v1alpha1_VirtualMachineRestoreStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineSnapshot_To_banlieue_VirtualMachineSnapshot(in *VirtualMachineSnapshot, out *banlieue.VirtualMachineSnapshot, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineSnapshot_To_banlieue_VirtualMachineSnapshot is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineSnapshot_To_banlieue_VirtualMachineSnapshot(in *VirtualMachineSnapshot, out *banlieue.VirtualMachineSnapshot, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineSnapshot_To_banlieue_VirtualMachineSnapshot(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineSnapshot_To_v1alpha1_VirtualMachineSnapshot(in *banlieue.VirtualMachineSnapshot, out *VirtualMachineSnapshot, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineSnapshot_To_v1alpha1_VirtualMachineSnapshot is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineSnapshot_To_v1alpha1_VirtualMachineSnapshot(in *banlieue.VirtualMachineSnapshot, out *VirtualMachineSnapshot, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineSnapshot_To_v1alpha1_VirtualMachineSnapshot(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineSnapshotList_To_banlieue_VirtualMachineSnapshotList(in *VirtualMachineSnapshotList, out *banlieue.VirtualMachineSnapshotList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]banlieue.VirtualMachineSnapshot)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineSnapshotList_To_banlieue_VirtualMachineSnapshotList is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineSnapshotList_To_banlieue_VirtualMachineSnapshotList(in *VirtualMachineSnapshotList, out *banlieue.VirtualMachineSnapshotList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineSnapshotList_To_banlieue_VirtualMachineSnapshotList(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineSnapshotList_To_v1alpha1_VirtualMachineSnapshotList(in *banlieue.VirtualMachineSnapshotList, out *VirtualMachineSnapshotList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]VirtualMachineSnapshot)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineSnapshotList_To_v1alpha1_VirtualMachineSnapshotList is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineSnapshotList_To_v1alpha1_VirtualMachineSnapshotList(in *banlieue.VirtualMachineSnapshotList, out *VirtualMachineSnapshotList, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineSnapshotList_To_v1alpha1_VirtualMachineSnapshotList(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec(in *VirtualMachineSnapshotSpec, out *banlieue.VirtualMachineSnapshotSpec, s conversion.Scope) error {
+	*out = *(*banlieue.VirtualMachineSnapshotSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec(in *VirtualMachineSnapshotSpec, out *banlieue.VirtualMachineSnapshotSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineSnapshotSpec_To_banlieue_VirtualMachineSnapshotSpec(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec(in *banlieue.VirtualMachineSnapshotSpec, out *VirtualMachineSnapshotSpec, s conversion.Scope) error {
+	*out = *(*VirtualMachineSnapshotSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec(in *banlieue.VirtualMachineSnapshotSpec, out *VirtualMachineSnapshotSpec, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineSnapshotSpec_To_v1alpha1_VirtualMachineSnapshotSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus(in *VirtualMachineSnapshotStatus, out *banlieue.VirtualMachineSnapshotStatus, s conversion.Scope) error {
+	*out = *(*banlieue.VirtualMachineSnapshotStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus is an autogenerated conversion function.
+func Convert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus(in *VirtualMachineSnapshotStatus, out *banlieue.VirtualMachineSnapshotStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VirtualMachineSnapshotStatus_To_banlieue_VirtualMachineSnapshotStatus(in, out, s)
+}
+
+func autoConvert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus(in *banlieue.VirtualMachineSnapshotStatus, out *VirtualMachineSnapshotStatus, s conversion.Scope) error {
+	*out = *(*VirtualMachineSnapshotStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus is an autogenerated conversion function.
+func Convert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus(in *banlieue.VirtualMachineSnapshotStatus, out *VirtualMachineSnapshotStatus, s conversion.Scope) error {
+	return autoConvert_banlieue_VirtualMachineSnapshotStatus_To_v1alpha1_VirtualMachineSnapshotStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_VirtualMachineSpec_To_banlieue_VirtualMachineSpec(in *VirtualMachineSpec, out *banlieue.VirtualMachineSpec, s conversion.Scope) error {

@@ -387,6 +387,46 @@ func (in VirtualMachineRestartStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestore) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestoreList) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestoreSpec) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineRestoreStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineSnapshot) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshot"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineSnapshotList) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineSnapshotSpec) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VirtualMachineSnapshotStatus) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VirtualMachineSpec) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSpec"
 }

@@ -65,6 +65,10 @@ func validate(obj runtime.Object) field.ErrorList {
 		return append(validation.ValidateVMImage(o), validation.ValidateVMImageUpdate(o, o.DeepCopy())...)
 	case *banlieue.Provider:
 		return append(validation.ValidateProvider(o), validation.ValidateProviderUpdate(o, o.DeepCopy())...)
+	case *banlieue.VirtualMachineSnapshot:
+		return append(validation.ValidateVirtualMachineSnapshot(o), validation.ValidateVirtualMachineSnapshotUpdate(o, o.DeepCopy())...)
+	case *banlieue.VirtualMachineRestore:
+		return append(validation.ValidateVirtualMachineRestore(o), validation.ValidateVirtualMachineRestoreUpdate(o, o.DeepCopy())...)
 	}
 	return nil
 }

@@ -487,6 +487,7 @@ func validateProviderSpec(spec *banlieue.ProviderSpec, p *field.Path) field.Erro
 	}
 	allErrs = append(allErrs, validateFeatures(spec.Capabilities.Features, capp.Child("features"))...)
 	allErrs = append(allErrs, validateClassFeatures(class, spec.Capabilities.Features, capp.Child("features"))...)
+	allErrs = append(allErrs, validateMaxSnapshots(spec.Capabilities.MaxSnapshotsPerVM, capp.Child("maxSnapshotsPerVM"))...)
 
 	op := p.Child("failureDomainNameOverrides")
 	allErrs = append(allErrs, tooMany(len(spec.FailureDomainNameOverrides), MaxNameOverrides, op)...)

@@ -159,6 +159,23 @@ type CommonMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	RestartRequestID string `json:"restartRequestID,omitempty"`
 
+	// snapshots are the backend snapshots the VM is to have, each named
+	// from its VirtualMachineSnapshot's UID: the provider takes those it
+	// lacks and removes those it has (of banlieue's naming) that are not
+	// listed. banlieue's snapshot controller writes them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Snapshots []MachineSnapshot `json:"snapshots,omitempty"`
+
+	// restoreRequest asks for one revert to a listed snapshot: a new ID
+	// is a new restore; the provider acts on each ID once and reports it
+	// in status.restore. banlieue's snapshot controller writes it from a
+	// VirtualMachineRestore.
+	// +optional
+	RestoreRequest *RestoreRequest `json:"restoreRequest,omitempty"`
+
 	// userDataSecretRef names the Secret, in this namespace, holding the
 	// first-boot payload (cloud-init), handed to the guest the backend's way
 	// (guestinfo on vSphere, a NoCloud seed on libvirt). When a Cluster API
@@ -483,6 +500,22 @@ type CommonMachineStatus struct {
 	// (Unknown), so a restart is never repeated.
 	// +optional
 	Restart *RestartStatus `json:"restart,omitempty"`
+
+	// snapshots are the backend snapshots of spec.snapshots as the
+	// provider took them. Creating, with its taskRef, is written before
+	// the backend task is awaited: a provider that restarts follows that
+	// task (or finds the snapshot by name) instead of taking another.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Snapshots []MachineSnapshotStatus `json:"snapshots,omitempty"`
+
+	// restore is the last restore asked by spec.restoreRequest, as the
+	// provider acted on it (Restoring is written before the backend is
+	// asked, with its task once there is one).
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
 
 	// vmName is the VM's name in the backend, "<namespace>.<name>" (ending
 	// in a hash when longer than 80 characters): unique across namespaces.
@@ -813,6 +846,119 @@ type RestartStatus struct {
 	// phase is Sending, Done, Failed or Unknown.
 	Phase RestartPhase `json:"phase"`
 	// message says why, for Failed and Unknown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// time of the last phase change.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// MachineSnapshot is one snapshot a machine is to have.
+type MachineSnapshot struct {
+	// name is the backend name (banlieue-snap- and the
+	// VirtualMachineSnapshot's UID).
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_-]*$`
+	Name string `json:"name"`
+	// description is shown in the backend's own tools.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Description string `json:"description,omitempty"`
+	// includeMemory keeps the running VM's memory.
+	// +optional
+	IncludeMemory bool `json:"includeMemory,omitempty"`
+}
+
+// SnapshotPhase is how far a machine's snapshot is.
+// +kubebuilder:validation:Enum=Creating;Ready;Failed;Deleting
+type SnapshotPhase string
+
+const (
+	// SnapshotCreating: the backend is taking it (taskRef set once asked).
+	SnapshotCreating SnapshotPhase = "Creating"
+	// SnapshotReady: the backend holds it.
+	SnapshotReady SnapshotPhase = "Ready"
+	// SnapshotFailed: the backend refused or failed; not asked again.
+	SnapshotFailed SnapshotPhase = "Failed"
+	// SnapshotDeleting: it is being removed (no longer in the spec).
+	SnapshotDeleting SnapshotPhase = "Deleting"
+)
+
+// MachineSnapshotStatus is one snapshot as the provider took it.
+type MachineSnapshotStatus struct {
+	// name is the backend name.
+	// +kubebuilder:validation:MaxLength=40
+	Name string `json:"name"`
+	// phase is Creating, Ready, Failed or Deleting.
+	Phase SnapshotPhase `json:"phase"`
+	// ref is the backend's own reference to it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Ref string `json:"ref,omitempty"`
+	// creationTime is when the backend took it.
+	// +optional
+	CreationTime *metav1.Time `json:"creationTime,omitempty"`
+	// memory: it holds the VM's running memory.
+	// +optional
+	Memory bool `json:"memory,omitempty"`
+	// taskRef is the backend task in flight for it, recorded before it
+	// is awaited.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	TaskRef string `json:"taskRef,omitempty"`
+	// message says why, for Failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// RestoreRequest is one revert of the VM to a snapshot.
+type RestoreRequest struct {
+	// id is the VirtualMachineRestore's UID.
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+	// snapshot is the backend name of a snapshot in spec.snapshots.
+	// +kubebuilder:validation:MaxLength=40
+	Snapshot string `json:"snapshot"`
+}
+
+// RestorePhase is how far a machine's restore went.
+// +kubebuilder:validation:Enum=PoweringOff;Restoring;Done;Failed;Unknown
+type RestorePhase string
+
+const (
+	// RestorePoweringOff: the backend reverts only a stopped VM; it is
+	// being powered off first.
+	RestorePoweringOff RestorePhase = "PoweringOff"
+	// RestoreRestoring: the backend is being asked to revert.
+	RestoreRestoring RestorePhase = "Restoring"
+	// RestoreDone: reverted.
+	RestoreDone RestorePhase = "Done"
+	// RestoreFailed: the backend refused or failed.
+	RestoreFailed RestorePhase = "Failed"
+	// RestoreUnknown: the provider stopped while asking the backend and
+	// has no task to follow; it does not ask again.
+	RestoreUnknown RestorePhase = "Unknown"
+)
+
+// RestoreStatus is one restore as the provider acted on it.
+type RestoreStatus struct {
+	// id is the restoreRequest's id acted on.
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+	// snapshot is the backend name reverted to.
+	// +kubebuilder:validation:MaxLength=40
+	Snapshot string `json:"snapshot"`
+	// phase is PoweringOff, Restoring, Done, Failed or Unknown.
+	Phase RestorePhase `json:"phase"`
+	// taskRef is the backend task in flight, recorded before it is
+	// awaited.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	TaskRef string `json:"taskRef,omitempty"`
+	// message says why, for Failed and Unknown, and what the provider
+	// does, for PoweringOff.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`

@@ -485,6 +485,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: associative
+    - name: maxSnapshotsPerVM
+      type:
+        scalar: numeric
     - name: networkClasses
       type:
         list:
@@ -962,6 +965,127 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: requester
+      type:
+        scalar: string
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestore
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreSpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreStatus
+      default: {}
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreSpec
+  map:
+    fields:
+    - name: snapshotName
+      type:
+        scalar: string
+      default: ""
+    - name: vmName
+      type:
+        scalar: string
+      default: ""
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineRestoreStatus
+  map:
+    fields:
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
+          elementRelationship: associative
+          keys:
+          - type
+    - name: message
+      type:
+        scalar: string
+    - name: phase
+      type:
+        scalar: string
+    - name: restoreTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: startTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshot
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotSpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotStatus
+      default: {}
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotSpec
+  map:
+    fields:
+    - name: includeMemory
+      type:
+        scalar: boolean
+    - name: vmName
+      type:
+        scalar: string
+      default: ""
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSnapshotStatus
+  map:
+    fields:
+    - name: backendName
+      type:
+        scalar: string
+    - name: backendRef
+      type:
+        scalar: string
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
+          elementRelationship: associative
+          keys:
+          - type
+    - name: creationTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: machine
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.InfrastructureReference
+    - name: memory
+      type:
+        scalar: boolean
+    - name: provider
+      type:
+        scalar: string
+    - name: readyToUse
+      type:
+        scalar: boolean
+    - name: sourceUID
       type:
         scalar: string
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.VirtualMachineSpec

@@ -63,6 +63,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().VMImages().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("virtualmachines"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().VirtualMachines().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("virtualmachinerestores"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().VirtualMachineRestores().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("virtualmachinesnapshots"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Banlieue().V1alpha1().VirtualMachineSnapshots().Informer()}, nil
 
 	}
 

@@ -30,6 +30,12 @@ type ProviderCapabilitiesApplyConfiguration struct {
 	// features the backend supports, e.g. hotAddCPU, efiSecureBoot, vtpm.
 	// Set by hand; never auto-discovered.
 	Features []string `json:"features,omitempty"`
+	// maxSnapshotsPerVM bounds how many VirtualMachineSnapshots one VM on
+	// this Provider may have; a snapshot beyond it is refused by name
+	// before any backend call. Unset: the backend's own bound (vSphere
+	// 32 in a chain), or none where the backend has none. It cannot
+	// raise the backend's bound.
+	MaxSnapshotsPerVM *int32 `json:"maxSnapshotsPerVM,omitempty"`
 }
 
 // ProviderCapabilitiesApplyConfiguration constructs a declarative configuration of the ProviderCapabilities type for use with
@@ -71,5 +77,13 @@ func (b *ProviderCapabilitiesApplyConfiguration) WithFeatures(values ...string) 
 	for i := range values {
 		b.Features = append(b.Features, values[i])
 	}
+	return b
+}
+
+// WithMaxSnapshotsPerVM sets the MaxSnapshotsPerVM field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxSnapshotsPerVM field is set to the value of the last call.
+func (b *ProviderCapabilitiesApplyConfiguration) WithMaxSnapshotsPerVM(value int32) *ProviderCapabilitiesApplyConfiguration {
+	b.MaxSnapshotsPerVM = &value
 	return b
 }

@@ -45,3 +45,19 @@ type VirtualMachineListerExpansion interface{}
 // VirtualMachineNamespaceListerExpansion allows custom methods to be added to
 // VirtualMachineNamespaceLister.
 type VirtualMachineNamespaceListerExpansion interface{}
+
+// VirtualMachineRestoreListerExpansion allows custom methods to be added to
+// VirtualMachineRestoreLister.
+type VirtualMachineRestoreListerExpansion interface{}
+
+// VirtualMachineRestoreNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineRestoreNamespaceLister.
+type VirtualMachineRestoreNamespaceListerExpansion interface{}
+
+// VirtualMachineSnapshotListerExpansion allows custom methods to be added to
+// VirtualMachineSnapshotLister.
+type VirtualMachineSnapshotListerExpansion interface{}
+
+// VirtualMachineSnapshotNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineSnapshotNamespaceLister.
+type VirtualMachineSnapshotNamespaceListerExpansion interface{}

@@ -34,6 +34,10 @@ type Interface interface {
 	VMImages() TypedVMImageInformer
 	// VirtualMachines returns a VirtualMachineInformer.
 	VirtualMachines() TypedVirtualMachineInformer
+	// VirtualMachineRestores returns a VirtualMachineRestoreInformer.
+	VirtualMachineRestores() TypedVirtualMachineRestoreInformer
+	// VirtualMachineSnapshots returns a VirtualMachineSnapshotInformer.
+	VirtualMachineSnapshots() TypedVirtualMachineSnapshotInformer
 }
 
 type version struct {
@@ -70,4 +74,14 @@ func (v *version) VMImages() TypedVMImageInformer {
 // VirtualMachines returns a TypedVirtualMachineInformer.
 func (v *version) VirtualMachines() TypedVirtualMachineInformer {
 	return &virtualMachineInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineRestores returns a TypedVirtualMachineRestoreInformer.
+func (v *version) VirtualMachineRestores() TypedVirtualMachineRestoreInformer {
+	return &virtualMachineRestoreInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineSnapshots returns a TypedVirtualMachineSnapshotInformer.
+func (v *version) VirtualMachineSnapshots() TypedVirtualMachineSnapshotInformer {
+	return &virtualMachineSnapshotInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -33,6 +33,8 @@ type BanlieueV1alpha1Interface interface {
 	VMClassesGetter
 	VMImagesGetter
 	VirtualMachinesGetter
+	VirtualMachineRestoresGetter
+	VirtualMachineSnapshotsGetter
 }
 
 // BanlieueV1alpha1Client is used to interact with features provided by the banlieue.io group.
@@ -58,6 +60,14 @@ func (c *BanlieueV1alpha1Client) VMImages() VMImageInterface {
 
 func (c *BanlieueV1alpha1Client) VirtualMachines(namespace string) VirtualMachineInterface {
 	return newVirtualMachines(c, namespace)
+}
+
+func (c *BanlieueV1alpha1Client) VirtualMachineRestores(namespace string) VirtualMachineRestoreInterface {
+	return newVirtualMachineRestores(c, namespace)
+}
+
+func (c *BanlieueV1alpha1Client) VirtualMachineSnapshots(namespace string) VirtualMachineSnapshotInterface {
+	return newVirtualMachineSnapshots(c, namespace)
 }
 
 // NewForConfig creates a new BanlieueV1alpha1Client for the given config.

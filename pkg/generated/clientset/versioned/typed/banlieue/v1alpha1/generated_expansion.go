@@ -27,3 +27,7 @@ type VMClassExpansion interface{}
 type VMImageExpansion interface{}
 
 type VirtualMachineExpansion interface{}
+
+type VirtualMachineRestoreExpansion interface{}
+
+type VirtualMachineSnapshotExpansion interface{}

@@ -48,6 +48,14 @@ func (c *FakeBanlieueV1alpha1) VirtualMachines(namespace string) v1alpha1.Virtua
 	return newFakeVirtualMachines(c, namespace)
 }
 
+func (c *FakeBanlieueV1alpha1) VirtualMachineRestores(namespace string) v1alpha1.VirtualMachineRestoreInterface {
+	return newFakeVirtualMachineRestores(c, namespace)
+}
+
+func (c *FakeBanlieueV1alpha1) VirtualMachineSnapshots(namespace string) v1alpha1.VirtualMachineSnapshotInterface {
+	return newFakeVirtualMachineSnapshots(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeBanlieueV1alpha1) RESTClient() rest.Interface {
