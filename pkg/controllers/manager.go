@@ -37,6 +37,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/controllers/capispread"
 	"github.com/firestoned/banlieue/pkg/controllers/infracluster"
 	"github.com/firestoned/banlieue/pkg/controllers/ippool"
+	"github.com/firestoned/banlieue/pkg/controllers/snapshot"
 	"github.com/firestoned/banlieue/pkg/controllers/virtualmachine"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
@@ -54,10 +55,13 @@ const (
 	CAPISpread = "capispread"
 	// IPPool serves IPAddressClaims of banlieue's IPPools.
 	IPPool = "ippool"
+	// Snapshot serves VirtualMachineSnapshots and VirtualMachineRestores
+	// through the VMs' machines.
+	Snapshot = "snapshot"
 )
 
 // All is every core controller.
-var All = []string{VirtualMachine, InfraCluster, CAPISpread, IPPool}
+var All = []string{VirtualMachine, InfraCluster, CAPISpread, IPPool, Snapshot}
 
 // Options configure the manager.
 type Options struct {
@@ -148,6 +152,11 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 						break
 					}
 				}
+			}
+		case Snapshot:
+			var kinds *infrastructure.Registry
+			if kinds, err = backends.Infrastructure(); err == nil {
+				err = (&snapshot.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("banlieue-snapshot"), Infrastructure: kinds}).SetupWithManager(mgr)
 			}
 		case IPPool:
 			err = (&ippool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("banlieue-ippool")}).SetupWithManager(mgr)

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/providers"
@@ -212,4 +213,33 @@ func Typed[S any](build func(*v1alpha1.VirtualMachine, *v1alpha1.ResolvedVirtual
 		}
 		return runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 	}
+}
+
+// NewObject is an empty object of kind (the scheme's type for it), named
+// namespace/name: the core reads and writes machines through it without
+// naming their types.
+func NewObject(scheme *runtime.Scheme, kind Kind, namespace, name string) (client.Object, error) {
+	o, err := scheme.New(kind.GroupVersionKind)
+	if err != nil {
+		return nil, fmt.Errorf("infrastructure kind %s: %w", kind.GroupVersionKind, err)
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("infrastructure kind %s is not an object", kind.GroupVersionKind)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(kind.GroupVersionKind)
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj, nil
+}
+
+// KindOf is the registered kind of machine group/kind; false when no
+// backend registered it.
+func (r *Registry) KindOf(group, kind string) (Kind, bool) {
+	for _, k := range r.kinds {
+		if k.GroupVersionKind.Group == group && k.GroupVersionKind.Kind == kind {
+			return k, true
+		}
+	}
+	return Kind{}, false
 }

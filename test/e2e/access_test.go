@@ -103,6 +103,15 @@ func TestRBACThroughAggregator(t *testing.T) {
 		{"editor may ask for a web console", env.AdminKubeconfig, append(subresourceCanI("create", "webconsole"), "--as=editor"), "", true, ""},
 		{"editor has no get on webconsole", env.AdminKubeconfig, append(subresourceCanI("get", "webconsole"), "--as=editor"), "", false, ""},
 		{"getter may not ask for a web console", env.AdminKubeconfig, append(subresourceCanI("create", "webconsole"), "--as=getter"), "", false, ""},
+		// Snapshots and restores change the VM's disks: edit has them,
+		// view reads them, nobody but the controller writes their status.
+		{"editor may snapshot a VM", env.AdminKubeconfig, []string{"auth", "can-i", "create", "virtualmachinesnapshots.banlieue.io", "-n", "team-a", "--as=editor"}, "", true, ""},
+		{"editor may restore a VM", env.AdminKubeconfig, []string{"auth", "can-i", "create", "virtualmachinerestores.banlieue.io", "-n", "team-a", "--as=editor"}, "", true, ""},
+		{"editor may delete a snapshot", env.AdminKubeconfig, []string{"auth", "can-i", "delete", "virtualmachinesnapshots.banlieue.io", "-n", "team-a", "--as=editor"}, "", true, ""},
+		{"editor may not write a snapshot's status", env.AdminKubeconfig, []string{"auth", "can-i", "patch", "virtualmachinesnapshots.banlieue.io", "--subresource=status", "-n", "team-a", "--as=editor"}, "", false, ""},
+		{"viewer may list snapshots", viewer, []string{"auth", "can-i", "list", "virtualmachinesnapshots.banlieue.io", "-n", "team-a"}, "", true, ""},
+		{"viewer may not snapshot a VM", viewer, []string{"auth", "can-i", "create", "virtualmachinesnapshots.banlieue.io", "-n", "team-a"}, "", false, ""},
+		{"viewer may not restore a VM", viewer, []string{"auth", "can-i", "create", "virtualmachinerestores.banlieue.io", "-n", "team-a"}, "", false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -96,6 +96,14 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"create", "tokenreviews.authentication.k8s.io", ""},
 		{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 		{"patch", "virtualmachines.banlieue.io/status", tenant},
+		// Snapshots and restores: the controller writes their status and
+		// a snapshot's finalizer; no provider touches them (it acts on
+		// its machines' spec.snapshots), nobody here creates one.
+		{"patch", "virtualmachinesnapshots.banlieue.io/status", tenant},
+		{"patch", "virtualmachinerestores.banlieue.io/status", tenant},
+		{"patch", "virtualmachinesnapshots.banlieue.io", tenant},
+		{"create", "virtualmachinesnapshots.banlieue.io", tenant},
+		{"create", "virtualmachinerestores.banlieue.io", tenant},
 		// A Provider's spec names the Secrets its provider is granted: no
 		// identity serving it may write it (status and finalizers only).
 		{"patch", "providers.banlieue.io", devenv.Namespace},
@@ -157,6 +165,9 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"create", "tokenreviews.authentication.k8s.io", ""},
 			{"create", "subjectaccessreviews.authorization.k8s.io", ""},
 			{"patch", "virtualmachines.banlieue.io/status", tenant},
+			{"patch", "virtualmachinesnapshots.banlieue.io/status", tenant},
+			{"patch", "virtualmachinerestores.banlieue.io/status", tenant},
+			{"patch", "virtualmachinesnapshots.banlieue.io", tenant},
 			{"create", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"delete", "vspheremachines.infrastructure.banlieue.io", tenant},
 			{"create", "libvirtmachines.infrastructure.banlieue.io", tenant},

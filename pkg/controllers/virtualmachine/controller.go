@@ -143,7 +143,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, kind := range r.Infrastructure.Kinds() {
 		// The scheme's type for the kind: watched through the shared cache
 		// like any object, without the core naming it.
-		owned, err := newObject(mgr.GetScheme(), kind, "", "")
+		owned, err := infrastructure.NewObject(mgr.GetScheme(), kind, "", "")
 		if err != nil {
 			return err
 		}

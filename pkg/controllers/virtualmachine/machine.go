@@ -19,6 +19,7 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,23 +36,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
 )
-
-// newObject is an empty object of kind (the scheme's type for it), named
-// namespace/name.
-func newObject(scheme *runtime.Scheme, kind infrastructure.Kind, namespace, name string) (client.Object, error) {
-	o, err := scheme.New(kind.GroupVersionKind)
-	if err != nil {
-		return nil, fmt.Errorf("infrastructure kind %s: %w", kind.GroupVersionKind, err)
-	}
-	obj, ok := o.(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("infrastructure kind %s is not an object", kind.GroupVersionKind)
-	}
-	obj.GetObjectKind().SetGroupVersionKind(kind.GroupVersionKind)
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
-	return obj, nil
-}
 
 // read is what m reports through the contract.
 func (r *Reconciler) read(m client.Object) (infrastructure.Observed, error) {
@@ -88,7 +72,7 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 	if err != nil {
 		return nil, err
 	}
-	m, err := newObject(r.Client.Scheme(), kind, vm.Namespace, name)
+	m, err := infrastructure.NewObject(r.Client.Scheme(), kind, vm.Namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +99,8 @@ func (r *Reconciler) applyMachine(ctx context.Context, kind infrastructure.Kind,
 		// machine resumes too.
 		delete(annotations, infrastructure.PausedAnnotation)
 		m.SetAnnotations(annotations)
-		if err := setSpec(m, desired, kind.OwnedFields); err != nil {
+		// The backend's own fields and the snapshot controller's stay.
+		if err := setSpec(m, desired, slices.Concat(kind.OwnedFields, infrastructure.SnapshotFields)); err != nil {
 			return err
 		}
 		return controllerutil.SetControllerReference(vm, m, r.Client.Scheme())
