@@ -219,6 +219,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m infrav1.Machi
 	if err := r.restart(ctx, m, backend, spec, st.PowerState); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.snapshots(ctx, m, backend, spec, st.PowerState); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.report(ctx, m, spec, st, moved)
 }
 
