@@ -193,6 +193,8 @@ type vm struct {
 	boots int
 	// ignoresShutdown: the guest does not answer ACPI.
 	ignoresShutdown bool
+	// snapshots are the VM's snapshots (snapshot.go); nil for none yet.
+	snapshots *snapshots
 }
 
 // New starts a simulator on 127.0.0.1.
