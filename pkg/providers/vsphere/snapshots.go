@@ -18,10 +18,12 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -249,16 +251,14 @@ func (c *Client) resumed(ctx context.Context, ref string) (bool, error) {
 }
 
 // snapshotMachine is the VM spec names with its snapshot tree and power
-// state read; nil, nil when it does not exist. A cached reference vCenter
-// no longer knows (a VM destroyed elsewhere) is forgotten and the VM
-// looked up again.
+// state read; nil, nil when it does not exist. It is found as
+// DeleteMachine finds it: by its instance UUID in the spec's datacenter,
+// else across vCenter (a datacenter edited or gone since the VM was
+// built). A cached reference vCenter no longer knows (a VM destroyed
+// elsewhere) is forgotten and the VM looked up again.
 func (c *Client) snapshotMachine(ctx context.Context, spec providers.MachineSpec) (*object.VirtualMachine, *mo.VirtualMachine, error) {
-	l, err := c.locate(ctx, spec.Location.Datacenter)
-	if err != nil {
-		return nil, nil, err
-	}
 	for try := 0; ; try++ {
-		vm, err := findMachine(ctx, l, spec)
+		vm, err := c.machineAnywhere(ctx, spec)
 		if err != nil || vm == nil {
 			return nil, nil, err
 		}
@@ -272,6 +272,25 @@ func (c *Client) snapshotMachine(ctx context.Context, spec providers.MachineSpec
 		}
 		return vm, m, nil
 	}
+}
+
+// machineAnywhere is the VM spec names: by its instance UUID in the
+// spec's datacenter, else across vCenter; nil when there is none.
+func (c *Client) machineAnywhere(ctx context.Context, spec providers.MachineSpec) (*object.VirtualMachine, error) {
+	anywhere := &located{c: c, f: find.NewFinder(c.gc.Client, false)}
+	l, err := c.locate(ctx, spec.Location.Datacenter)
+	var nf *find.NotFoundError
+	if errors.As(err, &nf) && spec.InstanceUUID != "" {
+		return findMachine(ctx, anywhere, spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	vm, err := findMachine(ctx, l, spec)
+	if err == nil && vm == nil && spec.InstanceUUID != "" {
+		return findMachine(ctx, anywhere, spec)
+	}
+	return vm, err
 }
 
 // readSnapshots reads vm's snapshot tree and power state.

@@ -179,6 +179,19 @@ func TestSnapshotCreateListDelete(t *testing.T) {
 		t.Errorf("listed %+v (%v) after the delete, want b alone", list, err)
 	}
 
+	// Found as DeleteMachine finds it: by instance UUID in another
+	// datacenter than the spec names, or one that does not exist. vcsim's
+	// FindByUuid ignores the datacenter it is given (vCenter searches in
+	// it alone), so DC1 finds the VM on vcsim without the search across
+	// vCenter; DC9, which locate refuses, is the case vcsim can check.
+	for _, dc := range []string{"DC1", "DC9"} {
+		moved := spec
+		moved.Location = failuredomain.Location{Datacenter: dc, Cluster: dc + "_C0"}
+		if list, err := c.ListSnapshots(ctx, moved); err != nil || len(list) != 1 {
+			t.Errorf("listing with the datacenter %s: %+v, %v; want b", dc, list, err)
+		}
+	}
+
 	gone := spec
 	gone.InstanceUUID = "5a1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6f"
 	if _, err := c.ListSnapshots(ctx, gone); !errors.Is(err, providers.ErrNoMachine) {
