@@ -119,7 +119,7 @@ func (c *Client) createSnapshot(ctx context.Context, spec providers.MachineSpec,
 // recorded before it is awaited), then leaves it in the power state the
 // snapshot holds: off for a snapshot without memory, running for one of
 // a running VM's memory. vCenter does that itself; vcsim does not (its
-// revert leaves the power state as it was, TestVcsimRevertKeepsPower),
+// revert leaves the power state as it was, TestSnapshotVcsimRevertKeepsPower),
 // and the power tasks here are then no-ops on vCenter. resume, the revert
 // an interrupted call recorded, is awaited instead of asking again; a
 // resumed revert vCenter no longer knows, or that failed, is asked again

@@ -208,12 +208,12 @@ func TestSnapshotCreateListDelete(t *testing.T) {
 	}
 }
 
-// TestVcsimRevertKeepsPower pins the vcsim quirk RevertSnapshot makes up
+// TestSnapshotVcsimRevertKeepsPower pins the vcsim quirk RevertSnapshot makes up
 // for: vCenter leaves a VM reverted to a snapshot without memory powered
 // off (and one reverted to a running VM's memory running), vcsim's
 // RevertToSnapshot_Task changes no power state at all. Should vcsim learn
 // it, this fails, and RevertSnapshot's comment is to be updated.
-func TestVcsimRevertKeepsPower(t *testing.T) {
+func TestSnapshotVcsimRevertKeepsPower(t *testing.T) {
 	ctx := context.Background()
 	c := connected(t)
 	spec := snapshotVM(t, c, "ns-snap-quirk", "5a1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d61")
@@ -242,7 +242,7 @@ func TestVcsimRevertKeepsPower(t *testing.T) {
 // the VM off, one to a running VM's memory leaves it running (from off,
 // and as it runs), as vcsim then reports; a missing snapshot is
 // ErrNoSnapshot. vcsim's revert changes no power state
-// (TestVcsimRevertKeepsPower): the power states checked here are the
+// (TestSnapshotVcsimRevertKeepsPower): the power states checked here are the
 // backend's doing on vcsim, vCenter's own on vCenter.
 func TestSnapshotRevertPower(t *testing.T) {
 	ctx := context.Background()
