@@ -38,7 +38,9 @@ type Grant struct {
 // VM.Config.CPU, .Memory (size), .Disk (grow, add, EFI and TPM state
 // disks), .Network (NICs and their ipconfig), .Options (firmware, agent),
 // .HWType (the SMBIOS UUID, the serial port serial0: socket), .CDROM
-// (attach the seed), VM.PowerMgmt,
+// (attach the seed), VM.PowerMgmt, VM.Snapshot (take, roll back and
+// delete snapshots: qemu-server's rollback takes VM.Snapshot or
+// VM.Snapshot.Rollback, so the narrower one would add nothing),
 // the guest agent's addresses (VM.Monitor until 8, VM.GuestAgent.Audit
 // from 9), Datastore.AllocateSpace (disks on any storage), SDN.Use (a
 // NIC on a bridge or VLAN); on the seed storage only, uploading an ISO
@@ -57,7 +59,7 @@ func Grants(pveMajor int, isoStorage string) []Grant {
 	return []Grant{
 		{Role: "BanlieueProvider", Path: "/", Privileges: []string{
 			"VM.Audit", "VM.Allocate", "VM.Clone", "VM.Config.CPU", "VM.Config.Memory", "VM.Config.Disk",
-			"VM.Config.Network", "VM.Config.Options", "VM.Config.HWType", "VM.Config.CDROM", "VM.PowerMgmt", agent,
+			"VM.Config.Network", "VM.Config.Options", "VM.Config.HWType", "VM.Config.CDROM", "VM.PowerMgmt", "VM.Snapshot", agent,
 			"Datastore.AllocateSpace", "SDN.Use",
 		}},
 		{Role: "BanlieueSeeds", Path: "/storage/" + isoStorage, Privileges: []string{"Datastore.AllocateTemplate", "Datastore.Allocate"}},

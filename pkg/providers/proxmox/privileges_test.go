@@ -25,14 +25,15 @@ import (
 	"time"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
 // lifecycle is everything the provider does to a cluster: inventory, the
 // image check, a machine created (clone, grow, add a disk, EFI and TPM
 // disks, NIC on a VLAN, seed) until the agent gives its address, resized,
-// through every power state, deleted with its seed. It returns the first
-// error.
+// through every power state, snapshotted, rolled back and its snapshot
+// deleted, deleted with its seed. It returns the first error.
 func lifecycle(sim *pvesim.Simulator) error {
 	ctx := context.Background()
 	c, err := Connect(ctx, connection(sim, sim.Secret), Options{TaskPoll: 5 * time.Millisecond})
@@ -66,6 +67,17 @@ func lifecycle(sim *pvesim.Simulator) error {
 		if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
 			return err
 		}
+	}
+	// A snapshot taken, rolled back to and deleted.
+	snap := providers.SnapshotSpec{Name: providers.SnapshotName(spec.InstanceUUID), Description: "team/db"}
+	if _, err := c.CreateSnapshot(ctx, spec, snap, "", rec.record); err != nil {
+		return err
+	}
+	if err := c.RevertSnapshot(ctx, spec, snap.Name, "", rec.record); err != nil {
+		return err
+	}
+	if err := c.DeleteSnapshot(ctx, spec, snap.Name, "", rec.record); err != nil {
+		return err
 	}
 	spec.TaskRef = rec.last()
 	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {

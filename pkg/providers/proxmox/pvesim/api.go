@@ -361,6 +361,8 @@ func (s *Simulator) routeVM(method string, n *node, v *vm, seg []string, p param
 	case len(seg) == 1 && seg[0] == "resize" && method == http.MethodPut:
 		data, err := s.resize(v, p)
 		return "qemu resize", data, err
+	case len(seg) >= 1 && seg[0] == "snapshot":
+		return s.routeSnapshot(method, v, seg[1:], p)
 	case len(seg) == 2 && seg[0] == "agent" && seg[1] == "network-get-interfaces" && method == http.MethodGet:
 		data, err := s.agentInterfaces(v)
 		return "agent interfaces", data, err

@@ -539,6 +539,7 @@ func (s *Simulator) destroy(v *vm, p params) (any, *apiError) {
 		if all {
 			s.dropVolumes(v)
 		}
+		s.dropSnapshots(v)
 		delete(s.vms, v.vmid)
 		return ""
 	}), nil

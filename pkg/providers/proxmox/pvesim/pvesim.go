@@ -21,7 +21,9 @@ limitations under the License.
 // exitstatus OK or an error text, VMIDs that clone refuses when taken
 // and /cluster/nextid does not reserve, running VMs that cannot be deleted,
 // locks while a clone runs, unknown nodes and storages refused, faults on
-// demand (a node down, a kind of task failing). Images come in as real
+// demand (a node down, a kind of task failing). VMs take snapshots, with
+// or without their memory, roll back to them and delete them, as
+// qemu-server does (snapshot.go). Images come in as real
 // PVE takes them (importing.go): uploads streamed to files on disk,
 // download-url fetching a URL, a VM created with import-from, made a
 // template and cloned. A VM's serial console is served as PVE's
@@ -193,6 +195,8 @@ type vm struct {
 	boots int
 	// ignoresShutdown: the guest does not answer ACPI.
 	ignoresShutdown bool
+	// snapshots are the VM's snapshots (snapshot.go); nil for none yet.
+	snapshots *snapshots
 }
 
 // New starts a simulator on 127.0.0.1.
