@@ -26,18 +26,13 @@ import (
 	proxmox "github.com/luthermonson/go-proxmox"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/machinespec"
 )
 
 var _ providers.Snapshots = &Client{}
 
-// SnapshotLimits: Proxmox VE documents no bound on a VM's snapshots
-// (storages differ, none is enforced by qemu-server); it keeps a running
-// VM's memory (vmstate); and it rolls a running VM back itself: the
-// rollback task stops the VM first, then resumes it from the snapshot's
-// memory, or leaves it stopped when the snapshot holds none.
-func (c *Client) SnapshotLimits() providers.SnapshotLimits {
-	return providers.SnapshotLimits{MaxPerVM: 0, Memory: true, RevertRunning: true}
-}
+// SnapshotLimits are machinespec.SnapshotLimits, answered once there.
+func (c *Client) SnapshotLimits() providers.SnapshotLimits { return machinespec.SnapshotLimits }
 
 // snapshotVM is the VM spec names; ErrNoMachine when there is none.
 func (c *Client) snapshotVM(ctx context.Context, spec providers.MachineSpec) (*proxmox.VirtualMachine, error) {

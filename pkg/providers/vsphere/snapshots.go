@@ -30,19 +30,13 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
 )
 
 var _ providers.Snapshots = &Client{}
 
-// maxSnapshotsPerVM is the longest snapshot chain VMware supports for
-// one VM (32); vCenter itself refuses none sooner.
-const maxSnapshotsPerVM = 32
-
-// SnapshotLimits: vSphere keeps a running VM's memory in a snapshot and
-// reverts a running VM as it runs.
-func (c *Client) SnapshotLimits() providers.SnapshotLimits {
-	return providers.SnapshotLimits{MaxPerVM: maxSnapshotsPerVM, Memory: true, RevertRunning: true}
-}
+// SnapshotLimits are machinespec.SnapshotLimits, answered once there.
+func (c *Client) SnapshotLimits() providers.SnapshotLimits { return machinespec.SnapshotLimits }
 
 // ListSnapshots lists the VM's banlieue snapshots (SnapshotPrefix), its
 // whole snapshot tree flattened, parents before their children.

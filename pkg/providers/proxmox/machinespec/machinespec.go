@@ -73,6 +73,7 @@ func Kind() infrastructure.Kind {
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
+		Snapshots:         &SnapshotLimits,
 		QuietStatusFields: []string{"taskRef"},
 	}
 }
@@ -247,3 +248,10 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 // spec.import.providerClasses that takes none is refused by name) and by
 // the provider before it fetches a byte.
 var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO}
+
+// SnapshotLimits: Proxmox VE documents no bound on a VM's snapshots
+// (storages differ, none is enforced by qemu-server); it keeps a running
+// VM's memory (vmstate); and it rolls a running VM back itself: the
+// rollback task stops the VM first, then resumes it from the snapshot's
+// memory, or leaves it stopped when the snapshot holds none.
+var SnapshotLimits = providers.SnapshotLimits{MaxPerVM: 0, Memory: true, RevertRunning: true}

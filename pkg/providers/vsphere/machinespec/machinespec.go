@@ -27,6 +27,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/infrastructure"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // ProviderClass is the vSphere backend's providerClassRef.name.
@@ -44,6 +45,7 @@ func Kind() infrastructure.Kind {
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
+		Snapshots:         &SnapshotLimits,
 		QuietStatusFields: []string{"taskRef"},
 	}
 }
@@ -112,3 +114,8 @@ const (
 	FeatureHotAddCPU    = "hotAddCPU"
 	FeatureHotAddMemory = "hotAddMemory"
 )
+
+// SnapshotLimits: the longest snapshot chain VMware supports for one VM
+// is 32 (vCenter itself refuses none sooner); vSphere keeps a running
+// VM's memory in a snapshot and reverts a running VM as it runs.
+var SnapshotLimits = providers.SnapshotLimits{MaxPerVM: 32, Memory: true, RevertRunning: true}
