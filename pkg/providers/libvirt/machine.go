@@ -558,8 +558,17 @@ func (p domainPower) HardOff(context.Context) error {
 	if err := p.c.l.DomainDestroy(p.dom); err != nil && !isNotRunning(err) {
 		return fmt.Errorf("destroying domain %s: %w", p.dom.Name, err)
 	}
-	if err := p.c.l.DomainManagedSaveRemove(p.dom, 0); err != nil {
-		return fmt.Errorf("dropping the managed save of domain %s: %w", p.dom.Name, err)
+	// libvirt fails removing a managed save that is not there
+	// ("Failed to remove managed save file ...: No such file or
+	// directory"): only one that is.
+	saved, err := p.c.l.DomainHasManagedSaveImage(p.dom, 0)
+	if err != nil {
+		return fmt.Errorf("domain %s managed save: %w", p.dom.Name, err)
+	}
+	if saved == 1 {
+		if err := p.c.l.DomainManagedSaveRemove(p.dom, 0); err != nil {
+			return fmt.Errorf("dropping the managed save of domain %s: %w", p.dom.Name, err)
+		}
 	}
 	return nil
 }
