@@ -669,10 +669,11 @@ func (c *Client) address(dom golibvirt.Domain, spec providers.MachineSpec) strin
 	return ""
 }
 
-// DeleteMachine destroys and undefines the domain (its NVRAM, TPM state
-// and managed save with it) and deletes every volume of the machine: the
-// overlays, data disks and seed, found by the UID in their names, so a
-// retry after a crash finishes the job.
+// DeleteMachine destroys and undefines the domain (its NVRAM, TPM state,
+// managed save and snapshots' metadata with it) and deletes every volume
+// of the machine: the overlays, data disks and seed (and so the internal
+// snapshots' data in them), found by the UID in their names, so a retry
+// after a crash finishes the job.
 func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, _ providers.TaskRecorder) error {
 	defer c.bound(ctx)()
 	return c.timedOut(ctx, c.deleteMachine(spec))
@@ -694,7 +695,11 @@ func (c *Client) deleteMachine(spec providers.MachineSpec) error {
 				return fmt.Errorf("destroying domain %s: %w", spec.Name, err)
 			}
 		}
-		flags := golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineNvram | golibvirt.DomainUndefineTpm
+		// Snapshots' metadata goes with it (their data is in the
+		// volumes deleted below): libvirt refuses to undefine a domain
+		// that has snapshots otherwise.
+		flags := golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineNvram | golibvirt.DomainUndefineTpm |
+			golibvirt.DomainUndefineSnapshotsMetadata
 		if err := c.l.DomainUndefineFlags(dom, flags); err != nil && !isNotFound(err) {
 			return fmt.Errorf("undefining domain %s: %w", spec.Name, err)
 		}
