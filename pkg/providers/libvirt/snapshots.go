@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -186,6 +187,9 @@ func (c *Client) refusal(dom golibvirt.Domain, spec providers.MachineSpec, err e
 // disks, the guest never having run from the snapshot's memory. A
 // snapshot of a shut-off domain leaves it shut off. A managed save left
 // from before is dropped: its memory belongs to disks no longer there.
+// libvirt restores the definition the snapshot holds too (CPUs, memory,
+// devices, metadata): the next EnsureMachine converges it to the spec; a
+// NoCloud seed removed since the snapshot stays removed (seedStandIn).
 // resume is ignored: the revert is one synchronous call.
 func (c *Client) RevertSnapshot(ctx context.Context, spec providers.MachineSpec, name, _ string, _ providers.TaskRecorder) error {
 	defer c.bound(ctx)()
@@ -224,20 +228,82 @@ func (c *Client) revertSnapshot(spec providers.MachineSpec, name string) error {
 			return fmt.Errorf("dropping the managed save of domain %s: %w", spec.Name, err)
 		}
 	}
+	seed, pool, err := c.seedStandIn(dom, spec, def)
+	if err != nil {
+		return err
+	}
 	if err := c.l.DomainRevertToSnapshot(s, uint32(flags)); err != nil {
 		return fmt.Errorf("reverting domain %s to snapshot %s: %w", spec.Name, name, err)
 	}
-	if withMemory {
-		return nil
-	}
-	if active, err := c.l.DomainIsActive(dom); err != nil {
-		return fmt.Errorf("domain %s: %w", spec.Name, err)
-	} else if active == 1 {
-		if err := c.l.DomainDestroy(dom); err != nil && !isNotRunning(err) {
-			return fmt.Errorf("powering off domain %s reverted to %s (a snapshot without memory): %w", spec.Name, name, err)
+	if !withMemory {
+		if active, err := c.l.DomainIsActive(dom); err != nil {
+			return fmt.Errorf("domain %s: %w", spec.Name, err)
+		} else if active == 1 {
+			if err := c.l.DomainDestroy(dom); err != nil && !isNotRunning(err) {
+				return fmt.Errorf("powering off domain %s reverted to %s (a snapshot without memory): %w", spec.Name, name, err)
+			}
 		}
 	}
-	return nil
+	if seed == "" {
+		return nil
+	}
+	// The seed goes again, as removeSeed takes it: decided, ejected
+	// (live and defined), deleted, recorded. Interrupted, the next
+	// EnsureMachine finishes it (the definition says seedEjected), or,
+	// before the decision, removes it once the guest has an address.
+	if err := c.setSeedState(dom, seedEjected); err != nil {
+		return err
+	}
+	if err := c.eject(dom, seed); err != nil {
+		return err
+	}
+	if err := c.deleteVolume(pool, seed); err != nil {
+		return err
+	}
+	return c.setSeedState(dom, seedRemoved)
+}
+
+// seedStandIn: a snapshot taken before the guest's NoCloud seed was
+// removed (removeSeed) names the seed volume in the definition it holds,
+// which a revert restores, and libvirt then refuses to start the domain
+// without it ("Cannot access storage file ...: No such file or
+// directory"). When the domain's seed is gone now, seedStandIn makes an
+// empty volume of its name in its pool for the revert to open, and
+// returns its name and pool; the revert removes it after, so the domain
+// ends without its seed, as it was. "" when the snapshot's definition
+// names no seed that is gone.
+func (c *Client) seedStandIn(dom golibvirt.Domain, spec providers.MachineSpec, snap *libvirtxml.DomainSnapshot) (name, pool string, err error) {
+	if snap.Domain == nil || snap.Domain.Devices == nil {
+		return "", "", nil
+	}
+	state, err := c.seedState(dom)
+	if err != nil || state == "" {
+		return "", "", err // the seed is there (or to be): nothing to stand in for
+	}
+	file := ""
+	for _, d := range snap.Domain.Devices.Disks {
+		if d.Device == "cdrom" && d.Source != nil && d.Source.File != nil &&
+			strings.HasSuffix(path.Base(d.Source.File.File), "-seed-"+spec.InstanceUUID+".iso") {
+			file = d.Source.File.File
+		}
+	}
+	if file == "" {
+		return "", "", nil
+	}
+	if _, err := c.l.StorageVolLookupByPath(file); err == nil || !isNotFound(err) {
+		return "", "", err // there after all, or the host cannot say
+	}
+	p, err := c.l.StoragePoolLookupByTargetPath(path.Dir(file))
+	if err != nil {
+		return "", "", fmt.Errorf("the pool of %s's seed %s: %w", spec.Name, file, err)
+	}
+	name = path.Base(file)
+	v := libvirtxml.StorageVolume{Name: name, Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 1},
+		Target: &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}}}
+	if _, err := c.ensureVolume(p.Name, v, nil, nil, 0); err != nil {
+		return "", "", fmt.Errorf("a stand-in for %s's removed seed, for the revert: %w", spec.Name, err)
+	}
+	return name, p.Name, nil
 }
 
 // DeleteSnapshot deletes snapshot name (its data in the qcow2 volumes and

@@ -240,6 +240,97 @@ func TestSnapshotLifecycle(t *testing.T) {
 	}
 }
 
+// TestSnapshotRevertAfterSeedRemoval: snapshots taken while the NoCloud
+// seed was attached hold a definition naming it; once the guest booted
+// and its seed was removed (ejected, deleted), a revert to them works
+// (libvirt refused to start the domain without the seed file) and leaves
+// the seed removed: not attached, not on the pool, recorded so. With
+// memory the guest goes on where it was; without, it is shut off and,
+// started, boots without a seed coming back.
+func TestSnapshotRevertAfterSeedRemoval(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	spec := providers.MachineSpec{
+		Name: "ns.snap-seed", HostName: "snap-seed", InstanceUUID: "4e6a8c0e-2d4f-4a6b-8c0d-1e2f3a4b5c6d",
+		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+		Disks:      []providers.Disk{{Name: "root", SizeGiB: 1}},
+		NICs:       []providers.NIC{{Name: "eth0", Network: libvirtd.Network}},
+		UserData:   []byte("#!/bin/sh\necho marker-snap-seed\n"),
+		PowerState: infrav1.PowerStatePoweredOn,
+	}
+	rec := &recorder{}
+	st, err := c.EnsureMachine(ctx, spec, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteMachine(context.Background(), spec, rec.record) })
+	waitSerial(t, spec.Name, "BANLIEUE-READY")
+	seed := volumeName(spec, "seed", "iso")
+	if live, config, onPool, state := seedOf(t, spec.Name, seed); !live || !config || !onPool || state != "" {
+		t.Fatalf("before the snapshots: seed live %t, defined %t, on the pool %t, state %q; want attached", live, config, onPool, state)
+	}
+	withMem, without := providers.SnapshotName("f6f6f6f6-0000-4000-8000-00000000000f"), providers.SnapshotName("a7a7a7a7-0000-4000-8000-00000000000a")
+	mark(t, c, spec, "s")
+	if _, err := c.CreateSnapshot(ctx, spec, providers.SnapshotSpec{Name: withMem, IncludeMemory: true}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSnapshot(ctx, spec, providers.SnapshotSpec{Name: without}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The lease seen, the seed goes.
+	deadline := time.Now().Add(60 * time.Second)
+	for st.IPAddress == "" && time.Now().Before(deadline) {
+		if st, err = c.EnsureMachine(ctx, spec, rec.record); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	removed := func(when string) {
+		t.Helper()
+		if live, config, onPool, state := seedOf(t, spec.Name, seed); live || config || onPool || state != seedRemoved {
+			t.Errorf("%s: seed live %t, defined %t, on the pool %t, state %q; want removed", when, live, config, onPool, state)
+		}
+	}
+	removed("after the lease")
+	boots := strings.Count(daemon.SerialLog(spec.Name), "BANLIEUE-BOOT")
+	shell(t, c, spec, "echo mem-later > /tmp/m", "", "LATER")
+
+	if err := c.RevertSnapshot(ctx, spec, withMem, "", nil); err != nil {
+		t.Fatalf("revert (memory) to a snapshot taken with the seed, removed since: %v", err)
+	}
+	if st := domainState(t, spec.Name); st != golibvirt.DomainRunning {
+		t.Errorf("after the revert with memory: domain state %d, want running", st)
+	}
+	if mem, _ := read(t, c, spec); mem != "mem-s" {
+		t.Errorf("after the revert with memory: RAM %q, want mem-s", mem)
+	}
+	if n := strings.Count(daemon.SerialLog(spec.Name), "BANLIEUE-BOOT"); n != boots {
+		t.Errorf("%d boots after the revert with memory, want %d", n, boots)
+	}
+	removed("after the revert with memory")
+
+	if err := c.RevertSnapshot(ctx, spec, without, "", nil); err != nil {
+		t.Fatalf("revert (no memory) to a snapshot taken with the seed, removed since: %v", err)
+	}
+	if st := domainState(t, spec.Name); st != golibvirt.DomainShutoff {
+		t.Errorf("after the revert without memory: domain state %d, want shut off", st)
+	}
+	removed("after the revert without memory")
+	omitted := spec
+	omitted.UserData, omitted.UserDataOmitted = nil, true
+	if _, err := c.EnsureMachine(ctx, omitted, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	waitBoots(t, spec.Name, boots+1)
+	if log := daemon.SerialLog(spec.Name); !strings.HasSuffix(strings.TrimSpace(log[strings.LastIndex(log, "BANLIEUE-SEED"):strings.LastIndex(log, "BANLIEUE-BOOT")]), "none") {
+		t.Errorf("the boot after the revert found a seed:\n%s", log)
+	}
+	if _, err := c.EnsureMachine(ctx, omitted, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	removed("booted after the revert without memory")
+}
+
 // TestSnapshotRefused: what libvirt cannot snapshot internally is refused
 // with the reason, and nothing is left half made: a running UEFI domain
 // (its pflash NVRAM cannot go into a savevm), and a domain with a raw
@@ -380,7 +471,8 @@ var shellSeq atomic.Int32
 // shell types cmd into the guest's serial shell and waits for the output
 // to match re; done, when set, is printed after cmd with a sequence
 // number, for commands that print nothing. The typed line echoes back
-// with its $(...) unexpanded, which re must not match.
+// with its $(...) unexpanded, which re must not match. A session that
+// ends before the answer is opened again (cmd must bear repeating).
 func shell(t *testing.T, c *Client, spec providers.MachineSpec, cmd, re, done string) []string {
 	t.Helper()
 	if done != "" {
@@ -389,45 +481,62 @@ func shell(t *testing.T, c *Client, spec providers.MachineSpec, cmd, re, done st
 		re = fmt.Sprintf(`%s-(%d)\b`, done, n)
 	}
 	rx := regexp.MustCompile(re)
+	var errs []string
+	for range 3 {
+		m, out, err := shellOnce(c, spec, cmd, rx)
+		if err == nil {
+			return m
+		}
+		errs = append(errs, fmt.Sprintf("%v (read %q)", err, out))
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("no %s from the guest's shell: %s", re, strings.Join(errs, "; "))
+	return nil
+}
+
+func shellOnce(c *Client, spec providers.MachineSpec, cmd string, rx *regexp.Regexp) ([]string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := c.OpenConsole(ctx, spec, true)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
 	defer func() { _ = s.Close() }()
-	got := make(chan []string, 1)
-	var out bytes.Buffer
+	type answer struct {
+		m   []string
+		out string
+		err error
+	}
+	got := make(chan answer, 1)
 	go func() {
+		var out bytes.Buffer
 		b := make([]byte, 4096)
 		for {
 			n, err := s.Read(b)
 			out.Write(b[:n])
 			if m := rx.FindStringSubmatch(out.String()); m != nil {
-				got <- m
+				got <- answer{m: m}
 				return
 			}
 			if err != nil {
-				got <- nil
+				got <- answer{out: out.String(), err: fmt.Errorf("the console ended: %w", err)}
 				return
 			}
 		}
 	}()
 	if _, err := fmt.Fprintf(s, "\n%s\n", cmd); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case m := <-got:
-		if m == nil {
-			t.Fatalf("the console ended before %s", re)
-		}
-		return m
-	case <-time.After(30 * time.Second):
 		_ = s.Close()
 		<-got
-		t.Fatalf("no %s from the guest's shell in 30 s: %q", re, out.String())
+		return nil, "", err
 	}
-	return nil
+	select {
+	case a := <-got:
+		return a.m, a.out, a.err
+	case <-time.After(30 * time.Second):
+		_ = s.Close() // ends the reader
+		a := <-got
+		return nil, a.out, errors.New("no answer in 30 s")
+	}
 }
 
 // waitBoots waits for the guest's n-th boot to be ready.
