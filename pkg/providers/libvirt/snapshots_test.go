@@ -331,6 +331,80 @@ func TestSnapshotRevertAfterSeedRemoval(t *testing.T) {
 	removed("booted after the revert without memory")
 }
 
+// TestSnapshotSuspended: a suspended domain (a managed save: its memory
+// in a file on the host, the domain shut off) is snapshotted as a
+// shut-off one, without memory; reverted to a snapshot with memory, its
+// managed save is dropped (it belongs to the disks before the revert)
+// and the guest goes on from the snapshot's memory, PoweredOn.
+func TestSnapshotSuspended(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	spec := providers.MachineSpec{
+		Name: "ns.snap-susp", HostName: "snap-susp", InstanceUUID: "6c8e0a2c-4f6b-4c8d-9e0f-2a3b4c5d6e7f",
+		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+		Disks:      []providers.Disk{{Name: "root", SizeGiB: 1}, {Name: "data", SizeGiB: 1}},
+		UserData:   []byte("#!/bin/sh\necho marker-snap-susp\n"),
+		PowerState: infrav1.PowerStatePoweredOn,
+	}
+	rec := &recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteMachine(context.Background(), spec, rec.record) })
+	waitSerial(t, spec.Name, "BANLIEUE-READY")
+	running, suspended := providers.SnapshotName("b8b8b8b8-0000-4000-8000-00000000000b"), providers.SnapshotName("c9c9c9c9-0000-4000-8000-00000000000c")
+	mark(t, c, spec, "r")
+	if _, err := c.CreateSnapshot(ctx, spec, providers.SnapshotSpec{Name: running, IncludeMemory: true}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	mark(t, c, spec, "p")
+	spec.PowerState = infrav1.PowerStateSuspended
+	if st, err := c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != infrav1.PowerStateSuspended {
+		t.Fatalf("suspending: %+v, %v", st, err)
+	}
+	info, err := c.CreateSnapshot(ctx, spec, providers.SnapshotSpec{Name: suspended, IncludeMemory: true}, "", nil)
+	if err != nil || info.Memory {
+		t.Errorf("snapshot of the suspended domain: %+v, %v; want one without memory", info, err)
+	}
+	saveFile := filepath.Join(daemon.Dir, "lib", "qemu", "save", spec.Name+".save")
+	if _, err := os.Stat(saveFile); err != nil {
+		t.Fatalf("the snapshot took the managed save away: %v", err)
+	}
+	boots := strings.Count(daemon.SerialLog(spec.Name), "BANLIEUE-BOOT")
+	if err := c.RevertSnapshot(ctx, spec, running, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(saveFile); !os.IsNotExist(err) {
+		t.Errorf("the managed save is left after the revert: %v", err)
+	}
+	if st := domainState(t, spec.Name); st != golibvirt.DomainRunning {
+		t.Errorf("after the revert: domain state %d, want running", st)
+	}
+	if mem, disk := read(t, c, spec); mem != "mem-r" || disk != "disk-r" {
+		t.Errorf("after the revert: RAM %q disk %q, want mem-r disk-r", mem, disk)
+	}
+	spec.PowerState = infrav1.PowerStatePoweredOn
+	if st, err := c.EnsureMachine(ctx, spec, rec.record); err != nil || st.PowerState != infrav1.PowerStatePoweredOn {
+		t.Errorf("after the revert: %+v, %v; want PoweredOn", st, err)
+	}
+	if n := strings.Count(daemon.SerialLog(spec.Name), "BANLIEUE-BOOT"); n != boots {
+		t.Errorf("%d boots, want %d: the revert with memory is no boot", n, boots)
+	}
+	// Back to the suspended one's disks, shut off.
+	if err := c.RevertSnapshot(ctx, spec, suspended, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := domainState(t, spec.Name); st != golibvirt.DomainShutoff {
+		t.Errorf("after the revert to the suspended snapshot: domain state %d, want shut off", st)
+	}
+	if err := c.DeleteMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 || domainsNamed(t, spec.Name) != 0 {
+		t.Errorf("left behind: volumes %v, %d domains", left, domainsNamed(t, spec.Name))
+	}
+}
+
 // TestSnapshotRefused: what libvirt cannot snapshot internally is refused
 // with the reason, and nothing is left half made: a running UEFI domain
 // (its pflash NVRAM cannot go into a savevm), and a domain with a raw
