@@ -30,6 +30,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/machinespec"
 )
 
 // Snapshots on libvirt are QEMU internal snapshots: kept inside the
@@ -55,10 +56,8 @@ var (
 // taken without IncludeMemory (its memory is in it all the same: savevm).
 const noMemoryMark = "[banlieue: disks only, reverts powered off]"
 
-// snapshotLimits: libvirt puts no bound on a domain's internal snapshots
-// (qcow2 has its own, 65536 per image); a running domain's memory is
-// kept (savevm) and it is reverted as it runs (loadvm).
-var snapshotLimits = providers.SnapshotLimits{MaxPerVM: 0, Memory: true, RevertRunning: true}
+// snapshotLimits are machinespec.SnapshotLimits, answered once there.
+var snapshotLimits = machinespec.SnapshotLimits
 
 // SnapshotLimits are libvirt's.
 func (c *Client) SnapshotLimits() providers.SnapshotLimits { return snapshotLimits }
