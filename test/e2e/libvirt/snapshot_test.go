@@ -56,15 +56,7 @@ func TestSnapshotRestoresTheGuestsDisk(t *testing.T) {
 	if err := c.Create(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(snap), snap); err != nil {
-			return err
-		}
-		if !snap.Status.ReadyToUse {
-			return fmt.Errorf("snapshot not ready: %+v", meta.FindStatusCondition(snap.Status.Conditions, v1alpha1.SnapshotReady))
-		}
-		return nil
-	})
+	snapshotReady(t, snap)
 	if names := domainSnapshots(t, vm); len(names) != 1 || names[0] != snap.Status.BackendName {
 		t.Errorf("domain snapshots %v, want only %s", names, snap.Status.BackendName)
 	}
@@ -76,15 +68,7 @@ func TestSnapshotRestoresTheGuestsDisk(t *testing.T) {
 	if err := c.Create(ctx, restore); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(restore), restore); err != nil {
-			return err
-		}
-		if restore.Status.Phase != v1alpha1.RestoreDone {
-			return fmt.Errorf("restore %s: %s", restore.Status.Phase, restore.Status.Message)
-		}
-		return nil
-	})
+	restoreDone(t, restore)
 	// The snapshot holds no memory: the guest boots again on its disks.
 	s.Leave()
 	eventually(t, 3*time.Minute, func() error {
@@ -112,6 +96,65 @@ func TestSnapshotRestoresTheGuestsDisk(t *testing.T) {
 	if names := domainSnapshots(t, vm); len(names) != 0 {
 		t.Errorf("domain snapshots %v after the snapshot was deleted, want none", names)
 	}
+
+	// With its memory: the shell's own variable, which no disk holds,
+	// comes back as it was, and the guest did not boot again.
+	live := consoletest.Attach(t, env.Admin, vm.Namespace, vm.Name, true)
+	live.TypeLine("STATE=" + first + "; echo STATE$((40+2))=$STATE")
+	live.Wait(t, "STATE42="+first, 30*time.Second)
+	boots := strings.Count(daemon.SerialLog(providers.BackendName(vm.Namespace, vm.Name)), "BANLIEUE-READY")
+	withMemory := &v1alpha1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "live", Namespace: ns},
+		Spec: v1alpha1.VirtualMachineSnapshotSpec{VMName: vm.Name, IncludeMemory: true}}
+	if err := c.Create(ctx, withMemory); err != nil {
+		t.Fatal(err)
+	}
+	snapshotReady(t, withMemory)
+	if !withMemory.Status.Memory {
+		t.Errorf("snapshot %s of a running VM with includeMemory holds no memory", withMemory.Name)
+	}
+	live.TypeLine("STATE=" + second + "; echo STATE$((40+2))=$STATE")
+	live.Wait(t, "STATE42="+second, 30*time.Second)
+	back := &v1alpha1.VirtualMachineRestore{ObjectMeta: metav1.ObjectMeta{Name: "back-live", Namespace: ns},
+		Spec: v1alpha1.VirtualMachineRestoreSpec{VMName: vm.Name, SnapshotName: withMemory.Name}}
+	if err := c.Create(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	restoreDone(t, back)
+	eventually(t, time.Minute, func() error {
+		again := consoletest.Attach(t, env.Admin, vm.Namespace, vm.Name, true)
+		defer again.Leave()
+		again.TypeLine("echo STATE$((40+2))=$STATE")
+		return again.WaitOrEnd("STATE42="+first, 15*time.Second)
+	})
+	if n := strings.Count(daemon.SerialLog(providers.BackendName(vm.Namespace, vm.Name)), "BANLIEUE-READY"); n != boots {
+		t.Errorf("the guest booted %d more times across a restore with memory, want none", n-boots)
+	}
+}
+
+func snapshotReady(t *testing.T, snap *v1alpha1.VirtualMachineSnapshot) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(snap), snap); err != nil {
+			return err
+		}
+		if !snap.Status.ReadyToUse {
+			return fmt.Errorf("snapshot not ready: %+v", meta.FindStatusCondition(snap.Status.Conditions, v1alpha1.SnapshotReady))
+		}
+		return nil
+	})
+}
+
+func restoreDone(t *testing.T, r *v1alpha1.VirtualMachineRestore) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(r), r); err != nil {
+			return err
+		}
+		if r.Status.Phase != v1alpha1.RestoreDone {
+			return fmt.Errorf("restore %s: %s", r.Status.Phase, r.Status.Message)
+		}
+		return nil
+	})
 }
 
 // markerRead prints the marker sector's text after MARKER=.
