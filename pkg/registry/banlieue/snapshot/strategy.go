@@ -89,9 +89,9 @@ func (SnapshotStrategy) WarningsOnCreate(context.Context, runtime.Object) []stri
 func (SnapshotStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
 	return nil
 }
-func (SnapshotStrategy) AllowCreateOnUpdate(context.Context) bool     { return false }
+func (SnapshotStrategy) AllowCreateOnUpdate(context.Context) bool      { return false }
 func (SnapshotStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-func (SnapshotStrategy) Canonicalize(runtime.Object)                  {}
+func (SnapshotStrategy) Canonicalize(runtime.Object)                   {}
 
 // SnapshotStatusStrategy governs writes to virtualmachinesnapshots/status.
 type SnapshotStatusStrategy struct{ SnapshotStrategy }
@@ -152,9 +152,9 @@ func (RestoreStrategy) WarningsOnCreate(context.Context, runtime.Object) []strin
 func (RestoreStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
 	return nil
 }
-func (RestoreStrategy) AllowCreateOnUpdate(context.Context) bool     { return false }
+func (RestoreStrategy) AllowCreateOnUpdate(context.Context) bool      { return false }
 func (RestoreStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-func (RestoreStrategy) Canonicalize(runtime.Object)                  {}
+func (RestoreStrategy) Canonicalize(runtime.Object)                   {}
 
 // RestoreStatusStrategy governs writes to virtualmachinerestores/status.
 type RestoreStatusStrategy struct{ RestoreStrategy }
