@@ -38,6 +38,8 @@ func TestKubectl(t *testing.T) {
 			regexp.MustCompile(`(?m)^vmclasses\s+banlieue\.io/v1alpha1\s+false\s+VMClass\s+.*\bbanlieue\b`),
 			regexp.MustCompile(`(?m)^vmimages\s+banlieue\.io/v1alpha1\s+false\s+VMImage\s+.*\bbanlieue\b`),
 			regexp.MustCompile(`(?m)^providerclasses\s+banlieue\.io/v1alpha1\s+false\s+ProviderClass\s+.*\bbanlieue\b`),
+			regexp.MustCompile(`(?m)^virtualmachinesnapshots\s+vmsnapshot,vmsnap\s+banlieue\.io/v1alpha1\s+true\s+VirtualMachineSnapshot\s+.*\bbanlieue\b`),
+			regexp.MustCompile(`(?m)^virtualmachinerestores\s+vmrestore\s+banlieue\.io/v1alpha1\s+true\s+VirtualMachineRestore\s+.*\bbanlieue\b`),
 		} {
 			if !want.MatchString(out) {
 				t.Errorf("api-resources does not match %s:\n%s", want, out)
@@ -103,6 +105,35 @@ spec: {backend: vsphere, image: x, deploymentStrategy: DaemonSet, resources: {li
 		}
 		if _, _, err := kc(t, "get", "providerclass", "vsphere-prod"); err == nil {
 			t.Error("the refused ProviderClass was stored")
+		}
+	})
+
+	t.Run("snapshots: explain, columns, refusals by field path", func(t *testing.T) {
+		if out := mustKC(t, "explain", "virtualmachinesnapshot.spec.includeMemory"); !strings.Contains(out, "memory") {
+			t.Errorf("explain virtualmachinesnapshot.spec.includeMemory:\n%s", out)
+		}
+		if out := mustKC(t, "explain", "virtualmachinerestore.status.phase"); !strings.Contains(out, "PoweringOff") {
+			t.Errorf("explain virtualmachinerestore.status.phase:\n%s", out)
+		}
+		// db-prod-01 exists (the examples) but no provider built it here.
+		_, errOut, err := kcIn(t, `apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachineSnapshot
+metadata: {name: too-early, namespace: banlieue-system}
+spec: {vmName: db-prod-01}
+`, "apply", "--server-side", "-f", "-")
+		if err == nil || !strings.Contains(errOut, "spec.vmName") || !strings.Contains(errOut, "not built yet") {
+			t.Errorf("a snapshot of a VM not built: %v %s; want refused naming spec.vmName", err, errOut)
+		}
+		_, errOut, err = kcIn(t, `apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachineRestore
+metadata: {name: to-nothing, namespace: banlieue-system}
+spec: {vmName: db-prod-01, snapshotName: nope}
+`, "apply", "--server-side", "-f", "-")
+		if err == nil || !strings.Contains(errOut, "spec.snapshotName") {
+			t.Errorf("a restore to a missing snapshot: %v %s; want refused naming spec.snapshotName", err, errOut)
+		}
+		if out := mustKC(t, "get", "vmsnapshot,vmrestore", "-A"); !strings.Contains(out, "No resources") && out != "" {
+			t.Errorf("refused objects were stored:\n%s", out)
 		}
 	})
 
