@@ -73,16 +73,18 @@ snapshots instead (kubectl banlieue snapshots VM).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeVMs(cfg),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, ns, err := cfg.namespaced()
-			if err != nil {
-				return err
-			}
 			if o.list {
 				for _, f := range []string{"name", "memory", "wait", "timeout"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("--list shows the VM's snapshots: --%s does not go with it", f)
 					}
 				}
+			}
+			b, ns, err := cfg.namespaced()
+			if err != nil {
+				return err
+			}
+			if o.list {
 				return listSnapshots(cmd.Context(), b, ns, streams, args[0])
 			}
 			return takeSnapshot(cmd.Context(), b.VirtualMachineSnapshots(ns), streams, args[0], o, time.Now())

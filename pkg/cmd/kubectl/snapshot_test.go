@@ -351,3 +351,23 @@ func TestSnapshotsOfOneVMOldestFirst(t *testing.T) {
 		t.Errorf("snapshots of a VM that does not exist: %v, want NotFound", err)
 	}
 }
+
+// What the command line gets wrong is said before the cluster is asked,
+// as kubectl says it, with exit code 1.
+func TestSnapshotCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"snapshot", "db", "--list", "--memory"}, "error: --list shows the VM's snapshots: --memory does not go with it\n"},
+		{[]string{"snapshot"}, "error: accepts 1 arg(s), received 0\n"},
+		{[]string{"restore", "db"}, "error: accepts 2 arg(s), received 1\n"},
+		{[]string{"snapshots", "db", "web"}, "error: accepts 1 arg(s), received 2\n"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Execute(context.Background(), tc.args, Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		if code != 1 || errOut.String() != tc.err || out.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(tc.args, " "), code, out.String(), errOut.String(), tc.err)
+		}
+	}
+}
