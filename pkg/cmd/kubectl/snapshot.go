@@ -207,7 +207,7 @@ func takeSnapshot(ctx context.Context, snaps banlieuev1alpha1.VirtualMachineSnap
 		return snapshotSettled(s)
 	})
 	if err != nil {
-		if ctx.Err() != nil && last != nil {
+		if ctx.Err() != nil {
 			return fmt.Errorf("timed out after %s waiting for snapshot %s of virtualmachine %s to be ready: it is %s", o.timeout, name, vm, snapshotState(last))
 		}
 		return err
@@ -263,6 +263,9 @@ func snapshotSettled(s *v1alpha1.VirtualMachineSnapshot) (bool, error) {
 
 // snapshotState is the Ready condition as a phrase for a timeout.
 func snapshotState(s *v1alpha1.VirtualMachineSnapshot) string {
+	if s == nil {
+		return "not seen yet"
+	}
 	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.SnapshotReady)
 	if c == nil {
 		return "not taken up yet (no Ready condition)"
@@ -295,9 +298,13 @@ func restore(ctx context.Context, restores banlieuev1alpha1.VirtualMachineRestor
 		return restoreSettled(r)
 	})
 	if err != nil {
-		if ctx.Err() != nil && last != nil {
+		if ctx.Err() != nil {
+			state := "not seen yet"
+			if last != nil {
+				state = reasonText(orNone(string(last.Status.Phase)), last.Status.Message)
+			}
 			return fmt.Errorf("timed out after %s waiting for restore %s of virtualmachine %s to snapshot %s: it is %s",
-				o.timeout, name, vm, snapshot, reasonText(orNone(string(last.Status.Phase)), last.Status.Message))
+				o.timeout, name, vm, snapshot, state)
 		}
 		return err
 	}
