@@ -16,8 +16,9 @@ limitations under the License.
 
 // Package kubectl is the kubectl banlieue plugin (kubectl-banlieue): the
 // commands kubectl alone cannot give, on the banlieue.io API: a VM's
-// serial console, power and migration requests followed to their end, and
-// the resolved, placement and image-progress views as tables.
+// serial console, power and migration requests followed to their end,
+// snapshots and restores, and the resolved, placement and image-progress
+// views as tables.
 package kubectl
 
 import (
@@ -103,11 +104,12 @@ func NewCommand(streams Streams) *cobra.Command {
 	cfg := &config{loading: clientcmd.NewDefaultClientConfigLoadingRules(), overrides: &clientcmd.ConfigOverrides{}}
 	root := &cobra.Command{
 		Use:   "kubectl-banlieue",
-		Short: "Consoles, power, migration and placement of banlieue virtual machines",
+		Short: "Consoles, power, migration, snapshots and placement of banlieue virtual machines",
 		Long: `kubectl banlieue works on banlieue.io VirtualMachines and VMImages where
 kubectl alone does not: a VM's serial console (a vSphere VM's web console
-URL), power and migration requests followed until they are done, and the
-resolved, placement and image-progress subresources as tables. It reads the kubeconfig as kubectl does.`,
+URL), power and migration requests followed until they are done, snapshots
+taken and restored, and the resolved, placement and image-progress
+subresources as tables. It reads the kubeconfig as kubectl does.`,
 		Annotations: map[string]string{
 			// Help and usage say what a user types.
 			cobra.CommandDisplayNameAnnotation: "kubectl banlieue",
@@ -135,6 +137,9 @@ resolved, placement and image-progress subresources as tables. It reads the kube
 		newResolvedCommand(cfg, streams),
 		newPlacementCommand(cfg, streams),
 		newImagesCommand(cfg, streams),
+		newSnapshotCommand(cfg, streams),
+		newSnapshotsCommand(cfg, streams),
+		newRestoreCommand(cfg, streams),
 	)
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -307,7 +308,9 @@ func (c *Client) seedStandIn(dom golibvirt.Domain, spec providers.MachineSpec, s
 
 // DeleteSnapshot deletes snapshot name (its data in the qcow2 volumes and
 // libvirt's metadata); the domain's current state and its other
-// snapshots stay. A missing snapshot or domain is fine.
+// snapshots stay. A missing snapshot or domain is fine. A running
+// domain's drives that changed since the snapshot (the seed's CD-ROM) are
+// worked around (disksMoved, deleteInternalLive).
 func (c *Client) DeleteSnapshot(ctx context.Context, spec providers.MachineSpec, name, _ string, _ providers.TaskRecorder) error {
 	defer c.bound(ctx)()
 	return c.timedOut(ctx, c.deleteSnapshot(spec, name))
@@ -328,8 +331,104 @@ func (c *Client) deleteSnapshot(spec providers.MachineSpec, name string) error {
 	if err != nil {
 		return fmt.Errorf("looking up snapshot %s of domain %s: %w", name, spec.Name, err)
 	}
+	active, err := c.l.DomainIsActive(dom)
+	if err != nil {
+		return fmt.Errorf("domain %s: %w", spec.Name, err)
+	}
+	if active == 1 {
+		moved, err := c.disksMoved(dom, s)
+		if err != nil {
+			return err
+		}
+		if moved != "" {
+			return c.deleteInternalLive(dom, spec, s, moved)
+		}
+	}
 	if err := c.l.DomainSnapshotDelete(s, 0); err != nil && !isNoSnapshot(err) && !isNotFound(err) {
 		return fmt.Errorf("deleting snapshot %s of domain %s: %w", name, spec.Name, err)
+	}
+	return nil
+}
+
+// disksMoved says how the running domain's disks differ from those the
+// snapshot's definition has ("" when they do not): a drive gone, or
+// another medium in it (the NoCloud seed's CD-ROM, ejected or dropped
+// since the snapshot: removeSeed). libvirt (9.0) refuses to delete an
+// internal snapshot of a running domain then ("disk image 'hdc' for
+// internal snapshot ... is not the same as disk image currently used by
+// VM"), and when the drive is gone altogether libvirtd crashes on it
+// (the call ends "procedure interrupted while awaiting response").
+func (c *Client) disksMoved(dom golibvirt.Domain, s golibvirt.DomainSnapshot) (string, error) {
+	snap, err := c.snapshotDef(s)
+	if err != nil {
+		return "", err
+	}
+	if snap.Domain == nil || snap.Domain.Devices == nil {
+		return "", nil
+	}
+	doc, err := c.l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		return "", fmt.Errorf("reading domain %s: %w", dom.Name, err)
+	}
+	live := &libvirtxml.Domain{}
+	if err := live.Unmarshal(doc); err != nil {
+		return "", err
+	}
+	running := map[string]string{}
+	if live.Devices != nil {
+		for _, d := range live.Devices.Disks {
+			if d.Target != nil {
+				running[d.Target.Dev] = diskFile(d)
+			}
+		}
+	}
+	for _, d := range snap.Domain.Devices.Disks {
+		if d.Target == nil {
+			continue
+		}
+		file, ok := running[d.Target.Dev]
+		switch {
+		case !ok:
+			return fmt.Sprintf("disk %s is no longer in the running VM", d.Target.Dev), nil
+		case file != diskFile(d):
+			return fmt.Sprintf("disk %s holds %q, not %q as when the snapshot was taken", d.Target.Dev, file, diskFile(d)), nil
+		}
+	}
+	return "", nil
+}
+
+func diskFile(d libvirtxml.DomainDisk) string {
+	if d.Source == nil || d.Source.File == nil {
+		return ""
+	}
+	return d.Source.File.File
+}
+
+// snapshotNameChars are the characters a snapshot name deleteInternalLive
+// passes to QEMU may have (SnapshotName's).
+var snapshotNameChars = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// deleteInternalLive deletes an internal snapshot of a running domain
+// whose disks moved since (disksMoved) as libvirt itself does on a
+// running domain, without the check it fails or crashes on: QEMU's delvm
+// (through libvirt's monitor passthrough, which marks the domain
+// tainted "custom-monitor" in libvirt's log), then libvirt's metadata.
+func (c *Client) deleteInternalLive(dom golibvirt.Domain, spec providers.MachineSpec, s golibvirt.DomainSnapshot, moved string) error {
+	if !snapshotNameChars.MatchString(s.Name) {
+		return fmt.Errorf("snapshot %s of domain %s: libvirt cannot delete it while the VM runs (%s): power the VM off first", s.Name, spec.Name, moved)
+	}
+	const hmp = 1 // VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+	out, err := c.l.QEMUDomainMonitorCommand(dom, "delvm "+s.Name, hmp)
+	if err != nil {
+		return fmt.Errorf("deleting snapshot %s of running domain %s (%s) with QEMU's delvm: %w", s.Name, spec.Name, moved, err)
+	}
+	// delvm prints nothing when it deleted the snapshot; a snapshot no
+	// image holds any more (a call interrupted after delvm) is fine.
+	if out = strings.TrimSpace(out); out != "" && !strings.Contains(out, "not found") {
+		return fmt.Errorf("deleting snapshot %s of running domain %s (%s) with QEMU's delvm: %s", s.Name, spec.Name, moved, out)
+	}
+	if err := c.l.DomainSnapshotDelete(s, golibvirt.DomainSnapshotDeleteMetadataOnly); err != nil && !isNoSnapshot(err) && !isNotFound(err) {
+		return fmt.Errorf("deleting the metadata of snapshot %s of domain %s: %w", s.Name, spec.Name, err)
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
@@ -264,6 +265,19 @@ func TestSnapshotRevertAfterSeedRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.DeleteMachine(context.Background(), spec, rec.record) })
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		b, _ := os.ReadFile(filepath.Join(daemon.Dir, "libvirtd.log"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.Contains(l, "ethtool") && !strings.Contains(l, "nlmsg") {
+				t.Log(l)
+			}
+		}
+		b, _ = os.ReadFile(filepath.Join(daemon.Dir, "log", "qemu", spec.Name+".log"))
+		t.Log(string(b))
+	})
 	waitSerial(t, spec.Name, "BANLIEUE-READY")
 	seed := volumeName(spec, "seed", "iso")
 	if live, config, onPool, state := seedOf(t, spec.Name, seed); !live || !config || !onPool || state != "" {
@@ -329,6 +343,20 @@ func TestSnapshotRevertAfterSeedRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 	removed("booted after the revert without memory")
+
+	// Deleted from the running domain: gone from libvirt and the qcow2.
+	if st := domainState(t, spec.Name); st != golibvirt.DomainRunning {
+		t.Fatalf("domain state %d, want running", st)
+	}
+	if err := c.DeleteSnapshot(ctx, spec, withMem, "", nil); err != nil {
+		t.Fatalf("deleting a snapshot of the running domain: %v", err)
+	}
+	if names := infoNames(listed(t, c, spec)); fmt.Sprint(names) != fmt.Sprint([]string{without}) {
+		t.Errorf("after deleting the one with memory: listed %v", names)
+	}
+	if got := qcow2Snapshots(t, volumeName(spec, "root", "qcow2")); strings.Contains(got, withMem) || !strings.Contains(got, without) {
+		t.Errorf("after deleting the one with memory, the root overlay holds:\n%s", got)
+	}
 }
 
 // TestSnapshotSuspended: a suspended domain (a managed save: its memory
@@ -402,6 +430,94 @@ func TestSnapshotSuspended(t *testing.T) {
 	}
 	if left := volumesOf(t, spec.InstanceUUID); len(left) > 0 || domainsNamed(t, spec.Name) != 0 {
 		t.Errorf("left behind: volumes %v, %d domains", left, domainsNamed(t, spec.Name))
+	}
+}
+
+// TestSnapshotDeleteDisksMoved: internal snapshots of a running domain
+// whose drives changed since they were taken are deleted, and libvirtd
+// lives on: one taken with the seed in its CD-ROM, since ejected (libvirt
+// 9.0 refuses: "disk image 'hdc' ... is not the same as disk image
+// currently used by VM"), and one taken with the CD-ROM drive the
+// domain, restarted on a definition without it, no longer has (libvirt
+// 9.0's libvirtd crashes on it).
+func TestSnapshotDeleteDisksMoved(t *testing.T) {
+	ctx := context.Background()
+	c := connect(t)
+	spec := providers.MachineSpec{
+		Name: "ns.snap-moved", HostName: "snap-moved", InstanceUUID: "8a0c2e4a-6b8d-4e0f-9a1b-3c4d5e6f7a8b",
+		Location: failuredomain.Location{Host: "h"}, Image: image, CPUs: 1, MemoryMiB: 256,
+		Disks:      []providers.Disk{{Name: "root", SizeGiB: 1}},
+		UserData:   []byte("#!/bin/sh\necho marker-snap-moved\n"),
+		PowerState: infrav1.PowerStatePoweredOn,
+	}
+	rec := &recorder{}
+	if _, err := c.EnsureMachine(ctx, spec, rec.record); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteMachine(context.Background(), spec, rec.record) })
+	waitSerial(t, spec.Name, "BANLIEUE-READY")
+	ejected, dropped := providers.SnapshotName("d1d1d1d1-0000-4000-8000-00000000000d"), providers.SnapshotName("e2e2e2e2-0000-4000-8000-00000000000e")
+	for _, n := range []string{ejected, dropped} {
+		if _, err := c.CreateSnapshot(ctx, spec, providers.SnapshotSpec{Name: n, IncludeMemory: true}, "", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := daemon.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	dom, err := l.DomainLookupByName(spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The seed ejected, live and defined (as removeSeed does).
+	if err := c.eject(dom, volumeName(spec, "seed", "iso")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, spec, ejected, "", nil); err != nil {
+		t.Errorf("deleting a snapshot taken before the seed was ejected, running: %v", err)
+	}
+	// Restarted on a definition without the CD-ROM drive.
+	def, err := c.definition(dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []libvirtxml.DomainDisk
+	for _, d := range def.Devices.Disks {
+		if d.Device != "cdrom" {
+			keep = append(keep, d)
+		}
+	}
+	def.Devices.Disks = keep
+	doc, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DomainDefineXML(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DomainDestroy(dom); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DomainCreate(dom); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, spec, dropped, "", nil); err != nil {
+		t.Errorf("deleting a snapshot taken with a drive the running domain no longer has: %v", err)
+	}
+	if got, err := c.ListSnapshots(ctx, spec); err != nil || len(got) != 0 {
+		t.Errorf("after deleting both: listed %+v, %v", got, err)
+	}
+	if got := qcow2Snapshots(t, volumeName(spec, "root", "qcow2")); strings.Contains(got, ejected) || strings.Contains(got, dropped) {
+		t.Errorf("the root overlay still holds:\n%s", got)
+	}
+	if st := domainState(t, spec.Name); st != golibvirt.DomainRunning {
+		t.Errorf("domain state %d after the deletes, want running", st)
+	}
+	// Deleting again is fine.
+	if err := c.DeleteSnapshot(ctx, spec, dropped, "", nil); err != nil {
+		t.Error(err)
 	}
 }
 
