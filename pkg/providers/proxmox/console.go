@@ -246,6 +246,17 @@ func (s *consoleStream) Resize(cols, rows uint16) error {
 func (s *consoleStream) frame(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	// An ended stream refuses first: go-proxmox's sender outlives a
+	// connection its reader saw drop (until Close) and would take the
+	// frame, and a select choosing among ready cases at random would
+	// report a write lost on a dead connection as sent.
+	select {
+	case <-s.broken:
+		return fmt.Errorf("the console connection ended: %w", s.err)
+	case <-s.closed:
+		return errors.New("the console is closed")
+	default:
+	}
 	select {
 	case s.send <- b:
 		return nil
