@@ -1512,6 +1512,26 @@ type ProviderStatus struct {
 	// consoles; empty when none does.
 	// +optional
 	Console *ProviderConsole `json:"console,omitempty"`
+	// snapshots is what VirtualMachineSnapshots of VMs on this Provider
+	// can be, as the process serving it answers for its backend; unset
+	// when the backend takes no snapshots.
+	// +optional
+	Snapshots *ProviderSnapshots `json:"snapshots,omitempty"`
+}
+
+// ProviderSnapshots is what a Provider's backend snapshots can do.
+type ProviderSnapshots struct {
+	// maxPerVM is the bound in force on one VM's snapshots: the tighter
+	// of spec.capabilities.maxSnapshotsPerVM and the backend's own; unset
+	// when neither bounds them.
+	// +optional
+	MaxPerVM *int32 `json:"maxPerVM,omitempty"`
+	// backendMaxPerVM is the backend's own bound (vSphere: 32); unset
+	// when it has none.
+	// +optional
+	BackendMaxPerVM *int32 `json:"backendMaxPerVM,omitempty"`
+	// memory: a snapshot may keep a running VM's memory (includeMemory).
+	Memory bool `json:"memory"`
 }
 
 // ProviderConsole is the console endpoint of the process serving a

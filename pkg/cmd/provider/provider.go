@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 
+	registry "github.com/firestoned/banlieue/pkg/backends"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -214,7 +216,8 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			}
 			sessions := b.sessions()
 			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Only: only, Resync: resync,
-				Connect: connector(sessions, deadlines), Forget: sessions.Forget, Kind: b.machine, Credentials: b.credentials}
+				Connect: connector(sessions, deadlines), Forget: sessions.Forget, Kind: b.machine, Credentials: b.credentials,
+				Snapshots: snapshotLimits(b.class)}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)
 			}
@@ -304,4 +307,17 @@ func imageGuard(deny []string) (fetch.Guard, error) {
 		g.Deny = append(g.Deny, p)
 	}
 	return g, nil
+}
+
+// snapshotLimits are what class's backend snapshots can do, as its
+// registration answers them; nil when it takes none.
+func snapshotLimits(class string) *providers.SnapshotLimits {
+	kinds, err := registry.Infrastructure()
+	if err != nil {
+		return nil
+	}
+	if l, ok := kinds.SnapshotLimits(class); ok {
+		return &l
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,6 +55,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/placement"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/redact"
+	"github.com/firestoned/banlieue/pkg/snapshots"
 )
 
 // ReasonFailureDomainNameCollision: two (datacenter, cluster) pairs resolve to one name.
@@ -95,6 +97,9 @@ type Reconciler struct {
 	// every machine reconcile cost kube-apiserver a Secret GET. The
 	// Provider's own reconcile always reads it afresh.
 	CredentialsTTL time.Duration
+	// Snapshots are what the class's backend snapshots can do (nil: it
+	// takes none), published on each Provider with its bound.
+	Snapshots *providers.SnapshotLimits
 	// Console is the console endpoint this process serves (its leader
 	// publishes it on each Provider it serves); nil for none.
 	Console *v1alpha1.ProviderConsole
@@ -323,6 +328,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.Console = r.Console
+	p.Status.Snapshots = snapshotStatus(p, r.Snapshots)
 	if !apiequality.Semantic.DeepEqual(before, &p.Status) {
 		if err := r.Client.Status().Update(ctx, p); err != nil {
 			return ctrl.Result{}, err
@@ -468,6 +474,23 @@ func hosts(in []v1alpha1.ProviderHost) []providers.Host {
 	var out []providers.Host
 	for _, h := range in {
 		out = append(out, providers.Host{Name: h.Name, Endpoint: h.Endpoint})
+	}
+	return out
+}
+
+// snapshotStatus is what p publishes of its backend's snapshots: the
+// bound in force (pkg/snapshots, as the API server applies it), the
+// backend's own, and whether memory can be kept; nil when it takes none.
+func snapshotStatus(p *v1alpha1.Provider, limits *providers.SnapshotLimits) *v1alpha1.ProviderSnapshots {
+	if limits == nil {
+		return nil
+	}
+	out := &v1alpha1.ProviderSnapshots{Memory: limits.Memory}
+	if b := snapshots.BoundOf(p.Namespace+"/"+p.Name, p.Spec.Capabilities.MaxSnapshotsPerVM, *limits); b.Bounded {
+		out.MaxPerVM = ptr.To(b.Max)
+	}
+	if limits.MaxPerVM > 0 {
+		out.BackendMaxPerVM = ptr.To(limits.MaxPerVM)
 	}
 	return out
 }

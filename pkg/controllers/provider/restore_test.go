@@ -19,7 +19,11 @@ package provider
 import (
 	"testing"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestNextRestore(t *testing.T) {
@@ -42,5 +46,25 @@ func TestNextRestore(t *testing.T) {
 		if got := nextRestore(tc.req, tc.rec); got != tc.want {
 			t.Errorf("%s: nextRestore = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestSnapshotStatus(t *testing.T) {
+	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	if got := snapshotStatus(p, nil); got != nil {
+		t.Errorf("a backend without snapshots publishes %+v", got)
+	}
+	vsphere := &providers.SnapshotLimits{MaxPerVM: 32, Memory: true}
+	got := snapshotStatus(p, vsphere)
+	if got == nil || ptr.Deref(got.MaxPerVM, 0) != 32 || ptr.Deref(got.BackendMaxPerVM, 0) != 32 || !got.Memory {
+		t.Errorf("vSphere, no Provider bound: %+v", got)
+	}
+	p.Spec.Capabilities.MaxSnapshotsPerVM = ptr.To[int32](3)
+	if got := snapshotStatus(p, vsphere); ptr.Deref(got.MaxPerVM, 0) != 3 || ptr.Deref(got.BackendMaxPerVM, 0) != 32 {
+		t.Errorf("vSphere, Provider bound 3: %+v", got)
+	}
+	p.Spec.Capabilities.MaxSnapshotsPerVM = nil
+	if got := snapshotStatus(p, &providers.SnapshotLimits{Memory: true}); got.MaxPerVM != nil || got.BackendMaxPerVM != nil {
+		t.Errorf("no bound anywhere: %+v", got)
 	}
 }

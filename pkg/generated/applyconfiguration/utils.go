@@ -102,6 +102,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &banlieuev1alpha1.ProviderHostApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderResources"):
 		return &banlieuev1alpha1.ProviderResourcesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ProviderSnapshots"):
+		return &banlieuev1alpha1.ProviderSnapshotsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderSpec"):
 		return &banlieuev1alpha1.ProviderSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderStatus"):

@@ -73,6 +73,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ProviderList{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_ProviderList(ref),
 		v1alpha1.ProviderPlacement{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_ProviderPlacement(ref),
 		v1alpha1.ProviderResources{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_ProviderResources(ref),
+		v1alpha1.ProviderSnapshots{}.OpenAPIModelName():              schema_pkg_apis_banlieue_v1alpha1_ProviderSnapshots(ref),
 		v1alpha1.ProviderSpec{}.OpenAPIModelName():                   schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref),
 		v1alpha1.ProviderStatus{}.OpenAPIModelName():                 schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref),
 		v1alpha1.ProviderWorkload{}.OpenAPIModelName():               schema_pkg_apis_banlieue_v1alpha1_ProviderWorkload(ref),
@@ -2024,6 +2025,42 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderResources(ref common.ReferenceCal
 	}
 }
 
+func schema_pkg_apis_banlieue_v1alpha1_ProviderSnapshots(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProviderSnapshots is what a Provider's backend snapshots can do.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"maxPerVM": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxPerVM is the bound in force on one VM's snapshots: the tighter of spec.capabilities.maxSnapshotsPerVM and the backend's own; unset when neither bounds them.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"backendMaxPerVM": {
+						SchemaProps: spec.SchemaProps{
+							Description: "backendMaxPerVM is the backend's own bound (vSphere: 32); unset when it has none.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "memory: a snapshot may keep a running VM's memory (includeMemory).",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"memory"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_banlieue_v1alpha1_ProviderSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2147,11 +2184,17 @@ func schema_pkg_apis_banlieue_v1alpha1_ProviderStatus(ref common.ReferenceCallba
 							Ref:         ref(v1alpha1.ProviderConsole{}.OpenAPIModelName()),
 						},
 					},
+					"snapshots": {
+						SchemaProps: spec.SchemaProps{
+							Description: "snapshots is what VirtualMachineSnapshots of VMs on this Provider can be, as the process serving it answers for its backend; unset when the backend takes no snapshots.",
+							Ref:         ref(v1alpha1.ProviderSnapshots{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1alpha1.ProviderConsole{}.OpenAPIModelName(), v1alpha1.ProviderWorkload{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.FailureDomain{}.OpenAPIModelName(), v1alpha1.ProviderConsole{}.OpenAPIModelName(), v1alpha1.ProviderSnapshots{}.OpenAPIModelName(), v1alpha1.ProviderWorkload{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -49,7 +49,10 @@ func TestSnapshotsThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.Delete(context.Background(), &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "snap-proxmox"}})
 	})
-	waitProvider(t, "snap-proxmox", "InventoryWalked")
+	pr := waitProvider(t, "snap-proxmox", "InventoryWalked")
+	if s := pr.Status.Snapshots; s == nil || ptr.Deref(s.MaxPerVM, 0) != 2 || s.BackendMaxPerVM != nil || !s.Memory {
+		t.Errorf("Provider status.snapshots %+v, want maxPerVM 2, no backend bound, memory", s)
+	}
 	ensureImage(t)
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "pve-snap"}, Spec: v1alpha1.VMClassSpec{
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 10, StorageClass: "gold"}}}}}

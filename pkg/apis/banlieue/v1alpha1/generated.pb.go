@@ -115,6 +115,8 @@ func (m *ProviderPlacement) Reset() { *m = ProviderPlacement{} }
 
 func (m *ProviderResources) Reset() { *m = ProviderResources{} }
 
+func (m *ProviderSnapshots) Reset() { *m = ProviderSnapshots{} }
+
 func (m *ProviderSpec) Reset() { *m = ProviderSpec{} }
 
 func (m *ProviderStatus) Reset() { *m = ProviderStatus{} }
@@ -2197,6 +2199,47 @@ func (m *ProviderResources) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *ProviderSnapshots) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *ProviderSnapshots) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *ProviderSnapshots) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	i--
+	if m.Memory {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x18
+	if m.BackendMaxPerVM != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.BackendMaxPerVM))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.MaxPerVM != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.MaxPerVM))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func (m *ProviderSpec) Marshal() (dAtA []byte, err error) {
 	size := m.Size()
 	dAtA = make([]byte, size)
@@ -2284,6 +2327,18 @@ func (m *ProviderStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.Snapshots != nil {
+		{
+			size, err := m.Snapshots.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x32
+	}
 	if m.Console != nil {
 		{
 			size, err := m.Console.MarshalToSizedBuffer(dAtA[:i])
@@ -5550,6 +5605,22 @@ func (m *ProviderResources) Size() (n int) {
 	return n
 }
 
+func (m *ProviderSnapshots) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.MaxPerVM != nil {
+		n += 1 + sovGenerated(uint64(*m.MaxPerVM))
+	}
+	if m.BackendMaxPerVM != nil {
+		n += 1 + sovGenerated(uint64(*m.BackendMaxPerVM))
+	}
+	n += 2
+	return n
+}
+
 func (m *ProviderSpec) Size() (n int) {
 	if m == nil {
 		return 0
@@ -5596,6 +5667,10 @@ func (m *ProviderStatus) Size() (n int) {
 	}
 	if m.Console != nil {
 		l = m.Console.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	if m.Snapshots != nil {
+		l = m.Snapshots.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
 	return n
@@ -7080,6 +7155,18 @@ func (this *ProviderResources) String() string {
 	}, "")
 	return s
 }
+func (this *ProviderSnapshots) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&ProviderSnapshots{`,
+		`MaxPerVM:` + valueToStringGenerated(this.MaxPerVM) + `,`,
+		`BackendMaxPerVM:` + valueToStringGenerated(this.BackendMaxPerVM) + `,`,
+		`Memory:` + fmt.Sprintf("%v", this.Memory) + `,`,
+		`}`,
+	}, "")
+	return s
+}
 func (this *ProviderSpec) String() string {
 	if this == nil {
 		return "nil"
@@ -7118,6 +7205,7 @@ func (this *ProviderStatus) String() string {
 		`FailureDomains:` + repeatedStringForFailureDomains + `,`,
 		`Workload:` + strings.Replace(this.Workload.String(), "ProviderWorkload", "ProviderWorkload", 1) + `,`,
 		`Console:` + strings.Replace(this.Console.String(), "ProviderConsole", "ProviderConsole", 1) + `,`,
+		`Snapshots:` + strings.Replace(this.Snapshots.String(), "ProviderSnapshots", "ProviderSnapshots", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -14476,6 +14564,116 @@ func (m *ProviderResources) Unmarshal(dAtA []byte) error {
 	}
 	return nil
 }
+func (m *ProviderSnapshots) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: ProviderSnapshots: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: ProviderSnapshots: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxPerVM", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.MaxPerVM = &v
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field BackendMaxPerVM", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.BackendMaxPerVM = &v
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Memory", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Memory = bool(v != 0)
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
 func (m *ProviderSpec) Unmarshal(dAtA []byte) error {
 	l := len(dAtA)
 	iNdEx := 0
@@ -14844,6 +15042,42 @@ func (m *ProviderStatus) Unmarshal(dAtA []byte) error {
 				m.Console = &ProviderConsole{}
 			}
 			if err := m.Console.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Snapshots", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Snapshots == nil {
+				m.Snapshots = &ProviderSnapshots{}
+			}
+			if err := m.Snapshots.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -222,6 +222,11 @@ func (in ProviderResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ProviderSnapshots) OpenAPIModelName() string {
+	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSnapshots"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ProviderSpec) OpenAPIModelName() string {
 	return "com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSpec"
 }

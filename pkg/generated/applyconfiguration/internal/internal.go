@@ -612,6 +612,19 @@ var schemaYAML = typed.YAMLObject(`types:
         map:
           elementType:
             namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSnapshots
+  map:
+    fields:
+    - name: backendMaxPerVM
+      type:
+        scalar: numeric
+    - name: maxPerVM
+      type:
+        scalar: numeric
+    - name: memory
+      type:
+        scalar: boolean
+      default: false
 - name: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSpec
   map:
     fields:
@@ -658,6 +671,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: snapshots
+      type:
+        namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderSnapshots
     - name: workload
       type:
         namedType: com.github.firestoned.banlieue.pkg.apis.banlieue.v1alpha1.ProviderWorkload

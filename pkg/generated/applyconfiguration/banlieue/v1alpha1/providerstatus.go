@@ -43,6 +43,10 @@ type ProviderStatusApplyConfiguration struct {
 	// serial consoles (virtualmachines/NAME/console); empty when none does.
 	// Written by that process's leader.
 	Console *ProviderConsoleApplyConfiguration `json:"console,omitempty"`
+	// snapshots is what VirtualMachineSnapshots of VMs on this Provider
+	// can be, as the process serving it answers for its backend; unset
+	// when the backend takes no snapshots.
+	Snapshots *ProviderSnapshotsApplyConfiguration `json:"snapshots,omitempty"`
 }
 
 // ProviderStatusApplyConfiguration constructs a declarative configuration of the ProviderStatus type for use with
@@ -98,5 +102,13 @@ func (b *ProviderStatusApplyConfiguration) WithWorkload(value *ProviderWorkloadA
 // If called multiple times, the Console field is set to the value of the last call.
 func (b *ProviderStatusApplyConfiguration) WithConsole(value *ProviderConsoleApplyConfiguration) *ProviderStatusApplyConfiguration {
 	b.Console = value
+	return b
+}
+
+// WithSnapshots sets the Snapshots field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Snapshots field is set to the value of the last call.
+func (b *ProviderStatusApplyConfiguration) WithSnapshots(value *ProviderSnapshotsApplyConfiguration) *ProviderStatusApplyConfiguration {
+	b.Snapshots = value
 	return b
 }
