@@ -19,6 +19,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -87,6 +88,11 @@ func TestMakeRun(t *testing.T) {
 		if f := strings.Fields(out); len(f) != 2 || !strings.HasPrefix(f[0], "http://127.0.0.1:") || !strings.Contains(f[1], "/banlieue-img-") {
 			t.Errorf("banlieue-guest: URL and what lab-libvirt built %q, want a loopback URL and an imported volume", out)
 		}
+		// The seed guide's db-prod-02 (user data, in a namespace that
+		// consented to its reading) and the README's tour on lab-vm-01: a
+		// console session and a snapshot and restore with the plugin.
+		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "-n", "banlieue-system", "--for=condition=Ready", "vm/db-prod-02", "vm/lab-vm-01", "--timeout=3m")
+		readmeTour(t, dir, kubeconfig)
 	})
 	startMakeRun(t, dir, func(string) {
 		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")
@@ -182,4 +188,63 @@ func processesUnder(dir string) []string {
 		}
 	}
 	return out
+}
+
+// readmeTour does on lab-vm-01 what README's "Console, restart,
+// snapshots" shows: a command through the console, a marker on the disk,
+// a snapshot, another marker, a restore, and the first marker read back.
+func readmeTour(t *testing.T, dir, kubeconfig string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		data, _ := os.ReadFile(filepath.Join(dir, "libvirtd", "log", "qemu", "banlieue-system.lab-vm-01.serial.log"))
+		if !strings.Contains(string(data), "BANLIEUE-READY") {
+			return fmt.Errorf("lab-vm-01 has not booted to its shell yet")
+		}
+		return nil
+	})
+	plugin := func(args ...string) *exec.Cmd {
+		return exec.Command(filepath.Join(binDir, "kubectl-banlieue"), append([]string{"--kubeconfig=" + kubeconfig, "-n", "banlieue-system"}, args...)...)
+	}
+	// console types line into lab-vm-01's console until what it prints
+	// holds want (a console has no history: a line typed before the
+	// session is attached is lost, and typed again).
+	console := func(line, want, never string) {
+		t.Helper()
+		eventually(t, 2*time.Minute, func() error {
+			cmd := plugin("console", "lab-vm-01")
+			r, w := io.Pipe()
+			cmd.Stdin = r
+			go func() {
+				time.Sleep(time.Second)
+				_, _ = io.WriteString(w, line+"\n")
+				time.Sleep(3 * time.Second)
+				_ = w.Close()
+			}()
+			out, _ := cmd.CombinedOutput()
+			if never != "" && strings.Contains(string(out), never) {
+				t.Fatalf("the console printed %q: %q", never, out)
+			}
+			if !strings.Contains(string(out), want) {
+				return fmt.Errorf("the console printed %q, want %q", out, want)
+			}
+			return nil
+		})
+	}
+	run := func(want string, args ...string) {
+		t.Helper()
+		out, err := plugin(args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("kubectl banlieue %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	const read = `echo DISK$((40+2))=$(dd if=/dev/vda bs=512 skip=2000000 count=1 2>/dev/null | tr -d " ")`
+	write := func(m string) string {
+		return fmt.Sprintf(`printf "%%-512s" %s | dd of=/dev/vda bs=512 seek=2000000 conv=notrunc,fsync 2>/dev/null; `, m) + read
+	}
+	console("hostname; echo $((6*7))", "lab-vm-01\r\n42", "")
+	console(write("before-upgrade"), "DISK42=before-upgrade", "")
+	run("is Ready", "snapshot", "lab-vm-01", "--name", "before-upgrade", "--wait")
+	console(write("after-upgrade"), "DISK42=after-upgrade", "")
+	run("is Done", "restore", "lab-vm-01", "before-upgrade", "--name", "undo-upgrade", "--wait")
+	console(read, "DISK42=before-upgrade", "DISK42=after-upgrade")
 }

@@ -27,10 +27,14 @@ import (
 	"slices"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/firestoned/banlieue/artifacts"
 	seedexamples "github.com/firestoned/banlieue/artifacts/examples"
@@ -120,6 +124,12 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 		}
 		if err := devenv.ApplyFiles(ctx, env.Admin, seedexamples.FS, names...); err != nil {
 			return fmt.Errorf("applying the examples: %w", err)
+		}
+		// The seed guide's db-prod-02 carries user data: its namespace
+		// consents, as the guide's administrator does, to the providers
+		// reading it (docs/security.md).
+		if err := consentToUserData(ctx, env, "vsphere", "libvirt", "proxmox"); err != nil {
+			return err
 		}
 	}
 	if sim != nil {
@@ -221,4 +231,27 @@ func InstallRBAC(ctx context.Context, adminKubeconfig string) error {
 
 func clientConfig(kubeconfig string) (*restclient.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+// consentToUserData binds banlieue-provider-userdata in the environment's
+// namespace to each class's provider identity: the namespace consents to
+// its VMs' user data being read (artifacts/deploy/base/rbac-userdata.yaml).
+func consentToUserData(ctx context.Context, env *devenv.Env, classes ...string) error {
+	c, err := adminClient(env)
+	if err != nil {
+		return err
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata", Namespace: devenv.Namespace}}
+	_, err = controllerutil.CreateOrUpdate(ctx, c, binding, func() error {
+		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"}
+		binding.Subjects = nil
+		for _, class := range classes {
+			binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "banlieue-provider-" + class, Namespace: devenv.Namespace})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("consenting to user data in %s: %w", devenv.Namespace, err)
+	}
+	return nil
 }

@@ -94,7 +94,7 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 		mutate func()
 	}{
 		{p, func() {
-			p.Labels = map[string]string{"env": "lab"}
+			p.Labels = map[string]string{"env": "lab", "backend": "libvirt"}
 			p.Spec.ProviderClassRef.Name = "libvirt"
 			p.Spec.Connection = v1alpha1.ProviderConnection{Endpoint: d.URI}
 			p.Spec.Capabilities = v1alpha1.ProviderCapabilities{
@@ -116,7 +116,9 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 		}},
 		{vm, func() {
 			vm.Spec.ClassRef.Name, vm.Spec.ImageRef.Name = libvirtClass, libvirtImage
-			vm.Spec.Placement = &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "lab"}}}
+			// On this host: lab-proxmox is labelled env: lab too, and
+			// the imported image reaches it as well.
+			vm.Spec.Placement = &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"backend": "libvirt"}}}
 			if vm.Spec.DesiredPowerState == "" {
 				vm.Spec.DesiredPowerState = v1alpha1.PowerStatePoweredOn
 			}

@@ -93,7 +93,7 @@ func (r *MachineReconciler) restore(ctx context.Context, m infrav1.Machine, snap
 	case err != nil:
 		rec.Phase, rec.Message = infrav1.RestoreFailed, err.Error()
 	default:
-		rec.Phase = infrav1.RestoreDone
+		rec.Phase, rec.Message = infrav1.RestoreDone, "reverted to snapshot "+req.Snapshot
 	}
 	rec.TaskRef = ""
 	if err != nil {
