@@ -131,19 +131,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	desired, err := r.reconcileSnapshots(ctx, snaps, m, bound, limitsErr)
-	if err != nil {
-		return reconcile.Result{}, err
+	desired, snapWrites := r.reconcileSnapshots(snaps, m, bound, limitsErr)
+	request, restoreWrites := r.reconcileRestores(&vm, restores, snaps, m)
+	if m != nil {
+		if err := r.writeMachine(ctx, m, desired, request); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
-	request, err := r.reconcileRestores(ctx, &vm, restores, snaps, m)
-	if err != nil {
-		return reconcile.Result{}, err
+	for _, w := range slices.Concat(snapWrites, restoreWrites) {
+		if err := w(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
-	if m == nil {
-		return reconcile.Result{}, nil
-	}
-	return reconcile.Result{}, r.writeMachine(ctx, m, desired, request)
+	return reconcile.Result{}, nil
 }
+
+// write is one status or finalizer write of a reconcile, made once the
+// machine's spec is written.
+type write func(context.Context) error
 
 // objectsOf lists the snapshots and restores of the VM key names, oldest
 // first (the order the per-VM bound admits them in).

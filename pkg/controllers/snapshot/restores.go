@@ -30,13 +30,15 @@ import (
 
 // reconcileRestores steps the VM's unsettled restores, oldest first, one
 // at a time, and returns the machine's spec.restoreRequest (nil once the
-// oldest is settled and no other waits).
-func (r *Reconciler) reconcileRestores(ctx context.Context, vm *v1alpha1.VirtualMachine, restores []*v1alpha1.VirtualMachineRestore, snaps []*v1alpha1.VirtualMachineSnapshot, m *machine) (*infrav1.RestoreRequest, error) {
+// oldest is settled and no other waits) and the writes of their statuses,
+// which the caller makes after the machine's.
+func (r *Reconciler) reconcileRestores(vm *v1alpha1.VirtualMachine, restores []*v1alpha1.VirtualMachineRestore, snaps []*v1alpha1.VirtualMachineSnapshot, m *machine) (*infrav1.RestoreRequest, []write) {
 	byName := map[string]*v1alpha1.VirtualMachineSnapshot{}
 	for _, s := range snaps {
 		byName[s.Name] = s
 	}
 	var request *infrav1.RestoreRequest
+	var writes []write
 	active := ""
 	for _, rs := range restores {
 		if settled(rs.Status.Phase) {
@@ -49,16 +51,19 @@ func (r *Reconciler) reconcileRestores(ctx context.Context, vm *v1alpha1.Virtual
 			active = rs.Name
 			request = stepRestore(rs, byName[rs.Spec.SnapshotName], m, metav1.Now())
 		}
-		r.restoreEvent(vm, base, rs)
-		if err := r.writeStatus(ctx, base, rs); err != nil {
-			return nil, fmt.Errorf("recording restore %s: %w", rs.Name, err)
-		}
+		writes = append(writes, func(ctx context.Context) error {
+			r.restoreEvent(vm, base, rs)
+			if err := r.writeStatus(ctx, base, rs); err != nil {
+				return fmt.Errorf("recording restore %s: %w", rs.Name, err)
+			}
+			return nil
+		})
 		if settled(rs.Status.Phase) {
 			// The next one may go now, in this same pass.
 			active, request = "", nil
 		}
 	}
-	return request, nil
+	return request, writes
 }
 
 func settled(p v1alpha1.RestorePhase) bool {

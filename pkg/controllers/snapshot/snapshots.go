@@ -33,9 +33,12 @@ import (
 )
 
 // reconcileSnapshots steps each snapshot of the VM and returns the
-// machine's spec.snapshots: the admitted snapshots, oldest first.
-func (r *Reconciler) reconcileSnapshots(ctx context.Context, snaps []*v1alpha1.VirtualMachineSnapshot, m *machine, bound snapshots.Bound, noSnapshots string) ([]infrav1.MachineSnapshot, error) {
+// machine's spec.snapshots (the admitted snapshots, oldest first) and the
+// writes of the snapshots' statuses and finalizers, which the caller makes
+// after the machine's: the backend is asked first, its answer told after.
+func (r *Reconciler) reconcileSnapshots(snaps []*v1alpha1.VirtualMachineSnapshot, m *machine, bound snapshots.Bound, noSnapshots string) ([]infrav1.MachineSnapshot, []write) {
 	var desired []infrav1.MachineSnapshot
+	var writes []write
 	for _, s := range snaps {
 		base := s.DeepCopy()
 		entry, release := stepSnapshot(s, m, bound, noSnapshots, len(desired))
@@ -43,17 +46,23 @@ func (r *Reconciler) reconcileSnapshots(ctx context.Context, snaps []*v1alpha1.V
 			desired = append(desired, *entry)
 		}
 		if release {
-			if err := patch.RemoveFinalizer(ctx, patch.Object(r.Client), s, v1alpha1.SnapshotFinalizer); err != nil {
-				return nil, fmt.Errorf("releasing snapshot %s: %w", s.Name, err)
-			}
+			writes = append(writes, func(ctx context.Context) error {
+				if err := patch.RemoveFinalizer(ctx, patch.Object(r.Client), s, v1alpha1.SnapshotFinalizer); err != nil {
+					return fmt.Errorf("releasing snapshot %s: %w", s.Name, err)
+				}
+				return nil
+			})
 			continue
 		}
-		r.snapshotEvent(base, s)
-		if err := r.writeStatus(ctx, base, s); err != nil {
-			return nil, fmt.Errorf("recording snapshot %s: %w", s.Name, err)
-		}
+		writes = append(writes, func(ctx context.Context) error {
+			r.snapshotEvent(base, s)
+			if err := r.writeStatus(ctx, base, s); err != nil {
+				return fmt.Errorf("recording snapshot %s: %w", s.Name, err)
+			}
+			return nil
+		})
 	}
-	return desired, nil
+	return desired, writes
 }
 
 // stepSnapshot decides one snapshot from the VM's machine: the entry the
