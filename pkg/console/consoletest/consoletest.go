@@ -16,7 +16,9 @@ limitations under the License.
 
 // Package consoletest attaches to virtualmachines/NAME/console as a user
 // does (client-go's websocket executor, what kubectl banlieue console
-// uses), for the end-to-end tests of every backend.
+// uses), for the end-to-end tests of every backend; and counts a
+// process's goroutines (GoroutinesIn, AllStacks) for the tests that check
+// a session leaves none behind.
 package consoletest
 
 import (

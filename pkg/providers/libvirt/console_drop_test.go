@@ -34,8 +34,10 @@ import (
 	"time"
 
 	"github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/console/consoletest"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/proxytest"
 )
 
 // TestConsoleBackendDrop: a console session whose libvirt connection
@@ -71,7 +73,7 @@ func TestConsoleBackendDrop(t *testing.T) {
 		id := newClient(t, before.clients)
 		s.shellAnswers(t)
 
-		out, err := exec.Command("virt-admin", "-c", adminURI(), "client-disconnect", "libvirtd", id).CombinedOutput()
+		out, err := exec.Command("virt-admin", "-c", daemon.AdminURI(), "client-disconnect", "libvirtd", id).CombinedOutput()
 		if err != nil {
 			t.Fatalf("virt-admin client-disconnect libvirtd %s: %v\n%s", id, err, out)
 		}
@@ -83,24 +85,30 @@ func TestConsoleBackendDrop(t *testing.T) {
 	})
 
 	t.Run("the connection is cut", func(t *testing.T) {
-		p := startUnixProxy(t, daemon.Socket)
-		viaProxy, err := Connect(ctx, providers.Connection{Endpoint: "qemu+unix:///system?socket=" + p.socket}, Options{DomainType: "qemu"})
+		// A unix-socket proxy to libvirtd's.
+		socket := filepath.Join(t.TempDir(), "proxy-sock")
+		ln, err := net.Listen("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := proxytest.Start(t, ln, func() (net.Conn, error) { return net.Dial("unix", daemon.Socket) })
+		viaProxy, err := Connect(ctx, providers.Connection{Endpoint: "qemu+unix:///system?socket=" + socket}, Options{DomainType: "qemu"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = viaProxy.Close(context.Background()) })
-		if n := p.conns(); n != 1 {
+		if n := p.Accepted(); n != 1 {
 			t.Fatalf("%d connections through the proxy after the login, want 1 (the Provider's)", n)
 		}
 		before := takeCounts(t)
 		s := openDropSession(t, viaProxy, spec)
-		if n := p.conns(); n != 2 {
+		if n := p.Accepted(); n != 2 {
 			t.Fatalf("%d connections through the proxy with a console open, want 2 (one of the session's own)", n)
 		}
 		newClient(t, before.clients)
 		s.shellAnswers(t)
 
-		p.cut(1)
+		p.Cut(1)
 		s.endsCleanly(t, before)
 		// The Provider's own connection was not the session's.
 		if !viaProxy.l.IsConnected() {
@@ -125,7 +133,11 @@ type counts struct {
 
 func takeCounts(t *testing.T) counts {
 	t.Helper()
-	return counts{goroutines: runtime.NumGoroutine(), inLibvirt: goroutinesIn("github.com/digitalocean/go-libvirt"), clients: libvirtdClients(t)}
+	clients, err := daemon.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts{goroutines: runtime.NumGoroutine(), inLibvirt: consoletest.GoroutinesIn("github.com/digitalocean/go-libvirt"), clients: clients}
 }
 
 // settle waits until nothing counted exceeds before: the same libvirtd
@@ -135,12 +147,16 @@ func (before counts) settle(t *testing.T) {
 	var last string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		n, inLibvirt, clients := runtime.NumGoroutine(), goroutinesIn("github.com/digitalocean/go-libvirt"), libvirtdClients(t)
+		n, inLibvirt := runtime.NumGoroutine(), consoletest.GoroutinesIn("github.com/digitalocean/go-libvirt")
+		clients, err := daemon.Clients()
+		if err != nil {
+			t.Fatal(err)
+		}
 		switch {
 		case inLibvirt != before.inLibvirt:
-			last = fmt.Sprintf("%d goroutines in go-libvirt, %d before the session:\n%s", inLibvirt, before.inLibvirt, allStacks())
+			last = fmt.Sprintf("%d goroutines in go-libvirt, %d before the session:\n%s", inLibvirt, before.inLibvirt, consoletest.AllStacks())
 		case n > before.goroutines:
-			last = fmt.Sprintf("%d goroutines, %d before the session:\n%s", n, before.goroutines, allStacks())
+			last = fmt.Sprintf("%d goroutines, %d before the session:\n%s", n, before.goroutines, consoletest.AllStacks())
 		case !slices.Equal(clients, before.clients):
 			last = fmt.Sprintf("libvirtd clients %v, before the session %v", clients, before.clients)
 		default:
@@ -158,8 +174,12 @@ func (before counts) settle(t *testing.T) {
 // (the session's own connection).
 func newClient(t *testing.T, before []string) string {
 	t.Helper()
+	clients, err := daemon.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var added []string
-	for _, c := range libvirtdClients(t) {
+	for _, c := range clients {
 		if !slices.Contains(before, c) {
 			added = append(added, c)
 		}
@@ -274,130 +294,11 @@ func (s *dropSession) close(t *testing.T) {
 			t.Errorf("Close: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("Close has not returned in 10 s:\n%s", allStacks())
+		t.Fatalf("Close has not returned in 10 s:\n%s", consoletest.AllStacks())
 	}
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("reads go on after Close")
 	}
-}
-
-// unixProxy forwards connections on a socket of its own to libvirtd's,
-// one upstream connection each, and can cut one: both its ends closed,
-// as a connection that breaks on the way.
-type unixProxy struct {
-	socket string
-	ln     net.Listener
-	mu     sync.Mutex
-	pairs  [][2]net.Conn
-	wg     sync.WaitGroup
-}
-
-func startUnixProxy(t *testing.T, target string) *unixProxy {
-	t.Helper()
-	p := &unixProxy{socket: filepath.Join(t.TempDir(), "proxy-sock")}
-	ln, err := net.Listen("unix", p.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ln = ln
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("unix", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.pairs = append(p.pairs, [2]net.Conn{in, out})
-			p.mu.Unlock()
-			p.wg.Add(2)
-			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
-				go func() {
-					defer p.wg.Done()
-					_, _ = io.Copy(dir[0], dir[1])
-					_ = dir[0].Close()
-					_ = dir[1].Close()
-				}()
-			}
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-// conns is how many connections the proxy accepted.
-func (p *unixProxy) conns() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.pairs)
-}
-
-// cut closes the i-th connection accepted, both ends.
-func (p *unixProxy) cut(i int) {
-	p.mu.Lock()
-	pair := p.pairs[i]
-	p.mu.Unlock()
-	_ = pair[0].Close()
-	_ = pair[1].Close()
-}
-
-func (p *unixProxy) close() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	for _, pair := range p.pairs {
-		_ = pair[0].Close()
-		_ = pair[1].Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// adminURI is the test libvirtd's admin socket, beside its socket.
-func adminURI() string {
-	return "libvirtd:///system?socket=" + filepath.Join(filepath.Dir(daemon.Socket), "libvirt-admin-sock")
-}
-
-// libvirtdClients lists the test libvirtd's clients as its admin
-// interface does (virt-admin client-list): one line each (id, transport,
-// connection time).
-func libvirtdClients(t *testing.T) []string {
-	t.Helper()
-	out, err := exec.Command("virt-admin", "-c", adminURI(), "client-list", "libvirtd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("virt-admin client-list: %v\n%s", err, out)
-	}
-	var clients []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		// Rows start with the client's numeric id; the header and its
-		// rule do not.
-		if len(f) >= 2 && strings.Trim(f[0], "0123456789") == "" {
-			clients = append(clients, strings.Join(f, " "))
-		}
-	}
-	return clients
-}
-
-// goroutinesIn counts this process's goroutines with a frame in pkg.
-func goroutinesIn(pkg string) int {
-	n := 0
-	for _, g := range strings.Split(allStacks(), "\n\n") {
-		if strings.Contains(g, pkg) {
-			n++
-		}
-	}
-	return n
-}
-
-func allStacks() string {
-	b := make([]byte, 1<<20)
-	return string(b[:runtime.Stack(b, true)])
 }

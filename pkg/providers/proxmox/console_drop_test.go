@@ -23,11 +23,12 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/firestoned/banlieue/pkg/console/consoletest"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
+	"github.com/firestoned/banlieue/pkg/proxytest"
 )
 
 // TestConsoleBackendDrop: a console session whose vncwebsocket connection
@@ -45,9 +46,21 @@ func TestConsoleBackendDrop(t *testing.T) {
 	sim := pvesim.New(pvesim.Options{TaskDelay: 20 * time.Millisecond, AgentDelay: 50 * time.Millisecond,
 		Users: []pvesim.User{{ID: consoleUser, Password: consolePass, ACL: []pvesim.ACL{{Path: "/vms", Privileges: []string{"VM.Console"}}}}}})
 	t.Cleanup(sim.Close)
-	p := startTCPProxy(t, sim.URL)
+	// A TCP proxy to the simulator (TLS passes through: the simulator's
+	// certificate is for 127.0.0.1, the proxy's address too).
+	u, err := url.Parse(sim.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := u.Host
+	p := proxytest.Start(t, ln, func() (net.Conn, error) { return net.Dial("tcp", upstream) })
+	u.Host = ln.Addr().String()
 	conn := connection(sim, sim.Secret)
-	conn.Endpoint = p.url
+	conn.Endpoint = u.String()
 	conn.Credentials.ConsoleUsername, conn.Credentials.ConsolePassword = consoleUser, consolePass
 	c, err := Connect(context.Background(), conn, Options{TaskPoll: 10 * time.Millisecond})
 	if err != nil {
@@ -61,18 +74,18 @@ func TestConsoleBackendDrop(t *testing.T) {
 	// Idle keep-alive connections of the API client are no leak of the
 	// console's: closed, and their proxying ended, before counting.
 	c.httpClient.CloseIdleConnections()
-	p.idle(t)
+	idle(t, p)
 	base := runtime.NumGoroutine()
 
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	before := p.accepted()
+	before := p.Accepted()
 	st, err := c.OpenConsole(actx, spec, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	opened := p.accepted()
+	opened := p.Accepted()
 	if opened <= before {
 		t.Fatalf("the console opened no connection through the proxy (%d before, %d after)", before, opened)
 	}
@@ -84,7 +97,7 @@ func TestConsoleBackendDrop(t *testing.T) {
 
 	// The websocket is the session's last connection: its API requests
 	// (login, termproxy) come first, on a client of its own.
-	p.cut(opened - 1)
+	p.Cut(opened - 1)
 	ended := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, st)
@@ -104,8 +117,7 @@ func TestConsoleBackendDrop(t *testing.T) {
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
-		buf := make([]byte, 1<<20)
-		t.Fatalf("Close has not returned in 5 s:\n%s", buf[:runtime.Stack(buf, true)])
+		t.Fatalf("Close has not returned in 5 s:\n%s", consoletest.AllStacks())
 	}
 	if _, err := st.Read(make([]byte, 8)); err != io.EOF {
 		t.Errorf("a read after Close: %v, want EOF", err)
@@ -136,90 +148,12 @@ func TestConsoleBackendDrop(t *testing.T) {
 	settled(t, base)
 }
 
-// tcpProxy forwards connections on a port of its own to the simulator's
-// (TLS passes through: the simulator's certificate is for 127.0.0.1, the
-// proxy's address too), one upstream connection each, and can cut one:
-// both its ends closed, as a connection that breaks on the way.
-type tcpProxy struct {
-	url   string
-	ln    net.Listener
-	mu    sync.Mutex
-	pairs [][2]net.Conn
-	live  int
-	wg    sync.WaitGroup
-}
-
-func startTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := u.Host
-	u.Host = ln.Addr().String()
-	p := &tcpProxy{url: u.String(), ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", upstream)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.pairs = append(p.pairs, [2]net.Conn{in, out})
-			p.live++
-			p.mu.Unlock()
-			var both sync.WaitGroup
-			both.Add(2)
-			p.wg.Add(2)
-			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
-				go func() {
-					defer p.wg.Done()
-					defer both.Done()
-					_, _ = io.Copy(dir[0], dir[1])
-					_ = dir[0].Close()
-					_ = dir[1].Close()
-				}()
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				both.Wait()
-				p.mu.Lock()
-				p.live--
-				p.mu.Unlock()
-			}()
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-// accepted is how many connections the proxy accepted.
-func (p *tcpProxy) accepted() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.pairs)
-}
-
 // idle waits until no connection is being proxied.
-func (p *tcpProxy) idle(t *testing.T) {
+func idle(t *testing.T, p *proxytest.Proxy) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		p.mu.Lock()
-		live := p.live
-		p.mu.Unlock()
+		live := p.Live()
 		if live == 0 {
 			return
 		}
@@ -228,24 +162,4 @@ func (p *tcpProxy) idle(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// cut closes the i-th connection accepted, both ends.
-func (p *tcpProxy) cut(i int) {
-	p.mu.Lock()
-	pair := p.pairs[i]
-	p.mu.Unlock()
-	_ = pair[0].Close()
-	_ = pair[1].Close()
-}
-
-func (p *tcpProxy) close() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	for _, pair := range p.pairs {
-		_ = pair[0].Close()
-		_ = pair[1].Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -28,6 +28,7 @@ import (
 	goproxmox "github.com/luthermonson/go-proxmox"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/console/consoletest"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
@@ -85,10 +86,8 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 // process: go-proxmox's websocket workers, the stream's own, the
 // simulator's termproxy.
 func consoleGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(consoletest.AllStacks(), "\n\n") {
 		if strings.Contains(g, "go-proxmox.(*Client).VNCWebSocket") || strings.Contains(g, "proxmox.(*consoleStream)") ||
 			strings.Contains(g, "pvesim.(*Simulator).qmTerminal") || strings.Contains(g, "pvesim.(*Simulator).vncWebsocket") {
 			out = append(out, g)

@@ -24,14 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/firestoned/banlieue/pkg/console/consoletest"
 	"github.com/firestoned/banlieue/pkg/failuredomain"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt"
@@ -67,11 +66,16 @@ func TestConsoleOnLibvirt(t *testing.T) {
 	// The baseline: this process with its session to libvirtd logged in,
 	// and libvirtd's clients with it.
 	goroutines := runtime.NumGoroutine()
-	libvirtStacks := goroutinesIn("github.com/digitalocean/go-libvirt")
-	clients := libvirtdClients(t)
+	libvirtStacks := consoletest.GoroutinesIn("github.com/digitalocean/go-libvirt")
+	clients, err := daemon.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	first := openConsole(t, consoles, spec, false)
-	if got := libvirtdClients(t); len(got) != len(clients)+1 {
+	if got, err := daemon.Clients(); err != nil {
+		t.Fatal(err)
+	} else if len(got) != len(clients)+1 {
 		t.Errorf("libvirtd clients with a console open: %d, want %d (one connection per session)\nbefore: %v\nnow: %v", len(got), len(clients)+1, clients, got)
 	} else {
 		t.Logf("libvirtd clients: %d before, %d with a console open", len(clients), len(got))
@@ -110,13 +114,17 @@ func TestConsoleOnLibvirt(t *testing.T) {
 	forced.ended(t, 5*time.Second)
 
 	eventually(t, 20*time.Second, func() error {
-		if n := goroutinesIn("github.com/digitalocean/go-libvirt"); n != libvirtStacks {
+		if n := consoletest.GoroutinesIn("github.com/digitalocean/go-libvirt"); n != libvirtStacks {
 			return fmt.Errorf("%d goroutines in go-libvirt, %d before the sessions", n, libvirtStacks)
 		}
 		if n := runtime.NumGoroutine(); n > goroutines {
-			return fmt.Errorf("%d goroutines, %d before the sessions:\n%s", n, goroutines, allStacks())
+			return fmt.Errorf("%d goroutines, %d before the sessions:\n%s", n, goroutines, consoletest.AllStacks())
 		}
-		if got := libvirtdClients(t); len(got) != len(clients) {
+		got, err := daemon.Clients()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(clients) {
 			return fmt.Errorf("libvirtd clients %v, before the sessions %v", got, clients)
 		}
 		return nil
@@ -234,42 +242,4 @@ func randomHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// libvirtdClients lists the clients of the test's libvirtd as its admin
-// interface does (virt-admin client-list on the daemon's admin socket,
-// beside its socket): one line each (id, transport, connection time).
-func libvirtdClients(t *testing.T) []string {
-	t.Helper()
-	uri := "libvirtd:///system?socket=" + filepath.Join(filepath.Dir(daemon.Socket), "libvirt-admin-sock")
-	out, err := exec.Command("virt-admin", "-c", uri, "client-list", "libvirtd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("virt-admin client-list: %v\n%s", err, out)
-	}
-	var clients []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		// Rows start with the client's numeric id; the header and its
-		// rule do not.
-		if len(f) >= 2 && strings.Trim(f[0], "0123456789") == "" {
-			clients = append(clients, strings.Join(f, " "))
-		}
-	}
-	return clients
-}
-
-// goroutinesIn counts this process's goroutines with a frame in pkg.
-func goroutinesIn(pkg string) int {
-	n := 0
-	for _, g := range strings.Split(allStacks(), "\n\n") {
-		if strings.Contains(g, pkg) {
-			n++
-		}
-	}
-	return n
-}
-
-func allStacks() string {
-	b := make([]byte, 1<<20)
-	return string(b[:runtime.Stack(b, true)])
 }

@@ -325,6 +325,34 @@ func (d *Daemon) SerialLog(name string) string {
 	return string(b)
 }
 
+// AdminURI is the endpoint of the daemon's admin interface (what
+// virt-admin -c takes): its admin socket, libvirt-admin-sock beside Socket.
+func (d *Daemon) AdminURI() string {
+	return "libvirtd:///system?socket=" + filepath.Join(filepath.Dir(d.Socket), "libvirt-admin-sock")
+}
+
+// Clients lists the daemon's clients as its admin interface does
+// (virt-admin client-list libvirtd on AdminURI): one line each, the
+// client's numeric id first, then its transport and connection time,
+// fields separated by one space. Tests compare them before and after a
+// session to see that it left no connection behind.
+func (d *Daemon) Clients() ([]string, error) {
+	out, err := exec.Command("virt-admin", "-c", d.AdminURI(), "client-list", "libvirtd").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("virt-admin client-list: %w\n%s", err, out)
+	}
+	var clients []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// Rows start with the client's numeric id; the header and its
+		// rule do not.
+		if len(f) >= 2 && strings.Trim(f[0], "0123456789") == "" {
+			clients = append(clients, strings.Join(f, " "))
+		}
+	}
+	return clients, nil
+}
+
 // Stop destroys every domain and network (their QEMU and dnsmasq
 // processes), then stops the daemon by its PID.
 func (d *Daemon) Stop() {
