@@ -48,10 +48,9 @@ type SnapshotBackend struct {
 	// Skipped says why the backend was not measured (or failed).
 	Skipped string `json:"skipped,omitempty"`
 	// TaskDelay is how long every simulated task runs, both sides;
-	// TaskPoll how often a task's status is read, both sides ("" when
-	// the backend's client is told of the task's end instead).
+	// TaskWait how the backend's client learns a task ended, both sides.
 	TaskDelay string `json:"taskDelay"`
-	TaskPoll  string `json:"taskPoll,omitempty"`
+	TaskWait  string `json:"taskWait,omitempty"`
 	// IncludeMemory: the snapshots keep the running VM's memory (a
 	// restore resumes it, so neither side powers anything afterwards).
 	IncludeMemory bool `json:"includeMemory"`
@@ -530,8 +529,8 @@ func writeSnapshots(dir string, rows []SnapshotBackend, started time.Time) error
 		"|---|---|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rows {
 		delay := r.TaskDelay
-		if r.TaskPoll != "" {
-			delay += "; task status read " + r.TaskPoll
+		if r.TaskWait != "" {
+			delay += "; " + r.TaskWait
 		}
 		if r.Skipped != "" {
 			fmt.Fprintf(&b, "| %s | %s | | | | | | | ≥ %.1f | not measured: %s |\n", r.Backend, delay, snapshotTarget, r.Skipped)

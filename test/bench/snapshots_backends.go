@@ -51,7 +51,7 @@ import (
 func (h *harness) proxmoxSnapshots(ctx context.Context, bc *clientset.Clientset, row *SnapshotBackend) (*snapshotSide, func(), error) {
 	// The client reads a task every 100 ms for its first 2 s, then every
 	// TaskPoll (proxmox.Client.await), on both sides.
-	row.Backend, row.TaskPoll = "proxmox (pvesim)", "100ms for 2s, then every "+pveTaskPoll.String()
+	row.Backend, row.TaskWait = "proxmox (pvesim)", "task status read every 100ms for 2s, then every "+pveTaskPoll.String()
 	sim := pvesim.New(pvesim.Options{TaskDelay: h.cfg.SnapshotTaskDelay, ACL: dev.ProxmoxACL(), Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes()})
 	stops := []func(){sim.Close}
 	stop := func() {
@@ -104,7 +104,7 @@ func (h *harness) proxmoxSnapshots(ctx context.Context, bc *clientset.Clientset,
 // TaskDelay, for the provider's calls and the benchmark's alike); its
 // client is told of a task's end (a property collector wait), no polling.
 func (h *harness) vsphereSnapshots(ctx context.Context, bc *clientset.Clientset, row *SnapshotBackend) (*snapshotSide, func(), error) {
-	row.Backend, row.TaskPoll = "vsphere (vcsim)", "never: told of its end (property collector wait)"
+	row.Backend, row.TaskWait = "vsphere (vcsim)", "a task's end pushed to the client (property collector wait)"
 	// Process-wide: set before the simulator serves, reset after.
 	simulator.TaskDelay.Delay = int(h.cfg.SnapshotTaskDelay.Milliseconds())
 	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: simTemplate, Username: simUser, Password: simPassword, DHCP: true})
