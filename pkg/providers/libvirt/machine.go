@@ -558,8 +558,17 @@ func (p domainPower) HardOff(context.Context) error {
 	if err := p.c.l.DomainDestroy(p.dom); err != nil && !isNotRunning(err) {
 		return fmt.Errorf("destroying domain %s: %w", p.dom.Name, err)
 	}
-	if err := p.c.l.DomainManagedSaveRemove(p.dom, 0); err != nil {
-		return fmt.Errorf("dropping the managed save of domain %s: %w", p.dom.Name, err)
+	// libvirt fails removing a managed save that is not there
+	// ("Failed to remove managed save file ...: No such file or
+	// directory"): only one that is.
+	saved, err := p.c.l.DomainHasManagedSaveImage(p.dom, 0)
+	if err != nil {
+		return fmt.Errorf("domain %s managed save: %w", p.dom.Name, err)
+	}
+	if saved == 1 {
+		if err := p.c.l.DomainManagedSaveRemove(p.dom, 0); err != nil {
+			return fmt.Errorf("dropping the managed save of domain %s: %w", p.dom.Name, err)
+		}
 	}
 	return nil
 }
@@ -660,10 +669,11 @@ func (c *Client) address(dom golibvirt.Domain, spec providers.MachineSpec) strin
 	return ""
 }
 
-// DeleteMachine destroys and undefines the domain (its NVRAM, TPM state
-// and managed save with it) and deletes every volume of the machine: the
-// overlays, data disks and seed, found by the UID in their names, so a
-// retry after a crash finishes the job.
+// DeleteMachine destroys and undefines the domain (its NVRAM, TPM state,
+// managed save and snapshots' metadata with it) and deletes every volume
+// of the machine: the overlays, data disks and seed (and so the internal
+// snapshots' data in them), found by the UID in their names, so a retry
+// after a crash finishes the job.
 func (c *Client) DeleteMachine(ctx context.Context, spec providers.MachineSpec, _ providers.TaskRecorder) error {
 	defer c.bound(ctx)()
 	return c.timedOut(ctx, c.deleteMachine(spec))
@@ -685,7 +695,11 @@ func (c *Client) deleteMachine(spec providers.MachineSpec) error {
 				return fmt.Errorf("destroying domain %s: %w", spec.Name, err)
 			}
 		}
-		flags := golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineNvram | golibvirt.DomainUndefineTpm
+		// Snapshots' metadata goes with it (their data is in the
+		// volumes deleted below): libvirt refuses to undefine a domain
+		// that has snapshots otherwise.
+		flags := golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineNvram | golibvirt.DomainUndefineTpm |
+			golibvirt.DomainUndefineSnapshotsMetadata
 		if err := c.l.DomainUndefineFlags(dom, flags); err != nil && !isNotFound(err) {
 			return fmt.Errorf("undefining domain %s: %w", spec.Name, err)
 		}

@@ -323,6 +323,12 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 		t.Fatalf("pool address %q", pool)
 	}
 	source := vm.Status.InfrastructureRef.Name
+	// A snapshot taken here stays with this machine (issue 34).
+	before := newSnapshot("keep-before", vm.Name, false)
+	if err := c.Create(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	ready(t, before)
 
 	// Proxmox VE → vSphere, on a drift.
 	setSelector(t, vm, "vsphere")
@@ -363,6 +369,7 @@ func TestMigrationKeepsAddressesAndHostName(t *testing.T) {
 	if _, ok := pveVM(source); ok {
 		t.Errorf("the Proxmox VE VM of %s survived the migration", source)
 	}
+	snapshotsAfterMigration(t, vm, before, source)
 
 	// vSphere → Proxmox VE, asked for: anywhere but where it is.
 	patch := client.MergeFrom(vm.DeepCopy())
@@ -511,4 +518,36 @@ func TestMigrationDriftReverted(t *testing.T) {
 		t.Errorf("after the cancel: %v, machine %s (was %s)", err, vm.Status.InfrastructureRef.Name, source)
 	}
 	event(t, vm, "DriftReverted")
+}
+
+// snapshotsAfterMigration (issue 34): the snapshot taken on the source
+// machine is Stale once the VM runs elsewhere and a restore to it is
+// refused by name; on vSphere (vcsim) a new snapshot is taken and a
+// restore to it is done.
+func snapshotsAfterMigration(t *testing.T, vm *v1alpha1.VirtualMachine, before *v1alpha1.VirtualMachineSnapshot, source string) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(before), before); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.SnapshotReady)
+		if c == nil || c.Reason != v1alpha1.SnapshotReasonStale || before.Status.ReadyToUse || !strings.Contains(c.Message, source) {
+			return fmt.Errorf("snapshot taken before the migration: readyToUse %v, Ready %+v; want Stale naming %s", before.Status.ReadyToUse, c, source)
+		}
+		return nil
+	})
+	refused(t, newRestore("to-stale", vm.Name, before.Name), "spec.snapshotName", "Stale")
+	after := newSnapshot("keep-after", vm.Name, false)
+	if err := c.Create(context.Background(), after); err != nil {
+		t.Fatal(err)
+	}
+	ready(t, after)
+	if !strings.HasPrefix(after.Status.BackendRef, "snapshot-") {
+		t.Errorf("vSphere snapshot ref %q, want a snapshot MoRef", after.Status.BackendRef)
+	}
+	r := newRestore("to-after", vm.Name, after.Name)
+	if err := c.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	restored(t, r, v1alpha1.RestoreDone)
 }

@@ -61,6 +61,7 @@ func Kind() infrastructure.Kind {
 		BuildSpec:         infrastructure.Typed(BuildSpec),
 		Admit:             Admit,
 		OwnedFields:       []string{"providerID"},
+		Snapshots:         &SnapshotLimits,
 		QuietStatusFields: []string{"taskRef"},
 	}
 }
@@ -228,3 +229,8 @@ func Credentials(s *corev1.Secret) (providers.Credentials, error) {
 // spec.import.providerClasses that takes none is refused by name) and by
 // the provider before it fetches a byte.
 var ImportFormats = []v1alpha1.ImageFormat{v1alpha1.ImageFormatQCOW2, v1alpha1.ImageFormatRaw, v1alpha1.ImageFormatISO}
+
+// SnapshotLimits: libvirt puts no bound on a domain's internal snapshots
+// (qcow2 has its own, 65536 per image); a running domain's memory is
+// kept (savevm) and it is reverted as it runs (loadvm).
+var SnapshotLimits = providers.SnapshotLimits{MaxPerVM: 0, Memory: true, RevertRunning: true}
