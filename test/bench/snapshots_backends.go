@@ -38,6 +38,8 @@ import (
 	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt"
+	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere"
@@ -81,7 +83,7 @@ func (h *harness) proxmoxSnapshots(ctx context.Context, bc *clientset.Clientset,
 	if err := waitProviderReady(ctx, bc, p.Name); err != nil {
 		return nil, stop, err
 	}
-	apiVM, spec, err := h.snapshotVMs(ctx, bc, "proxmox")
+	apiVM, spec, err := h.snapshotVMs(ctx, bc, "proxmox", "bench-snap-class", "bench-snap-image", p.Labels)
 	if err != nil {
 		return nil, stop, err
 	}
@@ -140,7 +142,7 @@ func (h *harness) vsphereSnapshots(ctx context.Context, bc *clientset.Clientset,
 	if err := waitProviderReady(ctx, bc, p.Name); err != nil {
 		return nil, stop, err
 	}
-	apiVM, spec, err := h.snapshotVMs(ctx, bc, "vsphere")
+	apiVM, spec, err := h.snapshotVMs(ctx, bc, "vsphere", "bench-snap-class", "bench-snap-image", p.Labels)
 	if err != nil {
 		return nil, stop, err
 	}
@@ -154,6 +156,55 @@ func (h *harness) vsphereSnapshots(ctx context.Context, bc *clientset.Clientset,
 	snapper, ok := providers.SnapshotsOf(backend)
 	if !ok {
 		return nil, stop, fmt.Errorf("the vSphere backend %T takes no snapshots", backend)
+	}
+	return &snapshotSide{row: row, apiVM: apiVM, snapper: snapper, spec: spec}, stop, nil
+}
+
+// libvirtSnapshots sets libvirt up: a private libvirtd with the test
+// guest (QEMU without KVM), as the console benchmark's, its provider and
+// the direct client both libvirt's with domain type qemu. No simulated
+// delay: libvirtd and QEMU take the time they take.
+func (h *harness) libvirtSnapshots(ctx context.Context, bc *clientset.Clientset, row *SnapshotBackend) (*snapshotSide, func(), error) {
+	row.Backend, row.TaskDelay = "libvirt (real libvirtd, QEMU without KVM)", "none (real)"
+	row.TaskWait = "libvirt's calls return when done"
+	if m := libvirtd.Missing(); m != "" {
+		row.Skipped = "libvirtd cannot run here: needs " + m
+		return nil, nil, errNotHere
+	}
+	d, stopD, err := h.guestLibvirtd(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops := []func(){stopD}
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if err := h.libvirtObjects(ctx, bc, d); err != nil {
+		return nil, stop, err
+	}
+	proc, err := h.env.StartProvider("libvirt", "provider-libvirt", time.Minute, "--domain-type=qemu")
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, proc.Stop)
+	if err := waitImageReady(ctx, bc, "bench-libvirt-guest", devenv.Namespace+"/bench-libvirt"); err != nil {
+		return nil, stop, err
+	}
+	apiVM, spec, err := h.snapshotVMs(ctx, bc, "libvirt", "bench-libvirt-small", "bench-libvirt-guest", map[string]string{"bench": "libvirt"})
+	if err != nil {
+		return nil, stop, err
+	}
+	sessions := libvirt.NewSessions(libvirt.Options{DomainType: "qemu"})
+	stops = append(stops, func() { sessions.Forget("bench/snapshots"); sessions.Wait() })
+	backend, err := sessions.Get(ctx, "bench/snapshots", providers.Connection{Endpoint: d.URI})
+	if err != nil {
+		return nil, stop, err
+	}
+	snapper, ok := providers.SnapshotsOf(backend)
+	if !ok {
+		return nil, stop, fmt.Errorf("the libvirt backend %T takes no snapshots", backend)
 	}
 	return &snapshotSide{row: row, apiVM: apiVM, snapper: snapper, spec: spec}, stop, nil
 }
