@@ -594,7 +594,8 @@ func writeSnapshots(dir string, rows []SnapshotBackend, started time.Time) error
 				continue
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f ms more than direct: %.0f ms in the control plane's hops (core controller, provider pick-up, "+
-				"mirroring back) and %.0f ms more in the backend hop than the direct calls took (its status writes)",
+				"mirroring back), and the backend hop %.0f ms longer than the direct calls (it holds the provider's task and result status writes, "+
+				"and the backend's own spread)",
 				op, r.Ops[i].APIP50ms-r.Ops[i].DirectP50ms, ph[0]+ph[1]+ph[3], ph[2]-r.Ops[i].DirectP50ms))
 		}
 		fmt.Fprintf(&b, "- **%s**, at p50: %s.\n", r.Backend, strings.Join(parts, "; "))
