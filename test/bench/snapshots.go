@@ -111,12 +111,13 @@ type snapshotSide struct {
 // for what it started.
 type snapshotBackend func(ctx context.Context, bc *clientset.Clientset, row *SnapshotBackend) (*snapshotSide, func(), error)
 
-// snapshotsBench measures, on Proxmox VE (pvesim) and vSphere (vcsim) in
-// turn, rounds of snapshot create, restore and delete through the API
-// (VirtualMachineSnapshot to readyToUse, VirtualMachineRestore to Done,
-// the snapshot deleted until gone) against the same backend calls made
-// directly with the backend package's client on a twin VM of the same
-// simulator; writes snapshots.md and snapshots.json.
+// snapshotsBench measures, on Proxmox VE (pvesim), vSphere (vcsim) and
+// libvirt (a private libvirtd) in turn, rounds of snapshot create,
+// restore and delete through the API (VirtualMachineSnapshot to
+// readyToUse, VirtualMachineRestore to Done, the snapshot deleted until
+// gone) against the same backend calls made directly with the backend
+// package's client on a twin VM of the same backend; writes snapshots.md
+// and snapshots.json.
 func (h *harness) snapshotsBench(ctx context.Context) error {
 	started := time.Now()
 	bc, err := clientset.NewForConfig(h.admin)
@@ -154,9 +155,9 @@ func (h *harness) snapshotsBench(ctx context.Context) error {
 	return writeSnapshots(h.cfg.Out, rows, started)
 }
 
-// snapshotObjects creates the class and image both backends' VMs use:
+// snapshotObjects creates the class and image the simulators' VMs use:
 // one CPU, 1 GiB, one 10 GiB disk, no network; the image a template on
-// each backend.
+// each simulator (libvirt's VMs are the test guest's, libvirtObjects).
 func (h *harness) snapshotObjects(ctx context.Context, bc *clientset.Clientset) error {
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "bench-snap-class"}, Spec: v1alpha1.VMClassSpec{
 		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 1024, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 10, StorageClass: "gold"}}}}}
