@@ -104,10 +104,11 @@ test: verify test-unit test-integration test-e2e test-reliability test-capi benc
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: build tools ## Measure banlieue against the CRD alternative and raw etcd, image import against a raw upload, and console echo against libvirtd; writes bench/results/latest, images and console (.md, .json).
+bench: build tools ## Measure banlieue against the CRD alternative and raw etcd, image import against a raw upload, console echo against libvirtd, and snapshots against the same backend calls; writes bench/results/latest, images, console and snapshots (.md, .json).
 	$(GO) run ./test/bench $(BENCH_ARGS)
 	$(GO) run ./test/bench -images
 	$(GO) run ./test/bench -console
+	$(GO) run ./test/bench -snapshots
 
 .PHONY: bench-images
 bench-images: build tools libvirt ## Measure image import through banlieue against a raw copy of the same bytes to the same backend (libvirt, pvesim, vcsim); writes bench/results/images.{md,json}.
@@ -117,12 +118,17 @@ bench-images: build tools libvirt ## Measure image import through banlieue again
 bench-console: build tools libvirt ## Measure a console keystroke's echo through virtualmachines/NAME/console against the same console opened at libvirtd; writes bench/results/console.{md,json}.
 	$(GO) run ./test/bench -console $(BENCH_ARGS)
 
+.PHONY: bench-snapshots
+bench-snapshots: build tools ## Measure snapshot create, restore and delete through the API against the same backend calls made directly (pvesim, vcsim); writes bench/results/snapshots.{md,json}.
+	$(GO) run ./test/bench -snapshots $(BENCH_ARGS)
+
 .PHONY: bench-smoke
 bench-smoke: build tools ## The benchmark at tiny size, failing on any error, so it never rots (results in bin/bench-smoke).
 	$(GO) run ./test/bench -strict -n 60 -c 4 -watchers 5 -watch-events 10 -vms 10 -samples 60 -settle 1s -out bin/bench-smoke
 	$(GO) run ./test/bench -scale -strict -sizes 20,60 -vcenters 2 -fleet-vms 6 -c 4 -samples 60 -settle 1s -out bin/bench-smoke
 	$(GO) run ./test/bench -images -image-mib 16 -out bin/bench-smoke
 	$(GO) run ./test/bench -console -console-keys 20 -out bin/bench-smoke
+	$(GO) run ./test/bench -snapshots -strict -snapshot-rounds 3 -out bin/bench-smoke
 
 .PHONY: bench-scale
 bench-scale: build tools ## Growth with size: 20 simulated vCenters provisioning 2000 VMs, then 1k, 10k and 50k VMs stored; writes bench/results/scale.{md,json}.

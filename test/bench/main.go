@@ -76,6 +76,11 @@ type config struct {
 	ConsoleKeys        int
 	Sizes              []int
 	VCenters, FleetVMs int
+
+	// Snapshots runs the snapshot benchmark instead (snapshots.go).
+	Snapshots         bool
+	SnapshotRounds    int
+	SnapshotTaskDelay time.Duration
 }
 
 func main() {
@@ -96,6 +101,9 @@ func main() {
 	flag.IntVar(&cfg.ImageMiB, "image-mib", 1024, "With -images: the image's size in MiB.")
 	flag.BoolVar(&cfg.Console, "console", false, "Measure the console instead (make bench-console): keystroke echo through virtualmachines/NAME/console against the same console opened at libvirtd; writes console.md and console.json.")
 	flag.IntVar(&cfg.ConsoleKeys, "console-keys", 300, "With -console: keystrokes per session.")
+	flag.BoolVar(&cfg.Snapshots, "snapshots", false, "Measure snapshots instead (make bench-snapshots): on Proxmox VE (pvesim) and vSphere (vcsim), snapshot create, restore and delete through the API against the same backend calls made directly; writes snapshots.md and snapshots.json.")
+	flag.IntVar(&cfg.SnapshotRounds, "snapshot-rounds", 20, "With -snapshots: rounds (create, restore, delete) per side and backend.")
+	flag.DurationVar(&cfg.SnapshotTaskDelay, "snapshot-task-delay", 50*time.Millisecond, "With -snapshots: how long every simulated task runs, on both simulators, for both sides (pvesim's default).")
 	flag.BoolVar(&cfg.Scale, "scale", false, "Measure growth instead (make bench-scale): a fleet over -vcenters, then VMs stored in steps of -sizes; writes scale.md and scale.json.")
 	sizes := flag.String("sizes", "1000,10000,50000", "With -scale: the numbers of VMs stored, ascending.")
 	flag.IntVar(&cfg.VCenters, "vcenters", 20, "With -scale: simulated vCenters, one Provider each (0 skips the fleet).")
@@ -189,6 +197,9 @@ func benchmark(ctx context.Context, cfg config) error {
 	}
 	if cfg.Console {
 		return h.consoleBench(ctx)
+	}
+	if cfg.Snapshots {
+		return h.snapshotsBench(ctx)
 	}
 	r := &report{cfg: cfg, started: time.Now()}
 	// Memory first, on fresh servers: after the CRUD rounds their watch
