@@ -119,7 +119,7 @@ bench-console: build tools libvirt ## Measure a console keystroke's echo through
 	$(GO) run ./test/bench -console $(BENCH_ARGS)
 
 .PHONY: bench-snapshots
-bench-snapshots: build tools ## Measure snapshot create, restore and delete through the API against the same backend calls made directly (pvesim, vcsim); writes bench/results/snapshots.{md,json}.
+bench-snapshots: build tools libvirt ## Measure snapshot create, restore and delete through the API against the same backend calls made directly (pvesim, vcsim, a real libvirtd); writes bench/results/snapshots.{md,json}.
 	$(GO) run ./test/bench -snapshots $(BENCH_ARGS)
 
 .PHONY: bench-smoke
