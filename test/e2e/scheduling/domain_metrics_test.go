@@ -258,6 +258,25 @@ func TestDomainMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	// A standby reports no VM counts (sum() over replicas counts each VM
+	// once), though its cache holds them.
+	for _, r := range replicas {
+		if r == lead {
+			continue
+		}
+		code, body, err := get(r.metrics, token)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("standby %s: %d %v", r.metrics, code, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := families["banlieue_virtualmachines"]; len(f.GetMetric()) > 0 {
+			t.Errorf("standby %s reports %d banlieue_virtualmachines series", r.metrics, len(f.GetMetric()))
+		}
+	}
 }
 
 // mustKCRBAC makes the scraper ServiceAccount, bound to the shipped
