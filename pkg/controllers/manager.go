@@ -111,7 +111,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 o.Metrics(),
-		HealthProbeBindAddress:  o.HealthAddr,
+		HealthProbeBindAddress:  "0", // AddHealthServer's, with the leader's state
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "banlieue-controllers",
@@ -125,7 +125,7 @@ func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := AddHealthChecks(mgr); err != nil {
+	if err := AddHealthServer(mgr, o.HealthAddr); err != nil {
 		return nil, err
 	}
 	clustersServed := false

@@ -68,10 +68,15 @@ func AddHealthChecks(mgr ctrl.Manager) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+	return mgr.AddReadyzCheck("informers", cachesSynced(mgr))
+}
+
+// cachesSynced fails until mgr's caches have synced.
+func cachesSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
 		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
 			return fmt.Errorf("caches not synced")
 		}
 		return nil
-	})
+	}
 }

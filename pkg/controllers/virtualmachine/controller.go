@@ -130,6 +130,7 @@ type assumption struct {
 // one created; leader election keeps one replica acting.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.assumed = map[types.UID]assumption{}
+	collected.Store(&vmSource{reader: mgr.GetCache(), elected: mgr.Elected()})
 	if err := r.watchLoad(mgr); err != nil {
 		return err
 	}
@@ -268,6 +269,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := vm.Status.DeepCopy()
 	var result ctrl.Result
 	var err error
+	normal := false
 	switch {
 	case vm.Spec.Paused:
 		// Before deletion: a paused VM is not even deleted until resumed.
@@ -280,6 +282,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		r.setCondition(vm, v1alpha1.VirtualMachinePaused, metav1.ConditionFalse, reasonNotPaused, "spec.paused is false")
 		result, err = r.reconcileNormal(ctx, vm)
+		normal = true
 	}
 	vm.Status.ObservedGeneration = vm.Generation
 	base := vm.DeepCopy()
@@ -289,6 +292,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if uerr := patch.Status(ctx, r.Client, base, vm, true); uerr != nil {
 		// A conflict is requeued quietly (pkg/controllers/conflict).
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
+	}
+	if normal {
+		// Without an error, an unscheduled VM was just tried.
+		observe(before, vm, err == nil)
 	}
 	if s := vm.Status.Scheduled; s != nil && before.Scheduled == nil {
 		log.Info("Scheduled", "provider", s.Provider, "failureDomain", s.FailureDomain)

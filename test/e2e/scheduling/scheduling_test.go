@@ -64,12 +64,18 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 2})
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scheduling: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
 		return 1
 	}
 	defer env.Stop()
+	// Two replicas with leader election, serving their metrics and
+	// probes (domain_metrics_test.go reads them).
+	if err := startReplicas(2); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduling: controllers: %v\n", err)
+		return 1
+	}
 	scheme, err := controllers.Scheme()
 	if err != nil {
 		panic(err)

@@ -1,0 +1,315 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package scheduling
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/loopback"
+)
+
+// replica is a "banlieue controller" TestMain started: its metrics
+// (HTTPS, authenticated) and probes.
+type replica struct{ metrics, health string }
+
+var replicas []replica
+
+// startReplicas starts n controller replicas with leader election, each
+// serving metrics and probes on ports of its own.
+func startReplicas(n int) error {
+	for i := 0; i < n; i++ {
+		ports, err := loopback.FreePorts(2)
+		if err != nil {
+			return err
+		}
+		r := replica{
+			metrics: "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics",
+			health:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		}
+		if _, err := env.StartController(i, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1])); err != nil {
+			return err
+		}
+		replicas = append(replicas, r)
+	}
+	return nil
+}
+
+func get(url, token string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// leader waits until one replica's /readyz?verbose says leading and every
+// other's says standby, all answering 200, and returns the leader.
+func leader(t *testing.T) replica {
+	t.Helper()
+	var lead replica
+	eventually(t, 2*time.Minute, func() error {
+		leading, standby := []replica{}, 0
+		for _, r := range replicas {
+			code, body, err := get(r.health+"/readyz?verbose", "")
+			if err != nil {
+				return err
+			}
+			if code != http.StatusOK {
+				return fmt.Errorf("%s/readyz: %d %s", r.health, code, body)
+			}
+			switch {
+			case strings.Contains(body, "[+]leader ok: leading\n"):
+				leading = append(leading, r)
+			case strings.Contains(body, "[+]leader ok: standby (waiting for the lease)\n"):
+				standby++
+			default:
+				return fmt.Errorf("%s/readyz?verbose says neither leading nor standby: %q", r.health, body)
+			}
+		}
+		if len(leading) != 1 || standby != len(replicas)-1 {
+			return fmt.Errorf("%d leading, %d standby of %d", len(leading), standby, len(replicas))
+		}
+		lead = leading[0]
+		return nil
+	})
+	return lead
+}
+
+// TestStandbyReady: of the two replicas, the one waiting for the lease is
+// live and ready (it can take over) and its verbose /readyz says standby;
+// the leader's says leading.
+func TestStandbyReady(t *testing.T) {
+	leader(t)
+	for _, r := range replicas {
+		if code, body, err := get(r.health+"/healthz", ""); err != nil || code != http.StatusOK {
+			t.Errorf("%s/healthz: %d %q %v", r.health, code, body, err)
+		}
+	}
+}
+
+// TestDomainMetrics: VMs scheduled on a Provider and made Ready show on
+// the leader's metrics endpoint: banlieue_virtualmachines by phase on that
+// Provider (namespace/name) equal to the VMs in each phase, a creation →
+// Scheduled and creation → Ready observation per VM, and an unresolvable
+// VM counted under its reason.
+func TestDomainMetrics(t *testing.T) {
+	ctx := context.Background()
+	const space, provider = "domain-metrics", "metrics-vsphere"
+	qualified := ns + "/" + provider
+	kc(t, "apply", "-f", "artifacts/examples/vmclass.yaml", "-f", "artifacts/examples/vmimage.yaml")
+	labels := map[string]string{"pool": "domain-metrics"}
+	readyProvider(t, provider, labels, []string{"hotAddCPU", "hotAddMemory", "efiSecureBoot"}, "m-1")
+	imageReadyOn(t, "ubuntu-22.04-cloudinit", provider)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: space}}); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests' VMs may pick this Provider while it exists: gone at the end.
+	t.Cleanup(func() {
+		_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: space}})
+		eventually(t, 3*time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKey{Name: space}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s still there: %v", space, err)
+			}
+			return nil
+		})
+		_ = c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider}})
+	})
+	mustKCRBAC(t, space)
+	token := strings.TrimSpace(kc(t, "-n", space, "create", "token", "scraper"))
+
+	const n, ready = 3, 2
+	for i := 0; i < n; i++ {
+		vm := &v1alpha1.VirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vm-%d", i), Namespace: space},
+			Spec: v1alpha1.VirtualMachineSpec{
+				ClassRef: v1alpha1.LocalObjectReference{Name: "db-prod-large"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+				Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: labels}},
+			},
+		}
+		if err := c.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A VM whose class does not exist: a scheduling failure.
+	if err := c.Create(ctx, &v1alpha1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-class", Namespace: space},
+		Spec: v1alpha1.VirtualMachineSpec{
+			ClassRef: v1alpha1.LocalObjectReference{Name: "no-such-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "ubuntu-22.04-cloudinit"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitScheduled(t, space, "no-class", "ClassNotFound")
+	// The provider's part: the first two machines provisioned, on, addressed.
+	for i := 0; i < ready; i++ {
+		name := fmt.Sprintf("vm-%d", i)
+		vsm := &infrav1.VSphereMachine{}
+		eventually(t, time.Minute, func() error { return c.Get(ctx, client.ObjectKey{Namespace: space, Name: name}, vsm) })
+		vsm.Status.Initialization = &infrav1.MachineInitialization{Provisioned: ptr.To(true)}
+		vsm.Status.Addresses = []infrav1.MachineAddress{{Type: "InternalIP", Address: fmt.Sprintf("192.0.2.%d", 10+i)}}
+		vsm.Status.PowerState = "PoweredOn"
+		meta.SetStatusCondition(&vsm.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoweredOn", Message: "up"})
+		if err := c.Status().Update(ctx, vsm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Minute, func() error {
+		var vms v1alpha1.VirtualMachineList
+		if err := c.List(ctx, &vms, client.InNamespace(space)); err != nil {
+			return err
+		}
+		got := 0
+		for _, vm := range vms.Items {
+			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
+				got++
+			}
+		}
+		if got != ready {
+			return fmt.Errorf("%d VMs Ready, want %d", got, ready)
+		}
+		return nil
+	})
+
+	lead := leader(t)
+	eventually(t, time.Minute, func() error {
+		code, body, err := get(lead.metrics, token)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%s: %d %s", lead.metrics, code, body)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("parsing the exposition: %w", err)
+		}
+		for _, want := range []struct {
+			family string
+			labels map[string]string
+			value  func(*dto.Metric) float64
+			ok     func(float64) bool
+			says   string
+		}{
+			{"banlieue_virtualmachines", map[string]string{"phase": "Ready", "provider": qualified}, gauge, eq(ready), fmt.Sprint(ready)},
+			{"banlieue_virtualmachines", map[string]string{"phase": "Provisioning", "provider": qualified}, gauge, eq(n - ready), fmt.Sprint(n - ready)},
+			{"banlieue_virtualmachines", map[string]string{"phase": "Unschedulable", "provider": ""}, gauge, atLeast(1), ">= 1"},
+			{"banlieue_virtualmachine_scheduling_seconds", map[string]string{"provider": qualified}, count, eq(n), fmt.Sprint(n)},
+			{"banlieue_virtualmachine_ready_seconds", map[string]string{"provider": qualified}, count, eq(ready), fmt.Sprint(ready)},
+			{"banlieue_scheduling_failures_total", map[string]string{"reason": "ClassNotFound"}, counter, atLeast(1), ">= 1"},
+		} {
+			m := find(families[want.family], want.labels)
+			if m == nil {
+				return fmt.Errorf("no %s%v on the leader", want.family, want.labels)
+			}
+			if v := want.value(m); !want.ok(v) {
+				return fmt.Errorf("%s%v = %v, want %s", want.family, want.labels, v, want.says)
+			}
+		}
+		// Plausible durations: each VM was Ready within this test.
+		h := find(families["banlieue_virtualmachine_ready_seconds"], map[string]string{"provider": qualified}).GetHistogram()
+		if s := h.GetSampleSum(); s <= 0 || s > float64(ready)*600 {
+			return fmt.Errorf("ready_seconds sum %v for %d VMs", s, ready)
+		}
+		return nil
+	})
+	// A standby reports no VM counts (sum() over replicas counts each VM
+	// once), though its cache holds them.
+	for _, r := range replicas {
+		if r == lead {
+			continue
+		}
+		code, body, err := get(r.metrics, token)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("standby %s: %d %v", r.metrics, code, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := families["banlieue_virtualmachines"]; len(f.GetMetric()) > 0 {
+			t.Errorf("standby %s reports %d banlieue_virtualmachines series", r.metrics, len(f.GetMetric()))
+		}
+	}
+}
+
+// mustKCRBAC makes the scraper ServiceAccount, bound to the shipped
+// banlieue-metrics-reader, in space.
+func mustKCRBAC(t *testing.T, space string) {
+	t.Helper()
+	kc(t, "-n", space, "create", "serviceaccount", "scraper")
+	kc(t, "create", "clusterrolebinding", "domain-metrics-scraper", "--clusterrole=banlieue-metrics-reader", "--serviceaccount="+space+":scraper")
+	t.Cleanup(func() { kc(t, "delete", "clusterrolebinding", "domain-metrics-scraper") })
+}
+
+func gauge(m *dto.Metric) float64   { return m.GetGauge().GetValue() }
+func counter(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
+func count(m *dto.Metric) float64   { return float64(m.GetHistogram().GetSampleCount()) }
+
+func eq(want int) func(float64) bool      { return func(v float64) bool { return v == float64(want) } }
+func atLeast(want int) func(float64) bool { return func(v float64) bool { return v >= float64(want) } }
+
+// find is the family's series with exactly these labels.
+func find(f *dto.MetricFamily, labels map[string]string) *dto.Metric {
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
+			continue
+		}
+		match := true
+		for _, l := range m.GetLabel() {
+			if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
+				match = false
+			}
+		}
+		if match {
+			return m
+		}
+	}
+	return nil
+}
