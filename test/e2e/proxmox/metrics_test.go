@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +43,8 @@ import (
 
 // TestProviderMetrics scrapes the running provider's authenticated
 // metrics endpoint once it has built a VM: its backend calls are timed
-// by operation (an EnsureMachine and an Inventory at least), its session
+// by operation (an EnsureMachine and an Inventory at least), an image
+// imported by URL counted (its bytes, its attempts by result), its session
 // to the simulator is open and was logged in, a Ready Provider exports
 // status True with its reason, an unready one False with the reason its
 // condition has, and a deleted Provider's series go.
@@ -123,6 +126,30 @@ func TestProviderMetrics(t *testing.T) {
 		return nil
 	})
 
+	// An image imported by URL on each of the Provider's nodes.
+	base, sum := imageServer(t)
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	guest, err := os.Stat(filepath.Join(root, "bin", "guest", "guest.qcow2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "pve-metrics-imported"}, Spec: v1alpha1.VMImageSpec{
+		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: base + "/guest.qcow2", Checksum: sum, Format: v1alpha1.ImageFormatQCOW2,
+			ProviderClasses: []string{"proxmox"}}}}
+	if err := c.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), img) })
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(img.Status.Conditions, "Ready") {
+			return fmt.Errorf("image not Ready: %+v", img.Status.Conditions)
+		}
+		return nil
+	})
+
 	ready, notReady := ns+"/metrics-pve", ns+"/metrics-unready"
 	var mfs map[string]*dto.MetricFamily
 	// The series follow the status writes; read until they show them.
@@ -139,6 +166,10 @@ func TestProviderMetrics(t *testing.T) {
 			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"}, atLeast(1), ">= 1 call"},
 			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "Inventory"}, atLeast(1), ">= 1 call"},
 			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "ImageExists"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "ImportImage"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_image_import_duration_seconds", map[string]string{"backend": "proxmox", "result": "success"}, atLeast(1), ">= 1 import"},
+			// Each node's import reads the whole image.
+			{"banlieue_provider_image_import_bytes_total", map[string]string{"backend": "proxmox"}, atLeast(float64(guest.Size())), fmt.Sprintf(">= %d bytes", guest.Size())},
 			{"banlieue_provider_sessions", map[string]string{"backend": "proxmox"}, atLeast(1), ">= 1"},
 			{"banlieue_provider_session_logins_total", map[string]string{"backend": "proxmox", "result": "success"}, atLeast(1), ">= 1"},
 			{"banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}, equal(1), "1"},
