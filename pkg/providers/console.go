@@ -64,9 +64,10 @@ type boundedConsoles struct {
 }
 
 func (b boundedConsoles) OpenConsole(ctx context.Context, spec MachineSpec, force bool) (io.ReadWriteCloser, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.c.OpenConsole(ctx, spec, force)
+	ctx, done := b.d.call(ctx, "OpenConsole", b.d.Call)
+	stream, err := b.c.OpenConsole(ctx, spec, force)
+	done(err)
+	return stream, err
 }
 
 // Resizer is a console stream that passes the client's terminal size on
@@ -102,7 +103,8 @@ type boundedRestarter struct {
 }
 
 func (b boundedRestarter) RestartMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.r.RestartMachine(ctx, spec, record)
+	ctx, done := b.d.call(ctx, "RestartMachine", b.d.Machine)
+	err := b.r.RestartMachine(ctx, spec, record)
+	done(err)
+	return err
 }

@@ -38,6 +38,25 @@ const (
 // Deadlines are the longest a backend call may take.
 type Deadlines struct {
 	Call, Machine time.Duration
+	// backend is the class the calls are recorded under (Bounded's).
+	backend string
+}
+
+// call bounds one call of operation by timeout (none when 0) and returns
+// its context and what ends it: done(err) cancels the context and records
+// the call's duration and error (BackendCallDuration, BackendCallErrors).
+func (d Deadlines) call(ctx context.Context, operation string, timeout time.Duration) (_ context.Context, done func(error)) {
+	start := time.Now()
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	return ctx, func(err error) {
+		cancel()
+		observe(d.backend, operation, start, err)
+	}
 }
 
 func (d Deadlines) withDefaults() Deadlines {
@@ -52,9 +71,13 @@ func (d Deadlines) withDefaults() Deadlines {
 
 // Bounded returns b with a deadline on every call, whatever context the
 // caller passes: a backend that stops answering fails the call instead of
-// holding a worker forever. A GuestAddressReader stays one.
-func Bounded(b Backend, d Deadlines) Backend {
-	bb := &bounded{b: b, d: d.withDefaults()}
+// holding a worker forever. A GuestAddressReader stays one. Every call
+// (the optional interfaces' too) is timed and its errors counted under
+// backend, the Provider class ("proxmox").
+func Bounded(b Backend, backend string, d Deadlines) Backend {
+	d = d.withDefaults()
+	d.backend = backend
+	bb := &bounded{b: b, d: d}
 	if r, ok := b.(GuestAddressReader); ok {
 		return &boundedReader{bounded: bb, r: r}
 	}
@@ -67,27 +90,31 @@ type bounded struct {
 }
 
 func (b *bounded) Inventory(ctx context.Context) ([]failuredomain.Location, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.b.Inventory(ctx)
+	ctx, done := b.d.call(ctx, "Inventory", b.d.Call)
+	locs, err := b.b.Inventory(ctx)
+	done(err)
+	return locs, err
 }
 
 func (b *bounded) ImageExists(ctx context.Context, location failuredomain.Location, ref string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.b.ImageExists(ctx, location, ref)
+	ctx, done := b.d.call(ctx, "ImageExists", b.d.Call)
+	found, err := b.b.ImageExists(ctx, location, ref)
+	done(err)
+	return found, err
 }
 
 func (b *bounded) EnsureMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) (MachineStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.b.EnsureMachine(ctx, spec, record)
+	ctx, done := b.d.call(ctx, "EnsureMachine", b.d.Machine)
+	status, err := b.b.EnsureMachine(ctx, spec, record)
+	done(err)
+	return status, err
 }
 
 func (b *bounded) DeleteMachine(ctx context.Context, spec MachineSpec, record TaskRecorder) error {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.b.DeleteMachine(ctx, spec, record)
+	ctx, done := b.d.call(ctx, "DeleteMachine", b.d.Machine)
+	err := b.b.DeleteMachine(ctx, spec, record)
+	done(err)
+	return err
 }
 
 type boundedReader struct {
@@ -96,9 +123,10 @@ type boundedReader struct {
 }
 
 func (b *boundedReader) GuestAddress(ctx context.Context, spec MachineSpec) (string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.r.GuestAddress(ctx, spec)
+	ctx, done := b.d.call(ctx, "GuestAddress", b.d.Call)
+	addr, steady, err := b.r.GuestAddress(ctx, spec)
+	done(err)
+	return addr, steady, err
 }
 
 func (b *bounded) unbounded() (Backend, Deadlines) { return b.b, b.d }
@@ -132,17 +160,22 @@ type boundedImporter struct {
 }
 
 func (b boundedImporter) ImportedImage(ctx context.Context, location failuredomain.Location, t ImageTarget) (string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.imp.ImportedImage(ctx, location, t)
+	ctx, done := b.d.call(ctx, "ImportedImage", b.d.Call)
+	ref, found, err := b.imp.ImportedImage(ctx, location, t)
+	done(err)
+	return ref, found, err
 }
 
 func (b boundedImporter) ImportImage(ctx context.Context, location failuredomain.Location, t ImageTarget, body io.Reader) (string, error) {
-	return b.imp.ImportImage(ctx, location, t, body)
+	ctx, done := b.d.call(ctx, "ImportImage", 0)
+	ref, err := b.imp.ImportImage(ctx, location, t, body)
+	done(err)
+	return ref, err
 }
 
 func (b boundedImporter) DeleteImportedImage(ctx context.Context, location failuredomain.Location, t ImageTarget) error {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.imp.DeleteImportedImage(ctx, location, t)
+	ctx, done := b.d.call(ctx, "DeleteImportedImage", b.d.Machine)
+	err := b.imp.DeleteImportedImage(ctx, location, t)
+	done(err)
+	return err
 }

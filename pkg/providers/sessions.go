@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 )
 
@@ -49,6 +50,10 @@ var ErrLoginPending = fmt.Errorf("%w: the backend has not answered the login yet
 
 // SessionHooks are what a backend's session cache does on the network.
 type SessionHooks[S any] struct {
+	// Backend is the class the cache's sessions and logins are counted
+	// under (SessionsOpen, SessionLogins, SessionReconnects); "" counts
+	// nothing.
+	Backend string
 	// Login opens a session; ctx carries the login deadline.
 	Login func(ctx context.Context, conn Connection) (S, error)
 	// Alive tells whether a cached session still works (nil: always);
@@ -85,6 +90,12 @@ type Sessions[S any] struct {
 	mu      sync.Mutex
 	entries map[string]*sessionEntry[S]
 	closing sync.WaitGroup
+
+	// hadMu guards had, the owners that have had a session (until
+	// Forget): their next logins are reconnects. It is taken last, under
+	// any other lock.
+	hadMu sync.Mutex
+	had   map[string]bool
 }
 
 // sessionEntry is one owner's session for one key.
@@ -121,7 +132,7 @@ func NewSessions[S any](hooks SessionHooks[S]) *Sessions[S] {
 	salt := make([]byte, 32)
 	_, _ = rand.Read(salt) // never fails (crypto/rand panics instead)
 	return &Sessions[S]{hooks: hooks, LoginTimeout: DefaultLoginTimeout, LogoutTimeout: DefaultLogoutTimeout,
-		WaitForLogin: DefaultWaitForLogin, FailureBackoff: DefaultFailureBackoff, salt: salt, entries: map[string]*sessionEntry[S]{}}
+		WaitForLogin: DefaultWaitForLogin, FailureBackoff: DefaultFailureBackoff, salt: salt, entries: map[string]*sessionEntry[S]{}, had: map[string]bool{}}
 }
 
 // Get returns owner's live session for conn, logging in when there is
@@ -153,6 +164,9 @@ func (s *Sessions[S]) Get(ctx context.Context, owner string, conn Connection) (S
 	if call == nil {
 		call = &loginCall[S]{started: time.Now(), done: make(chan struct{})}
 		e.inflight = call
+		if s.hadSession(owner) {
+			s.count(SessionReconnects.WithLabelValues)
+		}
 		s.closing.Add(1)
 		go s.login(owner, e, call, conn)
 	}
@@ -184,6 +198,7 @@ func (s *Sessions[S]) live(ctx context.Context, owner string, e *sessionEntry[S]
 		klog.V(2).InfoS("A cached backend session died; logging in again", "provider", owner)
 		var zero S
 		e.s, e.ok = zero, false
+		s.opened(-1)
 		s.logoutLater(owner, sess)
 	}
 	return sess, false
@@ -226,14 +241,21 @@ func (s *Sessions[S]) login(owner string, e *sessionEntry[S], call *loginCall[S]
 	e.inflight = nil
 	switch {
 	case call.err != nil:
+		s.count(SessionLogins.WithLabelValues, "failure")
 		e.failed = &loginFailure{err: call.err, at: time.Now()}
 		klog.V(2).InfoS("Backend login failed", "provider", owner, "took", time.Since(call.started), "err", call.err)
 	case e.gone:
+		s.count(SessionLogins.WithLabelValues, "success")
 		s.logoutLater(owner, call.s)
 	default:
+		s.count(SessionLogins.WithLabelValues, "success")
 		e.failed = nil
 		e.s, e.ok = call.s, true
 		e.gen++
+		s.opened(1)
+		s.hadMu.Lock()
+		s.had[owner] = true
+		s.hadMu.Unlock()
 	}
 }
 
@@ -260,6 +282,9 @@ func (s *Sessions[S]) Forget(owner string) {
 	if e, ok := s.entries[owner]; ok {
 		s.dropLocked(owner, e, "the Provider was deleted")
 	}
+	s.hadMu.Lock()
+	delete(s.had, owner)
+	s.hadMu.Unlock()
 }
 
 // Wait waits for the logins under way and the background logouts
@@ -279,6 +304,29 @@ func (s *Sessions[S]) dropLocked(owner string, e *sessionEntry[S], why string) {
 		s.logoutLater(owner, e.s)
 		var zero S
 		e.s, e.ok = zero, false
+		s.opened(-1)
+	}
+}
+
+// hadSession tells whether owner has had a session since it was last
+// forgotten.
+func (s *Sessions[S]) hadSession(owner string) bool {
+	s.hadMu.Lock()
+	defer s.hadMu.Unlock()
+	return s.had[owner]
+}
+
+// opened adds n to the sessions open of the cache's backend.
+func (s *Sessions[S]) opened(n float64) {
+	if s.hooks.Backend != "" {
+		SessionsOpen.WithLabelValues(s.hooks.Backend).Add(n)
+	}
+}
+
+// count increments the counter of the cache's backend and labels.
+func (s *Sessions[S]) count(vec func(...string) prometheus.Counter, labels ...string) {
+	if s.hooks.Backend != "" {
+		vec(append([]string{s.hooks.Backend}, labels...)...).Inc()
 	}
 }
 

@@ -136,25 +136,29 @@ type boundedSnapshots struct {
 func (b boundedSnapshots) SnapshotLimits() SnapshotLimits { return b.s.SnapshotLimits() }
 
 func (b boundedSnapshots) ListSnapshots(ctx context.Context, spec MachineSpec) ([]SnapshotInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.s.ListSnapshots(ctx, spec)
+	ctx, done := b.d.call(ctx, "ListSnapshots", b.d.Call)
+	snaps, err := b.s.ListSnapshots(ctx, spec)
+	done(err)
+	return snaps, err
 }
 
 func (b boundedSnapshots) CreateSnapshot(ctx context.Context, spec MachineSpec, snap SnapshotSpec, resume string, record TaskRecorder) (SnapshotInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.s.CreateSnapshot(ctx, spec, snap, resume, record)
+	ctx, done := b.d.call(ctx, "CreateSnapshot", b.d.Machine)
+	info, err := b.s.CreateSnapshot(ctx, spec, snap, resume, record)
+	done(err)
+	return info, err
 }
 
 func (b boundedSnapshots) RevertSnapshot(ctx context.Context, spec MachineSpec, name, resume string, record TaskRecorder) error {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.s.RevertSnapshot(ctx, spec, name, resume, record)
+	ctx, done := b.d.call(ctx, "RevertSnapshot", b.d.Machine)
+	err := b.s.RevertSnapshot(ctx, spec, name, resume, record)
+	done(err)
+	return err
 }
 
 func (b boundedSnapshots) DeleteSnapshot(ctx context.Context, spec MachineSpec, name, resume string, record TaskRecorder) error {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Machine)
-	defer cancel()
-	return b.s.DeleteSnapshot(ctx, spec, name, resume, record)
+	ctx, done := b.d.call(ctx, "DeleteSnapshot", b.d.Machine)
+	err := b.s.DeleteSnapshot(ctx, spec, name, resume, record)
+	done(err)
+	return err
 }

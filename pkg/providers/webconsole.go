@@ -75,7 +75,8 @@ type boundedWebConsoles struct {
 }
 
 func (b boundedWebConsoles) WebConsoleURL(ctx context.Context, spec MachineSpec) (string, time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.d.Call)
-	defer cancel()
-	return b.w.WebConsoleURL(ctx, spec)
+	ctx, done := b.d.call(ctx, "WebConsoleURL", b.d.Call)
+	url, expires, err := b.w.WebConsoleURL(ctx, spec)
+	done(err)
+	return url, expires, err
 }

@@ -140,14 +140,14 @@ func (s proxmoxSessions) Get(ctx context.Context, owner string, conn providers.C
 }
 
 // connector logs in through sessions and bounds every call of the
-// backend it returns.
-func connector(sessions sessionCache, d providers.Deadlines) providerctrl.Connector {
+// backend it returns, timing it under class.
+func connector(sessions sessionCache, class string, d providers.Deadlines) providerctrl.Connector {
 	return func(ctx context.Context, owner string, conn providers.Connection) (providers.Backend, error) {
 		b, err := sessions.Get(ctx, owner, conn)
 		if err != nil {
 			return nil, err
 		}
-		return providers.Bounded(b, d), nil
+		return providers.Bounded(b, class, d), nil
 	}
 }
 
@@ -216,7 +216,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			}
 			sessions := b.sessions()
 			r := &providerctrl.Reconciler{Client: mgr.GetClient(), Class: b.class, Only: only, Resync: resync,
-				Connect: connector(sessions, deadlines), Forget: sessions.Forget, Kind: b.machine, Credentials: b.credentials,
+				Connect: connector(sessions, b.class, deadlines), Forget: sessions.Forget, Kind: b.machine, Credentials: b.credentials,
 				Snapshots: snapshotLimits(b.class)}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("provider controller: %w", err)

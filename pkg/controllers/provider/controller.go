@@ -106,6 +106,8 @@ type Reconciler struct {
 
 	connMu sync.Mutex
 	conns  map[string]cachedConnection
+	// ready exports each Provider's Ready condition (ProviderReady).
+	ready readiness
 }
 
 // cachedConnection is a Provider's connection as read at a time, for one
@@ -178,15 +180,17 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *v1alpha1.Provider) 
 				return ctrl.Result{}, err
 			}
 		}
+		r.ready.set(placement.ImageStatusKey(p), *meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ProviderReady))
 		return ctrl.Result{}, nil // a machine's deletion requeues it
 	}
 	r.forget(placement.ImageStatusKey(p))
 	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, p, ProtectionFinalizer)
 }
 
-// forget drops a deleted Provider's credentials and backend session (its
-// logout runs in the background).
+// forget drops a deleted Provider's credentials, backend session (its
+// logout runs in the background) and metrics.
 func (r *Reconciler) forget(owner string) {
+	r.ready.forget(owner)
 	r.connMu.Lock()
 	delete(r.conns, owner)
 	r.connMu.Unlock()
@@ -334,6 +338,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	r.ready.set(placement.ImageStatusKey(p), cond)
 	if cond.Status != metav1.ConditionTrue {
 		return ctrl.Result{RequeueAfter: r.notReadyRetry()}, nil
 	}

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -353,7 +354,10 @@ func (r *ImageReconciler) install(ctx context.Context, img *v1alpha1.VMImage, p 
 }
 
 // runImport fetches src into target at loc.
-func (r *ImageReconciler) runImport(j *importJob, importer providers.ImageImporter, loc failuredomain.Location, target providers.ImageTarget, src fetch.Source) (string, error) {
+// Each attempt is timed (ImageImportDuration) and its bytes counted as
+// they are read (ImageImportBytes).
+func (r *ImageReconciler) runImport(j *importJob, importer providers.ImageImporter, loc failuredomain.Location, target providers.ImageTarget, src fetch.Source) (ref string, err error) {
+	defer func(start time.Time) { observeImport(r.Class, start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), importTimeout)
 	defer cancel()
 	body, err := fetch.Open(ctx, src, r.Guard)
@@ -363,7 +367,7 @@ func (r *ImageReconciler) runImport(j *importJob, importer providers.ImageImport
 	defer body.Close()
 	j.total.Store(body.Size)
 	target.Size = body.Size
-	counted := &counting{r: body, n: &j.done}
+	counted := &counting{r: body, n: &j.done, bytes: ImageImportBytes.WithLabelValues(r.Class)}
 	return importer.ImportImage(ctx, loc, target, counted)
 }
 
@@ -445,14 +449,16 @@ func backoff(n int) time.Duration {
 	return min(d, lastRetry)
 }
 
-// counting counts the bytes read through it.
+// counting counts the bytes read through it, in n and bytes.
 type counting struct {
-	r interface{ Read([]byte) (int, error) }
-	n *atomic.Int64
+	r     interface{ Read([]byte) (int, error) }
+	n     *atomic.Int64
+	bytes prometheus.Counter
 }
 
 func (c *counting) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	c.bytes.Add(float64(n))
 	return n, err
 }

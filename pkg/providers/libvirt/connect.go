@@ -231,6 +231,7 @@ type Sessions struct {
 // NewSessions returns an empty session cache building domains with opts.
 func NewSessions(opts Options) *Sessions {
 	return &Sessions{providers.NewSessions(providers.SessionHooks[*hostSet]{
+		Backend: "libvirt",
 		Login: func(ctx context.Context, conn providers.Connection) (*hostSet, error) {
 			return connectAll(ctx, conn, opts)
 		},

@@ -122,7 +122,8 @@ type Sessions = providers.Sessions[*Client]
 // NewSessions returns an empty session cache.
 func NewSessions(opts Options) *Sessions {
 	return providers.NewSessions(providers.SessionHooks[*Client]{
-		Login: func(ctx context.Context, conn providers.Connection) (*Client, error) { return Connect(ctx, conn, opts) },
+		Backend: "proxmox",
+		Login:   func(ctx context.Context, conn providers.Connection) (*Client, error) { return Connect(ctx, conn, opts) },
 		Logout: func(_ context.Context, c *Client) {
 			// No session to end; the idle connections are closed.
 			c.httpClient.CloseIdleConnections()

@@ -118,8 +118,9 @@ type Sessions = providers.Sessions[*Client]
 // NewSessions returns an empty cache.
 func NewSessions() *Sessions {
 	return providers.NewSessions(providers.SessionHooks[*Client]{
-		Login: Connect,
-		Alive: func(ctx context.Context, c *Client) bool { return c.alive(ctx) },
+		Backend: "vsphere",
+		Login:   Connect,
+		Alive:   func(ctx context.Context, c *Client) bool { return c.alive(ctx) },
 		Logout: func(ctx context.Context, c *Client) {
 			if err := c.Logout(ctx); err != nil {
 				klog.V(2).InfoS("Logout of a dropped vCenter session failed", "err", err)

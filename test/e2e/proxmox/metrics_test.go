@@ -1,0 +1,327 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package proxmox
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/loopback"
+)
+
+// TestProviderMetrics scrapes the running provider's authenticated
+// metrics endpoint once it has built a VM: its backend calls are timed
+// by operation (an EnsureMachine and an Inventory at least), an image
+// imported by URL counted (its bytes, its attempts by result), its session
+// to the simulator is open and was logged in, a Ready Provider exports
+// status True with its reason, an unready one False with the reason its
+// condition has, and a deleted Provider's series go.
+func TestProviderMetrics(t *testing.T) {
+	ctx := context.Background()
+	// The shared provider runs without a metrics endpoint: this test runs
+	// it with one on loopback while it lasts, then as before.
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider.Stop()
+	withMetrics, err := env.StartProvider("proxmox", "provider-proxmox-metrics", 2*time.Second, "--task-poll=50ms",
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		withMetrics.Stop()
+		if provider, err = startProvider(); err != nil {
+			t.Errorf("restarting the shared provider: %v", err)
+		}
+	})
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	token := scraperToken(t)
+
+	if err := c.Create(ctx, proxmoxProvider(t, "metrics-pve", "proxmox-token", map[string]string{"metrics": "yes"})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics-pve"}})
+	})
+	waitProvider(t, "metrics-pve", "InventoryWalked")
+	// Unready: its Secret does not exist (named in the credentials Role,
+	// so it reads as missing).
+	unready := proxmoxProvider(t, "metrics-unready", "proxmox-token", nil)
+	unready.Spec.Connection.CredentialsRef.Name = "metrics-absent"
+	if err := env.GrantCredentials(ctx, "proxmox", "secrets", "metrics-absent"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, unready); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), unready) })
+
+	ensureImage(t)
+	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "pve-metrics"}, Spec: v1alpha1.VMClassSpec{
+		Hardware: v1alpha1.VMClassHardware{CPUs: 1, MemoryMiB: 512, Disks: []v1alpha1.DiskSpec{{Name: "root", SizeGiB: 10, StorageClass: "gold"}}}}}
+	if err := c.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), class) })
+	vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "metrics-0", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
+		ClassRef: v1alpha1.LocalObjectReference{Name: "pve-metrics"}, ImageRef: v1alpha1.LocalObjectReference{Name: "debian-12"},
+		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "yes"}}}}}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vm) })
+	eventually(t, 2*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(vm.Status.Conditions, "Ready") {
+			return fmt.Errorf("VM not Ready: %+v", vm.Status.Conditions)
+		}
+		return nil
+	})
+	unreadyReason := ""
+	eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(unready), unready); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(unready.Status.Conditions, v1alpha1.ProviderReady)
+		if cond == nil || cond.Status != metav1.ConditionFalse {
+			return fmt.Errorf("metrics-unready Ready %+v, want False", cond)
+		}
+		unreadyReason = cond.Reason
+		return nil
+	})
+
+	// An image imported by URL on each of the Provider's nodes.
+	base, sum := imageServer(t)
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	guest, err := os.Stat(filepath.Join(root, "bin", "guest", "guest.qcow2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "pve-metrics-imported"}, Spec: v1alpha1.VMImageSpec{
+		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: base + "/guest.qcow2", Checksum: sum, Format: v1alpha1.ImageFormatQCOW2,
+			ProviderClasses: []string{"proxmox"}}}}
+	if err := c.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), img) })
+	eventually(t, 3*time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(img.Status.Conditions, "Ready") {
+			return fmt.Errorf("image not Ready: %+v", img.Status.Conditions)
+		}
+		return nil
+	})
+
+	ready, notReady := ns+"/metrics-pve", ns+"/metrics-unready"
+	var mfs map[string]*dto.MetricFamily
+	// The series follow the status writes; read until they show them.
+	eventually(t, time.Minute, func() error {
+		if mfs, err = scrapeMetrics(url, token); err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			name   string
+			labels map[string]string
+			ok     func(float64) bool
+			want   string
+		}{
+			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "Inventory"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "ImageExists"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "ImportImage"}, atLeast(1), ">= 1 call"},
+			{"banlieue_provider_image_import_duration_seconds", map[string]string{"backend": "proxmox", "result": "success"}, atLeast(1), ">= 1 import"},
+			// Each node's import reads the whole image.
+			{"banlieue_provider_image_import_bytes_total", map[string]string{"backend": "proxmox"}, atLeast(float64(guest.Size())), fmt.Sprintf(">= %d bytes", guest.Size())},
+			{"banlieue_provider_sessions", map[string]string{"backend": "proxmox"}, atLeast(1), ">= 1"},
+			{"banlieue_provider_session_logins_total", map[string]string{"backend": "proxmox", "result": "success"}, atLeast(1), ">= 1"},
+			{"banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}, equal(1), "1"},
+			{"banlieue_provider_ready", map[string]string{"provider": ready, "status": "False"}, equal(0), "0"},
+			{"banlieue_provider_ready_reason", map[string]string{"provider": ready, "reason": "InventoryWalked"}, equal(1), "1"},
+			{"banlieue_provider_ready", map[string]string{"provider": notReady, "status": "False"}, equal(1), "1"},
+			{"banlieue_provider_ready", map[string]string{"provider": notReady, "status": "True"}, equal(0), "0"},
+			{"banlieue_provider_ready_reason", map[string]string{"provider": notReady, "reason": unreadyReason}, equal(1), "1"},
+		} {
+			v, found := value(mfs, c.name, c.labels)
+			if !found {
+				return fmt.Errorf("no %s%v", c.name, c.labels)
+			}
+			if !c.ok(v) {
+				return fmt.Errorf("%s%v = %v, want %s", c.name, c.labels, v, c.want)
+			}
+		}
+		return nil
+	})
+	ensures, _ := value(mfs, "banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"})
+	sessions, _ := value(mfs, "banlieue_provider_sessions", map[string]string{"backend": "proxmox"})
+	t.Logf("scraped: %v EnsureMachine calls timed, %v sessions open, %s Ready, %s unready (%s)", ensures, sessions, ready, notReady, unreadyReason)
+	// One reason per Provider; the histogram's sum is plausible (a clone
+	// awaited on the simulator takes some time, and less than its deadline).
+	if n := count(mfs, "banlieue_provider_ready_reason", map[string]string{"provider": ready}); n != 1 {
+		t.Errorf("%d reason series for %s, want 1", n, ready)
+	}
+	if h := histogram(mfs, "banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"}); h == nil ||
+		h.GetSampleSum() <= 0 || h.GetSampleSum() > 15*60*float64(h.GetSampleCount()) {
+		t.Errorf("EnsureMachine durations %v: not plausible", h)
+	}
+
+	// The unready Provider goes: its series with it.
+	if err := c.Delete(ctx, unready); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		if mfs, err = scrapeMetrics(url, token); err != nil {
+			return err
+		}
+		if n := count(mfs, "banlieue_provider_ready", map[string]string{"provider": notReady}) +
+			count(mfs, "banlieue_provider_ready_reason", map[string]string{"provider": notReady}); n != 0 {
+			return fmt.Errorf("%d series of the deleted %s", n, notReady)
+		}
+		return nil
+	})
+	if v, _ := value(mfs, "banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}); v != 1 {
+		t.Errorf("%s's series went with another Provider's", ready)
+	}
+}
+
+// scraperToken is a token of a ServiceAccount bound to the shipped
+// banlieue-metrics-reader, as a Prometheus in the cluster has.
+func scraperToken(t *testing.T) string {
+	t.Helper()
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("kubectl %v: %v: %s", args, err, out)
+		}
+		return string(out), nil
+	}
+	if _, err := kubectl("-n", ns, "create", "serviceaccount", "metrics-scraper"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = kubectl("-n", ns, "delete", "serviceaccount", "metrics-scraper") })
+	if _, err := kubectl("create", "clusterrolebinding", "proxmox-metrics-scraper", "--clusterrole=banlieue-metrics-reader",
+		"--serviceaccount="+ns+":metrics-scraper"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = kubectl("delete", "clusterrolebinding", "proxmox-metrics-scraper") })
+	token, err := kubectl("-n", ns, "create", "token", "metrics-scraper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(token)
+}
+
+// scrapeMetrics reads url with token and parses what it serves.
+func scrapeMetrics(url, token string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	// The endpoint's certificate is self-signed, as every
+	// controller-runtime manager's.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// matching are the series of family name whose labels include labels.
+func matching(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) []*dto.Metric {
+	var out []*dto.Metric
+	for _, m := range mfs[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for k, v := range labels {
+			if have[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func count(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) int {
+	return len(matching(mfs, name, labels))
+}
+
+func histogram(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Histogram {
+	if ms := matching(mfs, name, labels); len(ms) == 1 {
+		return ms[0].GetHistogram()
+	}
+	return nil
+}
+
+// value is the one series of name with labels: a gauge's or counter's
+// value, a histogram's count.
+func value(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	ms := matching(mfs, name, labels)
+	if len(ms) != 1 {
+		return 0, false
+	}
+	m := ms[0]
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue(), true
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount()), true
+	}
+	return 0, false
+}
+
+func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
+func equal(n float64) func(float64) bool   { return func(v float64) bool { return v == n } }
