@@ -65,10 +65,5 @@ func read(u map[string]interface{}, into any, path ...string) {
 // SnapshotStatusOf is the status entry of the snapshot named name, nil
 // when the machine reports none.
 func (m MachineSnapshots) SnapshotStatusOf(name string) *infrav1.MachineSnapshotStatus {
-	for i := range m.Status {
-		if m.Status[i].Name == name {
-			return &m.Status[i]
-		}
-	}
-	return nil
+	return infrav1.SnapshotNamed(m.Status, name)
 }

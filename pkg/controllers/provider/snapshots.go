@@ -141,12 +141,7 @@ func wanted(m infrav1.Machine, name string) bool {
 }
 
 func statusOf(m infrav1.Machine, name string) *infrav1.MachineSnapshotStatus {
-	for i, s := range m.CommonStatus().Snapshots {
-		if s.Name == name {
-			return &m.CommonStatus().Snapshots[i]
-		}
-	}
-	return nil
+	return infrav1.SnapshotNamed(m.CommonStatus().Snapshots, name)
 }
 
 // setSnapshot records s in m's status (replacing the entry of its name),

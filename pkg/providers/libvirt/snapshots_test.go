@@ -744,5 +744,3 @@ func waitBoots(t *testing.T, name string, n int) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
-
-var _ = libvirtd.Pool

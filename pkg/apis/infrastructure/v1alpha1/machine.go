@@ -49,3 +49,14 @@ func (m *ProxmoxMachine) CommonSpec() *CommonMachineSpec { return &m.Spec.Common
 
 // CommonStatus implements Machine.
 func (m *ProxmoxMachine) CommonStatus() *CommonMachineStatus { return &m.Status.CommonMachineStatus }
+
+// SnapshotNamed is the entry of snapshot name in a machine's
+// status.snapshots, pointing into the list; nil when it has none.
+func SnapshotNamed(statuses []MachineSnapshotStatus, name string) *MachineSnapshotStatus {
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
