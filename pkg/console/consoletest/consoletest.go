@@ -72,6 +72,33 @@ func (tr *Transcript) End(err error) {
 // Done is closed once the client ended.
 func (tr *Transcript) Done() <-chan struct{} { return tr.done }
 
+// Err is how the client ended (nil while it runs, or when it ended
+// without an error).
+func (tr *Transcript) Err() error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.err
+}
+
+// Read is the transcript of a console stream read as a client reads it:
+// a goroutine copies what r yields until a read fails, and ends the
+// transcript with that error (io.EOF included).
+func Read(r io.Reader) *Transcript {
+	tr := NewTranscript()
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := r.Read(b)
+			_, _ = tr.Write(b[:n])
+			if err != nil {
+				tr.End(err)
+				return
+			}
+		}
+	}()
+	return tr
+}
+
 // Wait fails the test unless want is printed within timeout.
 func (tr *Transcript) Wait(t *testing.T, want string, timeout time.Duration) {
 	t.Helper()

@@ -17,7 +17,6 @@ limitations under the License.
 package libvirt
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,7 +28,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -193,11 +191,8 @@ func newClient(t *testing.T, before []string) string {
 // dropSession is an open console and what has been read from it so far,
 // by a goroutine that reads until the stream ends.
 type dropSession struct {
-	s    io.ReadWriteCloser
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	err  error
-	done chan struct{}
+	s io.ReadWriteCloser
+	*consoletest.Transcript
 }
 
 func openDropSession(t *testing.T, c *Client, spec providers.MachineSpec) *dropSession {
@@ -209,28 +204,8 @@ func openDropSession(t *testing.T, c *Client, spec providers.MachineSpec) *dropS
 		t.Fatalf("opening the console: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	out := &dropSession{s: s, done: make(chan struct{})}
-	go func() {
-		defer close(out.done)
-		b := make([]byte, 4096)
-		for {
-			n, err := s.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.err = err
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	out := &dropSession{s: s, Transcript: consoletest.Read(s)}
 	return out
-}
-
-func (s *dropSession) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // shellAnswers types a command into the guest's shell and waits for its
@@ -247,14 +222,14 @@ func (s *dropSession) shellAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(s.text(), token+"42") {
+	for !strings.Contains(s.Text(), token+"42") {
 		select {
-		case <-s.done:
-			t.Fatalf("the console ended (%v) before the shell's answer %s42: %q", s.err, token, s.text())
+		case <-s.Done():
+			t.Fatalf("the console ended (%v) before the shell's answer %s42: %q", s.Err(), token, s.Text())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s42 from the guest's shell in 30 s: %q", token, s.text())
+			t.Fatalf("no %s42 from the guest's shell in 30 s: %q", token, s.Text())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -267,12 +242,12 @@ func (s *dropSession) endsCleanly(t *testing.T, before counts) {
 	t.Helper()
 	start := time.Now()
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the console's reads have not ended 20 s after its connection dropped; read: %q", s.text())
+		t.Fatalf("the console's reads have not ended 20 s after its connection dropped; read: %q", s.Text())
 	}
-	t.Logf("the session's read %v after the drop: %v", time.Since(start).Round(time.Millisecond), s.err)
-	if s.err == nil {
+	t.Logf("the session's read %v after the drop: %v", time.Since(start).Round(time.Millisecond), s.Err())
+	if s.Err() == nil {
 		t.Error("the read ended without an error")
 	}
 	if _, err := s.s.Write([]byte("echo late\n")); err == nil {
@@ -297,7 +272,7 @@ func (s *dropSession) close(t *testing.T) {
 		t.Fatalf("Close has not returned in 10 s:\n%s", consoletest.AllStacks())
 	}
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("reads go on after Close")
 	}

@@ -17,7 +17,6 @@ limitations under the License.
 package libvirt
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,7 +25,6 @@ import (
 	"io"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,11 +167,8 @@ func TestConsoleOnLibvirt(t *testing.T) {
 // session is an open console and what has been read from it so far, by a
 // goroutine that reads until the stream ends.
 type session struct {
-	s    io.ReadWriteCloser
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	err  error
-	done chan struct{}
+	s io.ReadWriteCloser
+	*consoletest.Transcript
 }
 
 func openConsole(t *testing.T, consoles providers.Consoles, spec providers.MachineSpec, force bool) *session {
@@ -185,37 +180,17 @@ func openConsole(t *testing.T, consoles providers.Consoles, spec providers.Machi
 		t.Fatalf("opening the console (force %v): %v", force, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	out := &session{s: s, done: make(chan struct{})}
-	go func() {
-		defer close(out.done)
-		b := make([]byte, 4096)
-		for {
-			n, err := s.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.err = err
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	out := &session{s: s, Transcript: consoletest.Read(s)}
 	return out
 }
 
 func (s *session) Write(p []byte) (int, error) { return s.s.Write(p) }
 
-func (s *session) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // wait waits for want among what the console printed.
 func (s *session) wait(t *testing.T, want string, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, func() error {
-		if got := s.text(); !strings.Contains(got, want) {
+		if got := s.Text(); !strings.Contains(got, want) {
 			return fmt.Errorf("no %q on the console; read so far: %q", want, got)
 		}
 		return nil
@@ -226,13 +201,11 @@ func (s *session) wait(t *testing.T, want string, timeout time.Duration) {
 func (s *session) ended(t *testing.T, timeout time.Duration) error {
 	t.Helper()
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-time.After(timeout):
-		t.Fatalf("the console's reads have not ended after %s; read: %q", timeout, s.text())
+		t.Fatalf("the console's reads have not ended after %s; read: %q", timeout, s.Text())
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	return s.Err()
 }
 
 func randomHex(t *testing.T) string {
