@@ -3,6 +3,7 @@
 # run against, from Go modules (no downloads from anywhere else):
 #   kube-apiserver, kube-controller-manager, kubectl  (k8s.io/kubernetes, pinned in hack/tools/go.mod)
 #   etcd                                               (go.etcd.io/etcd/server/v3, same module)
+#   clusterctl                                         (sigs.k8s.io/cluster-api, the version test/capi runs)
 # into bin/. A binary already built for the pinned version is skipped, so the
 # script is cheap to call every time. The first, cold build of kube-apiserver
 # takes 10+ minutes on 2 cores; later builds reuse Go's build cache.
@@ -48,3 +49,10 @@ build etcd "${etcd_version}" ./etcd
 build kubectl "${k8s_version}" k8s.io/kubernetes/cmd/kubectl "${ldflags}"
 build kube-controller-manager "${k8s_version}" k8s.io/kubernetes/cmd/kube-controller-manager "${ldflags}"
 build kube-apiserver "${k8s_version}" k8s.io/kubernetes/cmd/kube-apiserver "${ldflags}"
+
+# clusterctl at the Cluster API version whose reconcilers test/capi runs
+# (a tool of that module), stamped with it as its release builds are.
+cd "${ROOT}/test/capi"
+capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
+build clusterctl "${capi_version}" sigs.k8s.io/cluster-api/cmd/clusterctl \
+    "-X sigs.k8s.io/cluster-api/version.gitVersion=${capi_version} -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
