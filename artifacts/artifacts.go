@@ -31,3 +31,10 @@ var Deploy embed.FS
 //
 //go:embed crds/*.yaml
 var CRDs embed.FS
+
+// CAPI holds artifacts/capi (the Cluster API manager's ClusterRole,
+// clusterctl's metadata and the sources of the cluster templates), from
+// which the clusterctl repository is rendered.
+//
+//go:embed capi
+var CAPI embed.FS

@@ -68,3 +68,8 @@ capi="$(cd "${SCRIPT_ROOT}/test/capi" && go list -m -f '{{.Dir}}' sigs.k8s.io/cl
 for crd in ipaddressclaims ipaddresses; do
     install -m 0644 "${capi}/core/config/crd/bases/ipam.cluster.x-k8s.io_${crd}.yaml" "${SCRIPT_ROOT}/artifacts/crds/"
 done
+
+# clusterctl's provider repository (infrastructure-components.yaml, metadata,
+# cluster templates), rendered from the CRDs above, artifacts/capi and the
+# providers' manifests in artifacts/deploy.
+(cd "${SCRIPT_ROOT}" && go run ./hack/clusterctl-repo -out artifacts/clusterctl)

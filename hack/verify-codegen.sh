@@ -16,7 +16,7 @@ tar -C "${ROOT}" --exclude=./bin --exclude=./.git --exclude=./.banlieue --exclud
 "${SCRATCH}/hack/update-codegen.sh" >/dev/null
 
 status=0
-for path in pkg artifacts/crds hack/api-rules-violations.list; do
+for path in pkg artifacts/crds artifacts/clusterctl hack/api-rules-violations.list; do
     if ! diff -ruN "${ROOT}/${path}" "${SCRATCH}/${path}" >"${SCRATCH}/diff.txt"; then
         echo "Generated code under ${path} is out of date. Run 'make generate' and commit the result:" >&2
         head -50 "${SCRATCH}/diff.txt" >&2
