@@ -166,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(fds) > 0 {
 		status.Initialization = &infrav1.ClusterInitialization{Provisioned: ptr.To(true)}
 		cond.Status, cond.Reason = metav1.ConditionTrue, "FailureDomainsKnown"
-		cond.Message = fmt.Sprintf("%d failure domains from %d Providers", len(fds), len(providers))
+		cond.Message = fmt.Sprintf("%s from %s", plural(len(fds), "failure domain"), plural(len(providers), "Provider"))
 	} else {
 		cond.Status, cond.Reason = metav1.ConditionFalse, "NoFailureDomains"
 		cond.Message = fmt.Sprintf("no Ready %s Provider among the %d selected reports failure domains", r.Kind.ProviderClass, len(providers))
@@ -229,4 +229,12 @@ func attributes(provider string, fd v1alpha1.FailureDomain) map[string]string {
 		}
 	}
 	return out
+}
+
+// plural is "1 Provider", "2 Providers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
