@@ -45,44 +45,7 @@ import (
 // guest agent's address; deleting the Machine destroys the VM.
 func TestMachineOnProxmox(t *testing.T) {
 	ctx := context.Background()
-	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
-	defer sim.Close()
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox-token", Namespace: devenv.Namespace},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}); err != nil {
-		t.Fatal(err)
-	}
-	// The static install reads credentials by name: the administrator
-	// names this one in the provider's credentials Role.
-	if err := env.GrantCredentials(ctx, "proxmox", "secrets", "capi-proxmox-token"); err != nil {
-		t.Fatal(err)
-	}
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "capi-proxmox", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "proxmox"}},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "capi-proxmox-token"},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
-			},
-		},
-	}
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	// Machines may clone only templates a VMImage publishes.
-	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-debian"},
-		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
-	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	proc, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Kill()
-	waitProviderReady(t, ctx, p)
+	sim, p := startProxmoxProvider(t, ctx, "capi-proxmox", map[string]string{"capi": "proxmox"})
 
 	ns := newNamespace(t, "capi-proxmox")
 	bindUserData(t, ctx, ns, "proxmox")
@@ -174,4 +137,53 @@ func TestMachineOnProxmox(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startProxmoxProvider starts a Proxmox VE simulator, a Provider named
+// name (labelled labels) of its two nodes with its credentials granted by
+// name, the VMImage publishing its template, and banlieue's Proxmox
+// provider (the binary, as a process, killed when the test ends); it
+// waits until the provider reports the Provider Ready.
+func startProxmoxProvider(t *testing.T, ctx context.Context, name string, labels map[string]string) (*pvesim.Simulator, *v1alpha1.Provider) {
+	t.Helper()
+	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	token := name + "-token"
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: token, Namespace: devenv.Namespace},
+		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}); err != nil {
+		t.Fatal(err)
+	}
+	// The static install reads credentials by name: the administrator
+	// names this one in the provider's credentials Role.
+	if err := env.GrantCredentials(ctx, "proxmox", "secrets", token); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace, Labels: labels},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: token},
+				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
+			Capabilities: v1alpha1.ProviderCapabilities{
+				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// Machines may clone only templates a VMImage publishes.
+	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-debian"},
+		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
+	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	proc, err := env.StartProvider("proxmox", "provider-"+name, 2*time.Second, "--task-poll=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proc.Kill)
+	waitProviderReady(t, ctx, p)
+	return sim, p
 }
