@@ -22,7 +22,6 @@ package controllers
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -101,31 +100,12 @@ func Scheme() (*runtime.Scheme, error) {
 
 // NewManager builds a manager running the selected controllers.
 func NewManager(cfg *restclient.Config, o Options) (ctrl.Manager, error) {
-	scheme, err := Scheme()
-	if err != nil {
-		return nil, err
-	}
-	lease := 15 * time.Second
-	renew := 10 * time.Second
-	retry := 2 * time.Second
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 o.Metrics(),
-		HealthProbeBindAddress:  "0", // AddHealthServer's, with the leader's state
-		PprofBindAddress:        o.PprofAddr,
+	mgr, err := o.Serving.NewManager(cfg, ctrl.Options{
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "banlieue-controllers",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		LeaseDuration:           &lease,
-		RenewDeadline:           &renew,
-		RetryPeriod:             &retry,
-		// Hand over at once on a clean shutdown.
-		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := AddHealthServer(mgr, o.HealthAddr); err != nil {
 		return nil, err
 	}
 	clustersServed := false

@@ -20,6 +20,7 @@ import (
 	"net/http"
 
 	"github.com/spf13/pflag"
+	restclient "k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -51,24 +52,42 @@ func (s *Serving) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&s.PprofAddr, "pprof-bind-address", s.PprofAddr, "Address serving /debug/pprof (empty disables).")
 }
 
-// Metrics are the metrics server's options. The secure server makes its
+// metrics are the metrics server's options. The secure server makes its
 // own self-signed certificate: scrapers authenticate with a token and
 // skip verification, as for any controller-runtime manager.
-func (s Serving) Metrics() metricsserver.Options {
+func (s Serving) metrics() metricsserver.Options {
 	if s.InsecureMetrics {
 		return metricsserver.Options{BindAddress: s.MetricsAddr}
 	}
 	return metricsserver.Options{BindAddress: s.MetricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 }
 
-// AddHealthChecks makes /healthz answer while the process runs and /readyz
-// once the manager's caches have synced (a replica that cannot read the
-// cluster is not ready).
-func AddHealthChecks(mgr ctrl.Manager) error {
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
+// NewManager builds every banlieue manager (controller, operator,
+// providers) from o, so that they serve alike: Scheme's types, s's metrics
+// and pprof, and s's probes through AddHealthServer, whose /readyz answers
+// on a standby too and says whether the replica leads, instead of the
+// manager's own probe server. With leader election the lease is given up
+// when the manager stops, so that a standby takes over at once on a
+// rolling update rather than when the lease expires: safe because each
+// command exits as soon as its manager returns.
+func (s Serving) NewManager(cfg *restclient.Config, o ctrl.Options) (ctrl.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
 	}
-	return mgr.AddReadyzCheck("informers", cachesSynced(mgr))
+	o.Scheme = scheme
+	o.Metrics = s.metrics()
+	o.HealthProbeBindAddress = "0"
+	o.PprofBindAddress = s.PprofAddr
+	o.LeaderElectionReleaseOnCancel = true
+	mgr, err := ctrl.NewManager(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := AddHealthServer(mgr, s.HealthAddr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
 }
 
 // cachesSynced fails until mgr's caches have synced.

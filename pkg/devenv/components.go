@@ -19,7 +19,9 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,6 +86,33 @@ func (e *Env) StartOperator(name string, namespaces []string, extra ...string) (
 		"--namespaces=" + strings.Join(namespaces, ","), "--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
 	p, err := e.startProcess(name, filepath.Join(e.cfg.BinDir, "banlieue"), args...)
 	return Process{p}, err
+}
+
+// Leadership reads the /readyz?verbose of a controller, operator or
+// provider replica whose probes answer at health ("http://HOST:PORT"):
+// "leading" or "standby", as its leader line says; an error unless it
+// answers 200 (a standby is ready too) and says one of them.
+func Leadership(health string) (string, error) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(health + "/readyz?verbose")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s/readyz: HTTP %d: %s", health, resp.StatusCode, body)
+	}
+	switch {
+	case strings.Contains(string(body), "[+]leader ok: leading\n"):
+		return "leading", nil
+	case strings.Contains(string(body), "[+]leader ok: standby (waiting for the lease)\n"):
+		return "standby", nil
+	}
+	return "", fmt.Errorf("%s/readyz?verbose says neither leading nor standby: %q", health, body)
 }
 
 // StartBanlieue starts every banlieue replica that is not running (again)

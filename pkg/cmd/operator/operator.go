@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -66,29 +65,13 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			scheme, err := controllers.Scheme()
-			if err != nil {
-				return err
-			}
-			lease, renew, retry := 15*time.Second, 10*time.Second, 2*time.Second
-			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                        scheme,
-				Cache:                         cacheOptions(namespaces),
-				Metrics:                       serving.Metrics(),
-				HealthProbeBindAddress:        serving.HealthAddr,
-				PprofBindAddress:              serving.PprofAddr,
-				LeaderElection:                leaderElect,
-				LeaderElectionID:              "banlieue-operator",
-				LeaderElectionNamespace:       leaseNS,
-				LeaseDuration:                 &lease,
-				RenewDeadline:                 &renew,
-				RetryPeriod:                   &retry,
-				LeaderElectionReleaseOnCancel: true,
+			mgr, err := serving.NewManager(cfg, ctrl.Options{
+				Cache:                   cacheOptions(namespaces),
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "banlieue-operator",
+				LeaderElectionNamespace: leaseNS,
 			})
 			if err != nil {
-				return err
-			}
-			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
 			if err := (&operatorctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SharedProviderNamespace: shared}).SetupWithManager(mgr); err != nil {

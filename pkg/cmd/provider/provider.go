@@ -186,12 +186,7 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			scheme, err := controllers.Scheme()
-			if err != nil {
-				return err
-			}
-			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme: scheme,
+			mgr, err := serving.NewManager(cfg, ctrl.Options{
 				// No reconcile runs unbounded: a backend that stops
 				// answering fails it instead of holding a worker.
 				Controller: config.Controller{ReconciliationTimeout: reconcileLimit},
@@ -201,17 +196,11 @@ func newBackendCommand(ctx context.Context, b backend) *cobra.Command {
 				// name when needed, which is all this identity may do.
 				Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 				Cache:                   cacheOptions(namespace, only, b.machine.New()),
-				Metrics:                 serving.Metrics(),
-				HealthProbeBindAddress:  serving.HealthAddr,
-				PprofBindAddress:        serving.PprofAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        leaseName(b.class, only),
 				LeaderElectionNamespace: namespace,
 			})
 			if err != nil {
-				return err
-			}
-			if err := controllers.AddHealthChecks(mgr); err != nil {
 				return err
 			}
 			sessions := b.sessions()

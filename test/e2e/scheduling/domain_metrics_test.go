@@ -39,6 +39,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/loopback"
 )
 
@@ -95,20 +96,14 @@ func leader(t *testing.T) replica {
 	eventually(t, 2*time.Minute, func() error {
 		leading, standby := []replica{}, 0
 		for _, r := range replicas {
-			code, body, err := get(r.health+"/readyz?verbose", "")
+			state, err := devenv.Leadership(r.health)
 			if err != nil {
 				return err
 			}
-			if code != http.StatusOK {
-				return fmt.Errorf("%s/readyz: %d %s", r.health, code, body)
-			}
-			switch {
-			case strings.Contains(body, "[+]leader ok: leading\n"):
+			if state == "leading" {
 				leading = append(leading, r)
-			case strings.Contains(body, "[+]leader ok: standby (waiting for the lease)\n"):
+			} else {
 				standby++
-			default:
-				return fmt.Errorf("%s/readyz?verbose says neither leading nor standby: %q", r.health, body)
 			}
 		}
 		if len(leading) != 1 || standby != len(replicas)-1 {
