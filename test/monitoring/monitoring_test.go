@@ -260,41 +260,6 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 	}
 }
 
-// TestRulesShape: every alert waits (for:), is routed (severity) and
-// explains itself (summary, description); the four alerts are
-// there.
-func TestRulesShape(t *testing.T) {
-	rules, err := promcheck.Rules(filepath.Join(root, "artifacts", "monitoring", "prometheus-rules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	alerts := map[string]bool{}
-	for _, g := range rules.Spec.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			alerts[r.Alert] = true
-			if r.For == nil || *r.For == "" {
-				t.Errorf("alert %s has no for:", r.Alert)
-			}
-			if s := r.Labels["severity"]; s != "warning" && s != "critical" && s != "info" {
-				t.Errorf("alert %s severity %q", r.Alert, s)
-			}
-			for _, a := range []string{"summary", "description"} {
-				if r.Annotations[a] == "" {
-					t.Errorf("alert %s has no %s", r.Alert, a)
-				}
-			}
-		}
-	}
-	for _, want := range []string{"BanlieueProviderUnready", "BanlieueVirtualMachinesUnscheduled", "BanlieueProvisioningSlow", "BanlieueBackendErrorRate"} {
-		if !alerts[want] {
-			t.Errorf("no alert %s", want)
-		}
-	}
-}
-
 // scraperToken is a token of a ServiceAccount bound to the shipped
 // banlieue-metrics-reader, as Prometheus's in a cluster.
 func scraperToken(t *testing.T) string {
