@@ -235,7 +235,7 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 		}
 		t.Fatalf("%d queries of %d read what the binaries do not export", len(findings), len(queries))
 	}
-	t.Logf("%d queries (%d rules, dashboard targets and variables) read only exported metrics and labels", len(queries), len(promcheck.RuleQueries(rules)))
+	t.Logf("%d queries (%d of them rules, the others dashboard targets and variables) read only exported metrics and labels", len(queries), len(promcheck.RuleQueries(rules)))
 	// What was driven shows as driven: the values the alerts would see.
 	for _, want := range []struct {
 		name   string
