@@ -40,8 +40,10 @@ verify: ## Fail on stale generated code, unformatted files, untidy go.mod or go 
 	hack/verify-gofmt.sh
 	$(GO) mod tidy -diff
 	cd test/capi && $(GO) mod tidy -diff
+	cd test/monitoring && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd test/capi && $(GO) vet ./...
+	cd test/monitoring && $(GO) vet ./...
 	hack/verify-codegen.sh
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -97,8 +99,12 @@ reliability-doc: ## Copy the reliability tables passing runs left in bin/ (make 
 test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separate module, test/capi).
 	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
 
+.PHONY: test-monitoring
+test-monitoring: build tools libvirt ## artifacts/monitoring (rules, dashboard, ServiceMonitor) against the running controller and Proxmox provider; an image import reads bin/guest (separate module, test/monitoring).
+	cd test/monitoring && $(GO) test $(TEST_FLAGS) ./...
+
 .PHONY: test
-test: verify test-unit test-integration test-e2e test-reliability test-capi bench-smoke ## Everything: verify, unit, integration, e2e, reliability, Cluster API tests and the benchmark at tiny size.
+test: verify test-unit test-integration test-e2e test-reliability test-capi test-monitoring bench-smoke ## Everything: verify, unit, integration, e2e, reliability, Cluster API and monitoring tests and the benchmark at tiny size.
 
 # Extra arguments for the benchmark, e.g. BENCH_ARGS="-n 2000 -vms 0".
 BENCH_ARGS ?=

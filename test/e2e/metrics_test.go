@@ -16,9 +16,6 @@ limitations under the License.
 package e2e
 
 import (
-	"crypto/tls"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,6 +23,7 @@ import (
 	"time"
 
 	"github.com/firestoned/banlieue/pkg/loopback"
+	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
 // TestSecureMetrics: the controller's and a provider's metrics endpoints
@@ -71,7 +69,7 @@ func TestSecureMetrics(t *testing.T) {
 			if err := tc.start("--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port)); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Minute, func() error { _, _, err := scrape(url, ""); return err })
+			eventually(t, time.Minute, func() error { _, _, err := metricstest.Get(url, ""); return err })
 			for _, c := range []struct {
 				who, token string
 				want       int
@@ -83,7 +81,7 @@ func TestSecureMetrics(t *testing.T) {
 				{"a ServiceAccount without banlieue-metrics-reader", stranger, http.StatusForbidden},
 				{"a ServiceAccount bound to banlieue-metrics-reader", scraper, http.StatusOK},
 			} {
-				code, body, err := scrape(url, c.token)
+				code, body, err := metricstest.Get(url, c.token)
 				if err != nil {
 					t.Fatalf("%s: %v", c.who, err)
 				}
@@ -99,25 +97,4 @@ func TestSecureMetrics(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scrape GETs url over TLS (the endpoint's certificate is self-signed, as
-// every controller-runtime manager's: scrapers authenticate the server by
-// network path, the server authenticates them by token).
-func scrape(url, token string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
 }

@@ -18,10 +18,7 @@ package proxmox
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,15 +27,13 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/loopback"
+	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
 // TestProviderMetrics scrapes the running provider's authenticated
@@ -151,10 +146,10 @@ func TestProviderMetrics(t *testing.T) {
 	})
 
 	ready, notReady := ns+"/metrics-pve", ns+"/metrics-unready"
-	var mfs map[string]*dto.MetricFamily
+	var mfs metricstest.Families
 	// The series follow the status writes; read until they show them.
 	eventually(t, time.Minute, func() error {
-		if mfs, err = scrapeMetrics(url, token); err != nil {
+		if mfs, err = metricstest.Scrape(url, token); err != nil {
 			return err
 		}
 		for _, c := range []struct {
@@ -179,7 +174,7 @@ func TestProviderMetrics(t *testing.T) {
 			{"banlieue_provider_ready", map[string]string{"provider": notReady, "status": "True"}, equal(0), "0"},
 			{"banlieue_provider_ready_reason", map[string]string{"provider": notReady, "reason": unreadyReason}, equal(1), "1"},
 		} {
-			v, found := value(mfs, c.name, c.labels)
+			v, found := mfs.Value(c.name, c.labels)
 			if !found {
 				return fmt.Errorf("no %s%v", c.name, c.labels)
 			}
@@ -189,15 +184,15 @@ func TestProviderMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	ensures, _ := value(mfs, "banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"})
-	sessions, _ := value(mfs, "banlieue_provider_sessions", map[string]string{"backend": "proxmox"})
+	ensures, _ := mfs.Value("banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"})
+	sessions, _ := mfs.Value("banlieue_provider_sessions", map[string]string{"backend": "proxmox"})
 	t.Logf("scraped: %v EnsureMachine calls timed, %v sessions open, %s Ready, %s unready (%s)", ensures, sessions, ready, notReady, unreadyReason)
 	// One reason per Provider; the histogram's sum is plausible (a clone
 	// awaited on the simulator takes some time, and less than its deadline).
-	if n := count(mfs, "banlieue_provider_ready_reason", map[string]string{"provider": ready}); n != 1 {
+	if n := mfs.Count("banlieue_provider_ready_reason", map[string]string{"provider": ready}); n != 1 {
 		t.Errorf("%d reason series for %s, want 1", n, ready)
 	}
-	if h := histogram(mfs, "banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"}); h == nil ||
+	if h := mfs.Histogram("banlieue_provider_backend_call_duration_seconds", map[string]string{"backend": "proxmox", "operation": "EnsureMachine"}); h == nil ||
 		h.GetSampleSum() <= 0 || h.GetSampleSum() > 15*60*float64(h.GetSampleCount()) {
 		t.Errorf("EnsureMachine durations %v: not plausible", h)
 	}
@@ -207,16 +202,16 @@ func TestProviderMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, func() error {
-		if mfs, err = scrapeMetrics(url, token); err != nil {
+		if mfs, err = metricstest.Scrape(url, token); err != nil {
 			return err
 		}
-		if n := count(mfs, "banlieue_provider_ready", map[string]string{"provider": notReady}) +
-			count(mfs, "banlieue_provider_ready_reason", map[string]string{"provider": notReady}); n != 0 {
+		if n := mfs.Count("banlieue_provider_ready", map[string]string{"provider": notReady}) +
+			mfs.Count("banlieue_provider_ready_reason", map[string]string{"provider": notReady}); n != 0 {
 			return fmt.Errorf("%d series of the deleted %s", n, notReady)
 		}
 		return nil
 	})
-	if v, _ := value(mfs, "banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}); v != 1 {
+	if v, _ := mfs.Value("banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}); v != 1 {
 		t.Errorf("%s's series went with another Provider's", ready)
 	}
 }
@@ -246,81 +241,6 @@ func scraperToken(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(token)
-}
-
-// scrapeMetrics reads url with token and parses what it serves.
-func scrapeMetrics(url, token string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	// The endpoint's certificate is self-signed, as every
-	// controller-runtime manager's.
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return nil, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(resp.Body)
-}
-
-// matching are the series of family name whose labels include labels.
-func matching(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) []*dto.Metric {
-	var out []*dto.Metric
-	for _, m := range mfs[name].GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		ok := true
-		for k, v := range labels {
-			if have[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func count(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) int {
-	return len(matching(mfs, name, labels))
-}
-
-func histogram(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Histogram {
-	if ms := matching(mfs, name, labels); len(ms) == 1 {
-		return ms[0].GetHistogram()
-	}
-	return nil
-}
-
-// value is the one series of name with labels: a gauge's or counter's
-// value, a histogram's count.
-func value(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	ms := matching(mfs, name, labels)
-	if len(ms) != 1 {
-		return 0, false
-	}
-	m := ms[0]
-	switch {
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue(), true
-	case m.Counter != nil:
-		return m.GetCounter().GetValue(), true
-	case m.Histogram != nil:
-		return float64(m.GetHistogram().GetSampleCount()), true
-	}
-	return 0, false
 }
 
 func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }

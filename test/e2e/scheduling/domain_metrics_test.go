@@ -18,18 +18,13 @@ package scheduling
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,6 +36,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/loopback"
+	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
 // replica is a "banlieue controller" TestMain started: its metrics
@@ -68,24 +64,6 @@ func startReplicas(n int) error {
 		replicas = append(replicas, r)
 	}
 	return nil
-}
-
-func get(url, token string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
 }
 
 // leader waits until one replica's /readyz?verbose says leading and every
@@ -121,7 +99,7 @@ func leader(t *testing.T) replica {
 func TestStandbyReady(t *testing.T) {
 	leader(t)
 	for _, r := range replicas {
-		if code, body, err := get(r.health+"/healthz", ""); err != nil || code != http.StatusOK {
+		if code, body, err := metricstest.Get(r.health+"/healthz", ""); err != nil || code != http.StatusOK {
 			t.Errorf("%s/healthz: %d %q %v", r.health, code, body, err)
 		}
 	}
@@ -212,42 +190,34 @@ func TestDomainMetrics(t *testing.T) {
 
 	lead := leader(t)
 	eventually(t, time.Minute, func() error {
-		code, body, err := get(lead.metrics, token)
+		families, err := metricstest.Scrape(lead.metrics, token)
 		if err != nil {
 			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("%s: %d %s", lead.metrics, code, body)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("parsing the exposition: %w", err)
 		}
 		for _, want := range []struct {
 			family string
 			labels map[string]string
-			value  func(*dto.Metric) float64
 			ok     func(float64) bool
 			says   string
 		}{
-			{"banlieue_virtualmachines", map[string]string{"phase": "Ready", "provider": qualified}, gauge, eq(ready), fmt.Sprint(ready)},
-			{"banlieue_virtualmachines", map[string]string{"phase": "Provisioning", "provider": qualified}, gauge, eq(n - ready), fmt.Sprint(n - ready)},
-			{"banlieue_virtualmachines", map[string]string{"phase": "Unschedulable", "provider": ""}, gauge, atLeast(1), ">= 1"},
-			{"banlieue_virtualmachine_scheduling_seconds", map[string]string{"provider": qualified}, count, eq(n), fmt.Sprint(n)},
-			{"banlieue_virtualmachine_ready_seconds", map[string]string{"provider": qualified}, count, eq(ready), fmt.Sprint(ready)},
-			{"banlieue_scheduling_failures_total", map[string]string{"reason": "ClassNotFound"}, counter, atLeast(1), ">= 1"},
+			{"banlieue_virtualmachines", map[string]string{"phase": "Ready", "provider": qualified}, eq(ready), fmt.Sprint(ready)},
+			{"banlieue_virtualmachines", map[string]string{"phase": "Provisioning", "provider": qualified}, eq(n - ready), fmt.Sprint(n - ready)},
+			{"banlieue_virtualmachines", map[string]string{"phase": "Unschedulable", "provider": ""}, atLeast(1), ">= 1"},
+			{"banlieue_virtualmachine_scheduling_seconds", map[string]string{"provider": qualified}, eq(n), fmt.Sprint(n)},
+			{"banlieue_virtualmachine_ready_seconds", map[string]string{"provider": qualified}, eq(ready), fmt.Sprint(ready)},
+			{"banlieue_scheduling_failures_total", map[string]string{"reason": "ClassNotFound"}, atLeast(1), ">= 1"},
 		} {
-			m := find(families[want.family], want.labels)
+			m := families.Find(want.family, want.labels)
 			if m == nil {
 				return fmt.Errorf("no %s%v on the leader", want.family, want.labels)
 			}
-			if v := want.value(m); !want.ok(v) {
+			// A gauge's or counter's value, a histogram's count.
+			if v, _ := metricstest.Value(m); !want.ok(v) {
 				return fmt.Errorf("%s%v = %v, want %s", want.family, want.labels, v, want.says)
 			}
 		}
 		// Plausible durations: each VM was Ready within this test.
-		h := find(families["banlieue_virtualmachine_ready_seconds"], map[string]string{"provider": qualified}).GetHistogram()
+		h := families.Find("banlieue_virtualmachine_ready_seconds", map[string]string{"provider": qualified}).GetHistogram()
 		if s := h.GetSampleSum(); s <= 0 || s > float64(ready)*600 {
 			return fmt.Errorf("ready_seconds sum %v for %d VMs", s, ready)
 		}
@@ -259,14 +229,9 @@ func TestDomainMetrics(t *testing.T) {
 		if r == lead {
 			continue
 		}
-		code, body, err := get(r.metrics, token)
-		if err != nil || code != http.StatusOK {
-			t.Fatalf("standby %s: %d %v", r.metrics, code, err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		families, err := metricstest.Scrape(r.metrics, token)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("standby: %v", err)
 		}
 		if f := families["banlieue_virtualmachines"]; len(f.GetMetric()) > 0 {
 			t.Errorf("standby %s reports %d banlieue_virtualmachines series", r.metrics, len(f.GetMetric()))
@@ -283,28 +248,5 @@ func mustKCRBAC(t *testing.T, space string) {
 	t.Cleanup(func() { kc(t, "delete", "clusterrolebinding", "domain-metrics-scraper") })
 }
 
-func gauge(m *dto.Metric) float64   { return m.GetGauge().GetValue() }
-func counter(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
-func count(m *dto.Metric) float64   { return float64(m.GetHistogram().GetSampleCount()) }
-
 func eq(want int) func(float64) bool      { return func(v float64) bool { return v == float64(want) } }
 func atLeast(want int) func(float64) bool { return func(v float64) bool { return v >= float64(want) } }
-
-// find is the family's series with exactly these labels.
-func find(f *dto.MetricFamily, labels map[string]string) *dto.Metric {
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
-		}
-		match := true
-		for _, l := range m.GetLabel() {
-			if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
-				match = false
-			}
-		}
-		if match {
-			return m
-		}
-	}
-	return nil
-}
