@@ -171,17 +171,23 @@ func TestDomainMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Each Ready VM's creation to Ready, from its own object: what the
+	// histogram's sum must add up to (both times have a second's
+	// resolution, so a VM Ready within its first second adds 0).
+	var wantReadySum float64
 	eventually(t, time.Minute, func() error {
 		var vms v1alpha1.VirtualMachineList
 		if err := c.List(ctx, &vms, client.InNamespace(space)); err != nil {
 			return err
 		}
-		got := 0
+		got, sum := 0, 0.0
 		for _, vm := range vms.Items {
-			if meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
+			if c := meta.FindStatusCondition(vm.Status.Conditions, v1alpha1.VirtualMachineReady); c != nil && c.Status == metav1.ConditionTrue {
 				got++
+				sum += c.LastTransitionTime.Sub(vm.CreationTimestamp.Time).Seconds()
 			}
 		}
+		wantReadySum = sum
 		if got != ready {
 			return fmt.Errorf("%d VMs Ready, want %d", got, ready)
 		}
@@ -216,10 +222,9 @@ func TestDomainMetrics(t *testing.T) {
 				return fmt.Errorf("%s%v = %v, want %s", want.family, want.labels, v, want.says)
 			}
 		}
-		// Plausible durations: each VM was Ready within this test.
 		h := families.Find("banlieue_virtualmachine_ready_seconds", map[string]string{"provider": qualified}).GetHistogram()
-		if s := h.GetSampleSum(); s <= 0 || s > float64(ready)*600 {
-			return fmt.Errorf("ready_seconds sum %v for %d VMs", s, ready)
+		if s := h.GetSampleSum(); s != wantReadySum {
+			return fmt.Errorf("ready_seconds sum %v for %d VMs, their objects say %v", s, ready, wantReadySum)
 		}
 		return nil
 	})
