@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 // Package workload is what "banlieue operator" runs for a ProviderClass: the
-// Deployment, ServiceAccount, Role, RoleBinding and ClusterRoleBinding of
-// each Provider's provider (or of the class's one shared provider), as
-// server-side apply configurations. It is pure: the operator applies what
+// Deployment, metrics Service, ServiceAccount, Role and RoleBinding of each
+// Provider's provider (or of the class's one shared provider), and the
+// subjects of its backend's ClusterRoleBinding, as server-side apply
+// configurations. It is pure: the operator applies what
 // it returns, tests read it, and nothing here talks to a cluster.
 package workload
 
@@ -62,6 +63,11 @@ const (
 	HealthPort  = 8081
 )
 
+// MetricsServicePort names the metrics Service's port, as the static
+// providers' Services do (artifacts/deploy/providers/*/service.yaml): the
+// port the shipped ServiceMonitor scrapes.
+const MetricsServicePort = "https-metrics"
+
 // maxName keeps generated names short enough for the pods, ReplicaSets and
 // label values derived from them (63 characters with their suffixes).
 const maxName = 52
@@ -81,6 +87,10 @@ type Workload struct {
 	Role               *rbacv1ac.RoleApplyConfiguration
 	RoleBinding        *rbacv1ac.RoleBindingApplyConfiguration
 	Deployment         *appsv1ac.DeploymentApplyConfiguration
+	// Service fronts the Deployment's metrics port (MetricsServicePort),
+	// labelled as the static providers' metrics Services are, so that
+	// artifacts/monitoring's ServiceMonitor scrapes it too.
+	Service *corev1ac.ServiceApplyConfiguration
 }
 
 // Name is the workload's name: banlieue-provider-CLASS for a shared one,
@@ -111,6 +121,18 @@ func ServiceAccountName(class, provider string) string {
 		return Name(class, "")
 	}
 	return ProviderServiceAccountPrefix + provider
+}
+
+// MetricsServiceSuffix ends the name of a workload's metrics Service (its
+// Name and the suffix: at most 60 characters, a DNS label beginning with a
+// letter), as the static providers' banlieue-provider-BACKEND-metrics: a
+// rendered one takes a static one's name only where its Deployment would
+// take the static Deployment's too.
+const MetricsServiceSuffix = "-metrics"
+
+// MetricsServiceName is the metrics Service of the workload.
+func MetricsServiceName(class, provider string) string {
+	return Name(class, provider) + MetricsServiceSuffix
 }
 
 // LeaseName is the Lease a provider's replicas take turns with, as "banlieue
@@ -256,8 +278,33 @@ func build(class *v1alpha1.ProviderClass, namespace, only string, served []v1alp
 	w.RoleBinding = rbacv1ac.RoleBinding(name, namespace).WithLabels(labels).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(w.ServiceAccountName).WithNamespace(namespace))
-	w.Deployment = deployment(class, namespace, name, only, in.SharedProviderNamespace, labels, owner)
+	selector := podSelector(class, only)
+	w.Deployment = deployment(class, namespace, name, only, in.SharedProviderNamespace, labels, selector, owner)
+	w.Service = service(namespace, name, labels, selector, owner)
 	return w
+}
+
+// podSelector picks the workload's pods: its class's, of its backend, and
+// its Provider's when it has one. (A shared workload's selector also
+// matches the pods of a per-Provider one of the same class, which exist
+// only while the operator removes the other shape after a strategy
+// change.)
+func podSelector(class *v1alpha1.ProviderClass, only string) map[string]string {
+	selector := map[string]string{ClassLabel: class.Name, "app.kubernetes.io/component": "provider-" + class.Spec.Backend}
+	if only != "" {
+		selector[ProviderLabel] = only
+	}
+	return selector
+}
+
+// service is the workload's metrics Service: ClusterIP, the Deployment's
+// own pod selector, one port targeting the container's metrics port by
+// name.
+func service(namespace, name string, labels, selector map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(name+MetricsServiceSuffix, namespace).WithLabels(labels).WithOwnerReferences(owner).
+		WithSpec(corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(selector).
+			WithPorts(corev1ac.ServicePort().WithName(MetricsServicePort).WithProtocol(corev1.ProtocolTCP).
+				WithPort(MetricsPort).WithTargetPort(intstr.FromString("metrics"))))
 }
 
 // rules are a provider's namespaced permissions: its Providers (one by
@@ -344,11 +391,7 @@ func Args(class *v1alpha1.ProviderClass, namespace, only, sharedNamespace string
 	return args
 }
 
-func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedNamespace string, labels map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
-	selector := map[string]string{ClassLabel: class.Name, "app.kubernetes.io/component": labels["app.kubernetes.io/component"]}
-	if only != "" {
-		selector[ProviderLabel] = only
-	}
+func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedNamespace string, labels, selector map[string]string, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
 	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health")))
 	}

@@ -16,13 +16,17 @@ limitations under the License.
 package workload
 
 import (
-	rbacv1 "k8s.io/api/rbac/v1"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/utils/ptr"
 
@@ -144,6 +148,65 @@ func TestNames(t *testing.T) {
 	}
 	if n := BackendClusterRoleBinding("libvirt"); n != "banlieue-provider-libvirt-workloads" {
 		t.Errorf("BackendClusterRoleBinding = %q", n)
+	}
+}
+
+// TestMetricsService: each workload's metrics Service selects exactly the
+// pods its Deployment does (a Service selects by equality, so its selector
+// is the Deployment's matchLabels, which the pod template carries), on a
+// port named as the static providers' (the one the ServiceMonitor scrapes)
+// targeting the container's metrics port; it is ClusterIP, labelled and
+// owned as the workload's other objects, and validly named however long
+// the Provider's name.
+func TestMetricsService(t *testing.T) {
+	p := provider("prod", "prod-creds", nil)
+	p.UID = "u1"
+	shared := class()
+	shared.Spec.DeploymentStrategy = v1alpha1.ProviderDeploymentShared
+	long := provider(strings.Repeat("p", 63), "creds", nil)
+	for name, w := range map[string]Workload{
+		"per Provider": ForProvider(class(), &p, Inputs{}),
+		"shared":       Shared(shared, []v1alpha1.Provider{p}, Inputs{}),
+		"long name":    ForProvider(class(), &long, Inputs{}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			svc, d := w.Service, w.Deployment
+			if *svc.Name != w.Name+"-metrics" || *svc.Namespace != w.Namespace || len(validation.IsDNS1035Label(*svc.Name)) > 0 {
+				t.Errorf("Service %s/%s for workload %s/%s: want %s-metrics, a DNS-1035 label", *svc.Namespace, *svc.Name, w.Namespace, w.Name, w.Name)
+			}
+			if sel := svc.Spec.Selector; !maps.Equal(sel, d.Spec.Selector.MatchLabels) || len(sel) == 0 {
+				t.Errorf("Service selector %v, want the Deployment's %v", sel, d.Spec.Selector.MatchLabels)
+			}
+			for k, v := range svc.Spec.Selector {
+				if d.Spec.Template.Labels[k] != v {
+					t.Errorf("the pods are not labelled %s=%s (%v): the Service selects none", k, v, d.Spec.Template.Labels)
+				}
+			}
+			if *svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.ExternalIPs) > 0 {
+				t.Errorf("Service type %s, external IPs %v: want ClusterIP only", *svc.Spec.Type, svc.Spec.ExternalIPs)
+			}
+			if len(svc.Spec.Ports) != 1 {
+				t.Fatalf("Service ports %v, want the metrics port only", svc.Spec.Ports)
+			}
+			port := svc.Spec.Ports[0]
+			if *port.Name != "https-metrics" || *port.Port != MetricsPort || port.TargetPort.String() != "metrics" {
+				t.Errorf("Service port %s %d -> %s, want https-metrics %d -> metrics", *port.Name, *port.Port, port.TargetPort.String(), MetricsPort)
+			}
+			if !slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Ports, func(cp corev1ac.ContainerPortApplyConfiguration) bool {
+				return *cp.Name == port.TargetPort.String() && *cp.ContainerPort == MetricsPort
+			}) {
+				t.Errorf("no container port %q on %d: %v", port.TargetPort.String(), MetricsPort, d.Spec.Template.Spec.Containers[0].Ports)
+			}
+			if !maps.Equal(svc.Labels, d.Labels) || svc.Labels["app.kubernetes.io/name"] != "banlieue" ||
+				svc.Labels["app.kubernetes.io/component"] != "provider-vsphere" || svc.Labels[ManagedByLabel] != FieldManager {
+				t.Errorf("Service labels %v, want the Deployment's %v", svc.Labels, d.Labels)
+			}
+			if !slices.EqualFunc(svc.OwnerReferences, d.OwnerReferences, func(a, b metav1ac.OwnerReferenceApplyConfiguration) bool {
+				return *a.Kind == *b.Kind && *a.Name == *b.Name && *a.UID == *b.UID && ptr.Deref(a.Controller, false) == ptr.Deref(b.Controller, false)
+			}) || len(svc.OwnerReferences) != 1 {
+				t.Errorf("Service owners %v, want the Deployment's", svc.OwnerReferences)
+			}
+		})
 	}
 }
 

@@ -83,6 +83,14 @@ func TestServiceAccountMatrix(t *testing.T) {
 		{"get", "secrets", devenv.APIServerNamespace},
 		{"get", "configmaps/extension-apiserver-authentication", "kube-system"},
 		{"create", "pods", devenv.Namespace},
+		// Services: the operator makes its workloads' metrics Services
+		// where it runs them (the admission policy keeps it to those it
+		// labelled); nobody makes one elsewhere, nor touches the API
+		// server's.
+		{"create", "services", devenv.Namespace},
+		{"delete", "services", devenv.Namespace},
+		{"create", "services", tenant},
+		{"patch", "services/banlieue-apiserver", devenv.APIServerNamespace},
 		{"create", "rolebindings", tenant},
 		{"bind", "clusterroles", ""},
 		{"escalate", "clusterroles", ""},
@@ -224,6 +232,8 @@ func TestServiceAccountMatrix(t *testing.T) {
 			{"patch", "providers.banlieue.io/finalizers", tenant},
 			{"bind", "clusterroles/banlieue-provider-vsphere-workload", ""},
 			{"update", "clusterrolebindings/banlieue-provider-vsphere-workloads", ""},
+			{"create", "services", devenv.Namespace},
+			{"delete", "services", devenv.Namespace},
 		},
 		devenv.ProviderUser: {
 			{"create", "tokenreviews.authentication.k8s.io", ""},

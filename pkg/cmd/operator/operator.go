@@ -51,7 +51,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:          "operator",
-		Short:        "Run each Provider's provider workload (Deployment, ServiceAccount, RBAC) as its ProviderClass describes",
+		Short:        "Run each Provider's provider workload (Deployment, metrics Service, ServiceAccount, RBAC) as its ProviderClass describes",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagenv.Apply(cmd.Flags(), os.LookupEnv); err != nil {
@@ -107,5 +107,6 @@ func cacheOptions(namespaces []string) cache.Options {
 		&corev1.ServiceAccount{}: namespaced,
 		&rbacv1.Role{}:           namespaced,
 		&rbacv1.RoleBinding{}:    namespaced,
+		&corev1.Service{}:        namespaced,
 	}}
 }

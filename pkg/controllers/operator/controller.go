@@ -86,6 +86,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ServiceAccount{}, owned).
 		Watches(&rbacv1.Role{}, owned).
 		Watches(&rbacv1.RoleBinding{}, owned).
+		Watches(&corev1.Service{}, owned).
 		Complete(conflict.Requeue(r))
 }
 
@@ -223,6 +224,7 @@ func (r *Reconciler) apply(ctx context.Context, w workload.Workload, backend str
 		ac   runtime.ApplyConfiguration
 	}{
 		{"ServiceAccount", w.ServiceAccount}, {"Role", w.Role}, {"RoleBinding", w.RoleBinding}, {"Deployment", w.Deployment},
+		{"Service", w.Service},
 	} {
 		if err := r.Client.Apply(ctx, o.ac, opts...); err != nil {
 			return fmt.Errorf("%s: %w", o.what, err)
@@ -398,6 +400,7 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, class, namespace, only 
 		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, name)},
 		&rbacv1.Role{ObjectMeta: meta(namespace, name)},
 		&corev1.ServiceAccount{ObjectMeta: meta(namespace, workload.ServiceAccountName(class, only))},
+		&corev1.Service{ObjectMeta: meta(namespace, workload.MetricsServiceName(class, only))},
 	} {
 		if err := r.Client.Delete(ctx, obj, background); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)

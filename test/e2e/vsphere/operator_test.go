@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/firestoned/banlieue/artifacts"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/operator"
@@ -49,8 +51,8 @@ import (
 const opNS = "operator-e2e"
 
 // TestOperatorWorkloads: "banlieue operator" runs, per Provider of the
-// vsphere ProviderClass, a Deployment, ServiceAccount, Role and bindings by
-// server-side apply; the generated identity may read its own Provider's
+// vsphere ProviderClass, a Deployment, its metrics Service, ServiceAccount,
+// Role and bindings by server-side apply; the generated identity may read its own Provider's
 // credentials and no other's, and list or watch no Secret; hand edits are
 // undone; the provider started exactly as the generated pod spec says, with
 // a token of the generated ServiceAccount, makes its Provider Ready on vcsim
@@ -101,6 +103,22 @@ func TestOperatorWorkloads(t *testing.T) {
 		for _, obj := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: a}, obj); err != nil {
 				t.Errorf("%T %s: %v", obj, a, err)
+			}
+		}
+		// Its metrics Service, for the shipped ServiceMonitor: owned by
+		// the Provider, in front of exactly the Deployment's pods.
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.MetricsServiceName("vsphere", "op-a")}, svc); err != nil {
+			t.Errorf("the metrics Service: %v", err)
+		} else {
+			if ref := metav1.GetControllerOf(svc); ref == nil || ref.UID != p.UID || ref.Kind != "Provider" {
+				t.Errorf("the metrics Service's controller is %v, want Provider op-a", ref)
+			}
+			if !maps.Equal(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Type != corev1.ServiceTypeClusterIP {
+				t.Errorf("the metrics Service (%s) selects %v, want the Deployment's %v", svc.Spec.Type, svc.Spec.Selector, d.Spec.Selector.MatchLabels)
+			}
+			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https-metrics" || svc.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+				t.Errorf("the metrics Service's ports %+v, want https-metrics -> metrics", svc.Spec.Ports)
 			}
 		}
 		if sa := workload.ServiceAccountName("vsphere", "op-a"); c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: sa}, &corev1.ServiceAccount{}) != nil ||
@@ -173,6 +191,11 @@ func TestOperatorWorkloads(t *testing.T) {
 			{[]string{"update", "clusterrolebindings/" + workload.BackendClusterRoleBinding("vsphere")}, "yes"},
 			{[]string{"patch", "providers.banlieue.io", "-n", opNS}, "no"},
 			{[]string{"patch", "providers.banlieue.io", "--subresource=finalizers", "-n", opNS}, "yes"},
+			// Its workloads' metrics Services, where it runs workloads.
+			{[]string{"create", "services", "-n", opNS}, "yes"},
+			{[]string{"delete", "services", "-n", opNS}, "yes"},
+			{[]string{"create", "services", "-n", "some-tenant"}, "no"},
+			{[]string{"delete", "services", "-n", "some-tenant"}, "no"},
 		} {
 			args := append([]string{"auth", "can-i", "--as=" + devenv.OperatorUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + ns}, q.args...)
 			if got := strings.TrimSpace(kubectlAnswer(t, args...)); got != q.want {
@@ -220,6 +243,30 @@ func TestOperatorWorkloads(t *testing.T) {
 		_, errOut, err = kubectlAs(t, devenv.OperatorUser, "-n", ns, "delete", "rolebinding", "banlieue-provider-vsphere", "--dry-run=server")
 		if err == nil || !strings.Contains(errOut, "only the objects it made") {
 			t.Errorf("the operator deleted the static install's RoleBinding (err %v): %s", err, errOut)
+		}
+		// Nor the install's Services, which its Role lets it write too...
+		if err := devenv.ApplyFiles(ctx, env.Admin, artifacts.Deploy, "deploy/providers/vsphere/service.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "banlieue-provider-vsphere-metrics"}})
+		})
+		_, errOut, err = kubectlAs(t, devenv.OperatorUser, "-n", ns, "delete", "service", "banlieue-provider-vsphere-metrics", "--dry-run=server")
+		if err == nil || !strings.Contains(errOut, "only the objects it made") {
+			t.Errorf("the operator deleted the static install's metrics Service (err %v): %s", err, errOut)
+		}
+		// ...and what it makes stays inside the cluster: no NodePort,
+		// LoadBalancer or external IP, though labelled as its own.
+		for _, spec := range []string{`"type":"NodePort"`, `"type":"LoadBalancer"`, `"externalIPs":["192.0.2.1"]`} {
+			manifest := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"op-exposed","labels":{"` + workload.ManagedByLabel + `":"` + workload.FieldManager +
+				`"}},"spec":{` + spec + `,"ports":[{"port":8443}]}}`
+			cmd := exec.Command(kubectlBin, "--kubeconfig="+env.AdminKubeconfig, "--as="+devenv.OperatorUser, "--as-group=system:serviceaccounts",
+				"--as-group=system:serviceaccounts:"+ns, "--as-group=system:authenticated", "-n", opNS, "create", "--dry-run=server", "-f", "-")
+			cmd.Stdin = strings.NewReader(manifest)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "must be of type ClusterIP") {
+				t.Errorf("the operator created a Service with %s (err %v): %s", spec, err, out)
+			}
 		}
 	})
 
@@ -378,10 +425,15 @@ func TestOperatorWorkloads(t *testing.T) {
 			}
 			w := workload.Name("vsphere", name)
 			eventually(t, time.Minute, func() error {
-				for _, obj := range []client.Object{&v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name}}, &appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+				for _, obj := range []client.Object{&v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name}}, &appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Service{}} {
 					key := client.ObjectKey{Namespace: opNS, Name: w}
-					if _, isProvider := obj.(*v1alpha1.Provider); isProvider {
+					switch obj.(type) {
+					case *v1alpha1.Provider:
 						key.Name = name
+					case *corev1.ServiceAccount:
+						key.Name = workload.ServiceAccountName("vsphere", name)
+					case *corev1.Service:
+						key.Name = workload.MetricsServiceName("vsphere", name)
 					}
 					if err := c.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("%T %s still there (%v)", obj, key.Name, err)
@@ -428,6 +480,16 @@ func TestOperatorWorkloads(t *testing.T) {
 				if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.Name("vsphere", name)}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("%s's own Deployment is still there (%v)", name, err)
 				}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.MetricsServiceName("vsphere", name)}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%s's own metrics Service is still there (%v)", name, err)
+				}
+			}
+			svc := &corev1.Service{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: workload.MetricsServiceName("vsphere", "")}, svc); err != nil {
+				return fmt.Errorf("the shared metrics Service: %w", err)
+			}
+			if _, perProvider := svc.Spec.Selector[workload.ProviderLabel]; perProvider {
+				return fmt.Errorf("the shared metrics Service selects %v", svc.Spec.Selector)
 			}
 			crb := &rbacv1.ClusterRoleBinding{}
 			if err := c.Get(ctx, client.ObjectKey{Name: workload.BackendClusterRoleBinding("vsphere")}, crb); err != nil {

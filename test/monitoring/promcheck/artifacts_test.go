@@ -17,6 +17,7 @@ limitations under the License.
 package promcheck
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -32,7 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/apply"
+	"github.com/firestoned/banlieue/pkg/workload"
 )
 
 // The shipped artifacts, read from the checkout (test/monitoring/promcheck).
@@ -86,9 +89,11 @@ func TestRulesShape(t *testing.T) {
 // TestServiceMonitorSelectsMetricsServices: the ServiceMonitor, decoded
 // strictly into the operator's type, selects every metrics Service of
 // artifacts/deploy (a Service in front of a container port named
-// metrics: the controller's, the operator's, each static provider's) on
-// a port that Service has, over HTTPS with a bearer token, and no other
-// Service (the API server's and etcd's are not metrics endpoints).
+// metrics: the controller's, the operator's, each static provider's) and
+// the metrics Service of each workload the operator renders in
+// banlieue-system (pkg/workload, per Provider and shared, every backend)
+// on a port that Service has, over HTTPS with a bearer token, and no
+// other Service (the API server's and etcd's are not metrics endpoints).
 func TestServiceMonitorSelectsMetricsServices(t *testing.T) {
 	sm, err := ServiceMonitor(filepath.Join(monitoring, "servicemonitor.yaml"))
 	if err != nil {
@@ -113,6 +118,8 @@ func TestServiceMonitorSelectsMetricsServices(t *testing.T) {
 		}
 	}
 	services, deployments := deployObjects(t)
+	rendered, renderedDeployments := renderedObjects(t)
+	services, deployments = append(services, rendered...), append(deployments, renderedDeployments...)
 	metricsServices := 0
 	for _, svc := range services {
 		metrics := servesMetrics(svc, deployments)
@@ -134,10 +141,41 @@ func TestServiceMonitorSelectsMetricsServices(t *testing.T) {
 			}
 		}
 	}
-	// The controller, the operator and the three providers.
-	if metricsServices != 5 {
-		t.Errorf("%d metrics Services in artifacts/deploy, want 5", metricsServices)
+	// The controller, the operator and the three providers; a
+	// per-Provider and a shared workload of each backend.
+	if metricsServices != 5+len(rendered) || len(rendered) != 6 {
+		t.Errorf("%d metrics Services (%d rendered), want 5 in artifacts/deploy and 6 rendered", metricsServices, len(rendered))
 	}
+}
+
+// renderedObjects are the metrics Services and Deployments the operator
+// renders for a per-Provider and a shared workload of each backend in
+// banlieue-system, as the API server stores them.
+func renderedObjects(t *testing.T) ([]*corev1.Service, []*appsv1.Deployment) {
+	t.Helper()
+	var services []*corev1.Service
+	var deployments []*appsv1.Deployment
+	for _, backend := range []string{"vsphere", "libvirt", "proxmox"} {
+		class := &v1alpha1.ProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "lab-" + backend},
+			Spec: v1alpha1.ProviderClassSpec{Backend: backend, Image: "ghcr.io/firestoned/banlieue:v0.1.0", Namespace: "banlieue-system"}}
+		v1alpha1.SetDefaults_ProviderClassSpec(&class.Spec)
+		p := v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "banlieue-system", UID: "u1"},
+			Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: class.Name}}}
+		for _, w := range []workload.Workload{workload.ForProvider(class, &p, workload.Inputs{}), workload.Shared(class, []v1alpha1.Provider{p}, workload.Inputs{})} {
+			svc, d := &corev1.Service{}, &appsv1.Deployment{}
+			for from, into := range map[any]any{w.Service: svc, w.Deployment: d} {
+				data, err := json.Marshal(from)
+				if err == nil {
+					err = json.Unmarshal(data, into)
+				}
+				if err != nil {
+					t.Fatalf("workload %s: %v", w.Name, err)
+				}
+			}
+			services, deployments = append(services, svc), append(deployments, d)
+		}
+	}
+	return services, deployments
 }
 
 // servesMetrics: one of svc's ports targets a container port named
