@@ -34,12 +34,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
-	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
@@ -102,16 +100,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "libvirt: provider: %v\n", err)
 		return 1
 	}
-	scheme, _ := controllers.Scheme()
-	if c, err = client.New(rest.CopyConfig(env.Admin), client.Options{Scheme: scheme}); err != nil {
-		panic(err)
-	}
-	// The aggregator may list banlieue.io in discovery a moment after the
-	// APIService is Available: the first test must not be the one to see it.
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return c.List(ctx, &v1alpha1.ProviderList{}) == nil, nil
-	}); err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: banlieue.io never served through kube-apiserver: %v\n", err)
+	if c, err = env.ServedClient(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "libvirt: %v\n", err)
 		return 1
 	}
 	code := m.Run()

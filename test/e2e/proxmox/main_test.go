@@ -34,14 +34,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
-	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
@@ -81,14 +79,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "proxmox: provider: %v\n", err)
 		return 1
 	}
-	scheme, _ := controllers.Scheme()
-	if c, err = client.New(rest.CopyConfig(env.Admin), client.Options{Scheme: scheme}); err != nil {
-		panic(err)
-	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return c.List(ctx, &v1alpha1.ProviderList{}) == nil, nil
-	}); err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: banlieue.io never served through kube-apiserver: %v\n", err)
+	if c, err = env.ServedClient(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "proxmox: %v\n", err)
 		return 1
 	}
 	code := m.Run()
