@@ -25,12 +25,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	banlieuev1alpha1 "github.com/firestoned/banlieue/pkg/generated/clientset/versioned/typed/banlieue/v1alpha1"
@@ -125,28 +122,17 @@ func orNone(s string) string {
 // untilVM watches the VM until cond holds, returning the last version
 // seen (also when ctx ends first). A VM deleted meanwhile is an error.
 func untilVM(ctx context.Context, vms banlieuev1alpha1.VirtualMachineInterface, name string, cond func(*v1alpha1.VirtualMachine) (bool, error)) (*v1alpha1.VirtualMachine, error) {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return vms.List(ctx, opts)
-		},
-		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return vms.Watch(ctx, opts)
-		},
-	}
 	var last *v1alpha1.VirtualMachine
-	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.VirtualMachine{}, nil, func(ev watch.Event) (bool, error) {
-		vm, ok := ev.Object.(*v1alpha1.VirtualMachine)
-		if !ok {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			return false, fmt.Errorf("virtualmachine %s was deleted", name)
-		}
-		last = vm
-		return cond(vm)
-	})
+	err := untilNamed(ctx, "virtualmachine", name, &v1alpha1.VirtualMachine{}, vms,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return vms.List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return vms.Watch(ctx, o) },
+		func(obj runtime.Object) (bool, error) {
+			vm, ok := obj.(*v1alpha1.VirtualMachine)
+			if !ok {
+				return false, nil
+			}
+			last = vm
+			return cond(vm)
+		})
 	return last, err
 }
