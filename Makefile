@@ -25,6 +25,7 @@ build: ## Build the banlieue binary and the kubectl plugin (kubectl-banlieue, do
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules into bin/ (first run: 10+ minutes); as root, also install libvirt and QEMU (make libvirt).
 	hack/build-tools.sh
 	@hack/install-libvirt.sh || echo "tools: libvirt and QEMU are not installed; make run leaves the local libvirt host out"
+	@hack/install-node.sh || echo "tools: containerd is not installed; make run runs banlieue's Deployments as processes, not pods"
 
 .PHONY: libvirt
 libvirt: ## Install libvirtd, QEMU and the guest-image tools from Debian packages (as root; otherwise prints the apt command); build the installer ISO bin/guest/installer.iso.

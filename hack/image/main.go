@@ -34,8 +34,9 @@ func main() {
 	binary := flag.String("binary", "bin/banlieue-release", "The static release binary.")
 	out := flag.String("out", "bin/banlieue-image.tar", "Where the image tarball goes.")
 	tag := flag.String("tag", "ghcr.io/firestoned/banlieue:dev", "The image's name.")
+	entrypoint := flag.String("entrypoint", build.Entrypoint, "Where the binary is in the image, its entrypoint.")
 	flag.Parse()
-	if err := build.Write(*binary, *tag, *out); err != nil {
+	if err := build.WriteAt(*binary, *entrypoint, *tag, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}

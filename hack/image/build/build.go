@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -41,7 +42,11 @@ const User = "65532:65532"
 const Entrypoint = "/banlieue"
 
 // Image is the release image of binary.
-func Image(binary string) (v1.Image, error) {
+func Image(binary string) (v1.Image, error) { return ImageAt(binary, Entrypoint) }
+
+// ImageAt is the image of binary alone, at entrypoint (an absolute path),
+// as Image makes banlieue's: the local node's pause image is made so too.
+func ImageAt(binary, entrypoint string) (v1.Image, error) {
 	data, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
@@ -50,7 +55,7 @@ func Image(binary string) (v1.Image, error) {
 	tw := tar.NewWriter(&layer)
 	// A fixed time: the same binary gives the same image.
 	epoch := time.Unix(0, 0)
-	if err := tw.WriteHeader(&tar.Header{Name: Entrypoint[1:], Mode: 0o555, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(entrypoint, "/"), Mode: 0o555, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -73,18 +78,21 @@ func Image(binary string) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config.Entrypoint, cfg.Config.User = []string{Entrypoint}, User
+	cfg.Config.Entrypoint, cfg.Config.User = []string{entrypoint}, User
 	cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://github.com/firestoned/banlieue"}
 	return mutate.ConfigFile(img, cfg)
 }
 
 // Write writes the image of binary, named tag, as a tarball to out.
-func Write(binary, tag, out string) error {
+func Write(binary, tag, out string) error { return WriteAt(binary, Entrypoint, tag, out) }
+
+// WriteAt writes ImageAt(binary, entrypoint), named tag, as a tarball to out.
+func WriteAt(binary, entrypoint, tag, out string) error {
 	ref, err := name.NewTag(tag)
 	if err != nil {
 		return fmt.Errorf("tag %q: %w", tag, err)
 	}
-	img, err := Image(binary)
+	img, err := ImageAt(binary, entrypoint)
 	if err != nil {
 		return err
 	}
