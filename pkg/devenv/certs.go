@@ -54,6 +54,13 @@ func (e *Env) writeCertificates() error {
 	}
 	files["kube-apiserver.crt"], files["kube-apiserver.key"] = serving.CertPEM, serving.KeyPEM
 
+	// kube-apiserver's identity to a real node's kubelet (node.go).
+	kubeletClient, err := ca.IssueClient(kubeletClientUser)
+	if err != nil {
+		return err
+	}
+	files["kubelet-client.crt"], files["kubelet-client.key"] = kubeletClient.CertPEM, kubeletClient.KeyPEM
+
 	frontProxyCA, err := pki.NewCA("devenv-front-proxy-ca")
 	if err != nil {
 		return err

@@ -188,6 +188,9 @@ func (e *Env) startKubeAPIServer(ctx context.Context) error {
 		"--anonymous-auth=true",
 		"--profiling=false",
 	}
+	if e.cfg.Node {
+		args = append(args, e.nodeAPIServerArgs()...)
+	}
 	args = append(args, e.cfg.KubeAPIServerArgs...)
 	p, err := e.startProcess("kube-apiserver", filepath.Join(e.cfg.BinDir, "kube-apiserver"), args...)
 	if err != nil {
@@ -247,15 +250,23 @@ func (e *Env) serviceAccountKubeconfig(name, user string) (string, error) {
 
 func (e *Env) startKubeControllerManager() error {
 	kc := e.AdminKubeconfig
+	// clusterrole-aggregation folds banlieue's roles into view, edit and
+	// admin, as in any cluster.
+	controllers := "namespace,garbagecollector,clusterrole-aggregation"
+	var extra []string
+	if e.cfg.Node {
+		pkiDir := filepath.Join(e.cfg.Dir, "pki")
+		controllers += "," + nodeControllers
+		extra = []string{"--service-account-private-key-file=" + filepath.Join(pkiDir, "sa.key"), "--root-ca-file=" + filepath.Join(pkiDir, "ca.crt")}
+	}
 	_, err := e.startProcess("kube-controller-manager", filepath.Join(e.cfg.BinDir, "kube-controller-manager"),
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		// clusterrole-aggregation folds banlieue's roles into view, edit
-		// and admin, as in any cluster.
-		"--controllers=namespace,garbagecollector,clusterrole-aggregation",
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
-		"--use-service-account-credentials=false",
+		append([]string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+			"--controllers=" + controllers,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+			"--use-service-account-credentials=false",
+		}, extra...)...,
 	)
 	return err
 }

@@ -94,6 +94,13 @@ type Config struct {
 	// kube-controller-manager (and runs Setup), and no banlieue: a cluster
 	// to install banlieue into.
 	ControlPlaneOnly bool
+	// Node runs a real node (node.go): the kubelet, containerd and
+	// kube-scheduler, and the controllers Deployments need, so that
+	// Deployments run as pods. Root only (CheckNodePrerequisites).
+	Node bool
+	// NodeImages are image tarballs loaded into the node's containerd
+	// (there is no registry): the release image (make image) for one.
+	NodeImages []string
 }
 
 // Env is a running environment.
@@ -119,6 +126,7 @@ type Env struct {
 	balancer      *loopback.Balancer
 	etcd          []*process // by member; nil when down
 	ports         ports
+	node          *node // with Config.Node
 }
 
 type ports struct {
@@ -165,6 +173,11 @@ func Start(ctx context.Context, cfg Config) (env *Env, err error) {
 			return nil, fmt.Errorf("setup: %w", err)
 		}
 	}
+	if cfg.Node {
+		if err := e.startNode(ctx); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 	if cfg.ControlPlaneOnly {
 		return e, nil
 	}
@@ -196,6 +209,7 @@ func (p Process) Stop() { p.p.stop() }
 
 // Stop kills every process (by PID, in reverse start order) and waits for it.
 func (e *Env) Stop() {
+	e.stopNode()
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].stop()
 	}

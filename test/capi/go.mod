@@ -138,6 +138,7 @@ require (
 	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.36.3 // indirect
 	k8s.io/component-base v0.37.2 // indirect
+	k8s.io/cri-api v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.37.2 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/streaming v0.37.2 // indirect

@@ -1,0 +1,200 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+)
+
+// removeSandboxes stops and removes every pod sandbox through the CRI, as
+// the kubelet would: containerd runs the CNI DEL (the pod's interface, its
+// address, its network namespace) and stops its containers.
+func (n *node) removeSandboxes(ctx context.Context) error {
+	conn, err := grpc.NewClient("unix://"+n.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range list.Items {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+			continue
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killShims ends the runc shims containerd started for this node (they
+// outlive containerd by design) and that a sandbox removal left.
+func (n *node) killShims() {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.Contains(filepath.Base(args[0]), "containerd-shim") && strings.Contains(string(cmdline), n.socket) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// restore undoes what the node changed outside its directory, by what
+// differs from the state read before it started.
+func (n *node) restore() {
+	now, err := ReadMachineState(n.dir)
+	if err != nil {
+		klog.ErrorS(err, "Reading the machine's state")
+		return
+	}
+	for _, mp := range now.Mounts {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+			klog.ErrorS(err, "Unmounting", "path", mp)
+		}
+	}
+	added, _ := setDiff(n.before.Links, now.Links)
+	for _, l := range added {
+		if l == NodeBridge || strings.HasPrefix(l, "veth") {
+			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
+				klog.ErrorS(err, "Deleting a link", "link", l, "output", string(out))
+			}
+		}
+	}
+	addedRules, _ := setDiff(n.before.Rules, now.Rules)
+	for family, script := range undoRules(addedRules) {
+		restore := map[string]string{"ip4": "iptables-restore", "ip6": "ip6tables-restore"}[family]
+		cmd := exec.Command(restore, "--noflush")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			klog.ErrorS(err, "Removing the node's iptables rules", "family", family, "output", string(out), "script", script)
+		}
+	}
+	addedCgroups, _ := setDiff(n.before.Cgroups, now.Cgroups)
+	for _, cg := range addedCgroups {
+		removeCgroupTree(cg)
+	}
+	for k, v := range n.before.Sysctls {
+		if now.Sysctls[k] != v {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+				klog.ErrorS(err, "Restoring a sysctl", "key", k)
+			}
+		}
+	}
+}
+
+// undoRules is, per family, the iptables-restore --noflush script that
+// deletes the added rules ("FAMILY TABLE -A ...") and then the added
+// chains ("FAMILY TABLE :CHAIN POLICY"), flushed first.
+func undoRules(added []string) map[string]string {
+	type tableUndo struct{ deletes, chains []string }
+	byFamily := map[string]map[string]*tableUndo{}
+	for _, r := range added {
+		parts := strings.SplitN(r, " ", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		family, table, line := parts[0], parts[1], parts[2]
+		if byFamily[family] == nil {
+			byFamily[family] = map[string]*tableUndo{}
+		}
+		t := byFamily[family][table]
+		if t == nil {
+			t = &tableUndo{}
+			byFamily[family][table] = t
+		}
+		switch {
+		case strings.HasPrefix(line, "-A "):
+			t.deletes = append(t.deletes, "-D "+line[3:])
+		case strings.HasPrefix(line, ":"):
+			t.chains = append(t.chains, strings.Fields(line)[0][1:])
+		}
+	}
+	scripts := map[string]string{}
+	for family, tables := range byFamily {
+		names := make([]string, 0, len(tables))
+		for name := range tables {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, name := range names {
+			t := tables[name]
+			b.WriteString("*" + name + "\n")
+			for _, d := range t.deletes {
+				b.WriteString(d + "\n")
+			}
+			for _, c := range t.chains {
+				b.WriteString("-F " + c + "\n")
+			}
+			for _, c := range t.chains {
+				b.WriteString("-X " + c + "\n")
+			}
+			b.WriteString("COMMIT\n")
+		}
+		scripts[family] = b.String()
+	}
+	return scripts
+}
+
+// removeCgroupTree removes a cgroup and the ones below it, deepest first
+// (a cgroup goes with rmdir once it has no process and no child).
+func removeCgroupTree(root string) {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if err := syscall.Rmdir(d); err != nil {
+			klog.ErrorS(err, "Removing a cgroup", "path", d)
+		}
+	}
+}
