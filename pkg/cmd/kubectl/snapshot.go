@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	banlieuev1alpha1 "github.com/firestoned/banlieue/pkg/generated/clientset/versioned/typed/banlieue/v1alpha1"
@@ -500,6 +503,10 @@ func untilNamed(ctx context.Context, kind, name string, objType runtime.Object, 
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 	cond func(runtime.Object) (bool, error)) error {
+	// client-go's reflector logs a list or watch that fails, such as one
+	// in flight when the wait's time runs out, above the wait's own
+	// message; the wait says what it saw last, so its informer is silent.
+	ctx = klog.NewContext(ctx, logr.Discard())
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
