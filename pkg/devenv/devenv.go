@@ -28,9 +28,17 @@ limitations under the License.
 // components.go banlieue's components with their shipped identities,
 // container.go a shipped Deployment's container as a process (read by
 // podspec), faults.go crashes and restarts for the reliability tests,
-// process.go the processes themselves. Reading the logs for faults is
-// logscan's job; the Service in front of API server replicas is
-// loopback.Balancer.
+// process.go the processes themselves, node.go (with node_teardown.go and
+// machinestate.go) a real node. Reading the logs for faults is logscan's
+// job; the Service in front of API server replicas is loopback.Balancer.
+//
+// Two modes run banlieue's Deployments. Process mode (every suite but
+// test/e2e/node): each component is a process started with its
+// container's args, env and ServiceAccount identity (a client
+// certificate), so a test can SIGKILL, pause or restart one precisely.
+// Pod mode (Config.Node, as root: test/e2e/node): a real kubelet runs the
+// shipped Deployments as pods of the release image, with their probes,
+// security contexts, limits and projected ServiceAccount tokens.
 package devenv
 
 import (
