@@ -30,6 +30,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
@@ -48,6 +50,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
 	if err := devenv.CheckNodePrerequisites(dirBin); err != nil {

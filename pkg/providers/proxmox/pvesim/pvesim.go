@@ -47,6 +47,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/firestoned/banlieue/pkg/pki"
 )
 
 // Version is the Proxmox VE release the simulator answers as by default.
@@ -83,6 +85,10 @@ type Options struct {
 	// cookie, with the CSRFPreventionToken header on writes: what the
 	// serial console takes where PVE refuses API tokens (console.go).
 	Users []User
+	// ServingIPs are more addresses its serving certificate names, beside
+	// 127.0.0.1 (where it listens): the address pods of a real node reach
+	// it at (devenv.Env.ExposeToPods). With none, httptest's certificate.
+	ServingIPs []net.IP
 }
 
 // User is a PVE user (USER@REALM) with its password and grants (nil:
@@ -236,9 +242,20 @@ func New(o Options) *Simulator {
 	}
 	s.server.Listener = l
 	s.server.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	var ca []byte
+	if len(o.ServingIPs) > 0 {
+		cert, caPEM, err := servingCertificate(o.ServingIPs)
+		if err != nil {
+			panic(fmt.Sprintf("pvesim: serving certificate: %v", err))
+		}
+		s.server.TLS.Certificates, ca = []tls.Certificate{cert}, caPEM
+	}
 	s.server.StartTLS()
 	s.URL = s.server.URL + "/api2/json"
-	s.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.server.Certificate().Raw})
+	s.CA = ca
+	if s.CA == nil {
+		s.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.server.Certificate().Raw})
+	}
 	return s
 }
 
@@ -470,4 +487,19 @@ func parseVolume(s string) (storageName, volume string, ok bool) {
 	head, _, _ := strings.Cut(s, ",")
 	st, vol, ok := strings.Cut(head, ":")
 	return st, vol, ok && st != "" && vol != ""
+}
+
+// servingCertificate is a certificate for 127.0.0.1 and ips, signed by a
+// CA of its own, and that CA's PEM (what a Provider's caBundle names).
+func servingCertificate(ips []net.IP) (tls.Certificate, []byte, error) {
+	ca, err := pki.NewCA("pvesim-ca")
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	kp, err := ca.IssueServing("pvesim", []string{"localhost"}, append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	return cert, ca.CertPEM, err
 }
