@@ -48,40 +48,12 @@ import (
 // and logs work as the install guide says.
 func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	ctx := context.Background()
-	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
-	defer sim.Close()
-	u, err := url.Parse(sim.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(u.Port())
-	addr, err := env.ExposeToPods(port)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c, err := env.ServedClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// lab-proxmox-token is the Secret the shipped credentials Role names.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-proxmox-token", Namespace: devenv.Namespace},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Delete(ctx, secret) }()
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "pod-proxmox", Namespace: devenv.Namespace},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: "https://" + addr + "/api2/json",
-				CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
-				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-		},
-	}
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p := podProxmoxProvider(t, ctx, c, "pod-proxmox", "lab-proxmox-token")
 
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox")
 	manifests := []string{"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml")}
@@ -90,26 +62,13 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	}
 	defer func() {
 		// The Provider first, while a provider pod is there to release it.
-		_ = c.Delete(ctx, p)
-		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.Provider{})), nil
-		})
+		deleteProvider(ctx, c, p)
 		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
 	}()
 	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-provider-proxmox", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(ctx))
 	}
-	var last []metav1.Condition
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		got := &v1alpha1.Provider{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
-			return false, nil
-		}
-		last = got.Status.Conditions
-		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ProviderReady), nil
-	}); err != nil {
-		t.Fatalf("the provider pods never reported Provider %s Ready: %s", p.Name, conditions(last))
-	}
+	waitProviderReady(t, ctx, c, p)
 	logs, err := kubectl("-n", devenv.Namespace, "logs", "deploy/banlieue-provider-proxmox")
 	if err != nil || !strings.Contains(logs, "Starting the provider") {
 		t.Errorf("kubectl logs deploy/banlieue-provider-proxmox: %v\n%s", err, logs)
@@ -122,4 +81,68 @@ func conditions(cs []metav1.Condition) string {
 		out = append(out, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
 	return strings.Join(out, ", ")
+}
+
+// podProxmoxProvider starts a Proxmox VE simulator that pods of the node
+// reach (its port exposed on the bridge's gateway, its certificate naming
+// that address), and creates in banlieue-system its credentials Secret
+// (named secretName) and a Provider of class proxmox pointing at that
+// address; the simulator goes when the test ends.
+func podProxmoxProvider(t *testing.T, ctx context.Context, c client.Client, name, secretName string) *v1alpha1.Provider {
+	t.Helper()
+	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+	t.Cleanup(sim.Close)
+	u, err := url.Parse(sim.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	addr, err := env.ExposeToPods(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: devenv.Namespace},
+		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	p := &v1alpha1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace},
+		Spec: v1alpha1.ProviderSpec{
+			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: "https://" + addr + "/api2/json",
+				CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
+				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitProviderReady waits until a provider reports p Ready.
+func waitProviderReady(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.Provider) {
+	t.Helper()
+	var last []metav1.Condition
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &v1alpha1.Provider{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			return false, nil
+		}
+		last = got.Status.Conditions
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ProviderReady), nil
+	}); err != nil {
+		t.Fatalf("no provider pod reported Provider %s Ready: %s\n%s", p.Name, conditions(last), podsSummary(ctx))
+	}
+}
+
+// deleteProvider deletes p and waits until it is gone (a provider still
+// running releases its finalizer).
+func deleteProvider(ctx context.Context, c client.Client, p *v1alpha1.Provider) {
+	_ = c.Delete(ctx, p)
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.Provider{})), nil
+	})
 }
