@@ -133,8 +133,33 @@ func (s *Simulator) Close() {
 		s.cancel()
 		s.wg.Wait()
 	}
-	s.server.Close()
+	CloseServer(s.server, closeWait)
 	s.model.Remove()
+}
+
+// closeWait is how long CloseServer waits for requests in flight.
+const closeWait = 30 * time.Second
+
+// CloseServer closes srv, waiting at most within for the requests in
+// flight, and says whether they all ended. govmomi's simulator answers a
+// WaitForUpdatesEx only on an update, its MaxWaitSeconds or
+// CancelWaitForUpdates, never on the request's context: the long poll of
+// a client killed while it waited (the crash tests SIGKILL providers
+// waiting on tasks) would hold httptest's Close forever.
+func CloseServer(srv *simulator.Server, within time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(within):
+		klog.InfoS("vcsim: requests still in flight after closing; left behind", "within", within,
+			"why", "WaitForUpdatesEx of a client that is gone never returns")
+		return false
+	}
 }
 
 // makeTemplates makes a template named name in every datacenter.
