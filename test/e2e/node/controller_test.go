@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -76,6 +77,34 @@ func TestControllerRunsAsPods(t *testing.T) {
 		}
 		if proc.memoryLimit != 512<<20 {
 			t.Errorf("pod %s: memory limit %d in its cgroup, want 512Mi", p.Name, proc.memoryLimit)
+		}
+	}
+
+	// The pod's own projected token is the controller's identity, and
+	// holds what the shipped matrix says it holds, no more.
+	token, err := podToken(&pods.Items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := asToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, err := whoAmI(ctx, as); err != nil || who != "system:serviceaccount:banlieue-system:banlieue-controller" {
+		t.Errorf("the pod's token is %q (%v), want the controller's ServiceAccount", who, err)
+	}
+	for _, q := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Group: "banlieue.io", Resource: "virtualmachines", Verb: "list"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "banlieue-apiserver", Name: "banlieue-apiserver-tls"}, false},
+		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "create"}, false},
+	} {
+		got, err := mayDo(ctx, as, q.attrs)
+		if err != nil || got != q.want {
+			t.Errorf("with the pod's token, %s %s/%s %s in %q: %v (%v), want %v", q.attrs.Verb, q.attrs.Group, q.attrs.Resource, q.attrs.Name, q.attrs.Namespace, got, err, q.want)
 		}
 	}
 
