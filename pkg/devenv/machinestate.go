@@ -111,6 +111,20 @@ func (s MachineState) Diff(after MachineState) []string {
 	return out
 }
 
+// LeftBehind is Diff without what went missing meanwhile: the node's
+// tear-down removes only what it added, and the kernel may finish removing
+// something another user (or an earlier node) was deleting when s was read
+// (a veth of a namespace being destroyed): that is no change of the node's.
+func (s MachineState) LeftBehind(after MachineState) []string {
+	var out []string
+	for _, d := range s.Diff(after) {
+		if !strings.Contains(d, " gone: ") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // setDiff is what b has that a has not, and what a has that b has not.
 func setDiff(a, b []string) (added, removed []string) {
 	in := func(xs []string) map[string]bool {

@@ -54,6 +54,13 @@ func TestMachineStateDiff(t *testing.T) {
 	if got := after.Diff(before); len(got) != 6 || got[0] != "link gone: cni0" {
 		t.Errorf("what went missing is not reported: %v", got)
 	}
+	// Left behind is what was added or changed, not what went missing.
+	if got := before.LeftBehind(after); !reflect.DeepEqual(got, want) {
+		t.Errorf("LeftBehind = %v, want %v", got, want)
+	}
+	if got := after.LeftBehind(before); len(got) != 1 || got[0] != "sysctl kernel/panic is 0, was 10" {
+		t.Errorf("LeftBehind of a state that only lost things = %v, want the sysctl alone", got)
+	}
 }
 
 func TestParseIPTablesSave(t *testing.T) {

@@ -450,7 +450,7 @@ func (e *Env) stopNode() {
 	if err != nil {
 		n.leftovers = []string{err.Error()}
 	} else {
-		n.leftovers = n.before.Diff(after)
+		n.leftovers = n.before.LeftBehind(after)
 	}
 	for _, l := range n.leftovers {
 		klog.InfoS("The node left the machine changed", "what", l)

@@ -92,7 +92,8 @@ func (n *node) restore() {
 		klog.ErrorS(err, "Reading the machine's state")
 		return
 	}
-	for _, mp := range now.Mounts {
+	addedMounts, _ := setDiff(n.before.Mounts, now.Mounts) // deepest first, as read
+	for _, mp := range addedMounts {
 		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
 			klog.ErrorS(err, "Unmounting", "path", mp)
 		}
