@@ -381,14 +381,14 @@ func (n *node) redirectToLoopback(apiserverPort int) error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+NodeBridge+"/route_localnet", []byte("1"), 0o644); err != nil {
 		return err
 	}
-	return natRule("-d", kubernetesServiceIP+"/32", "--dport", "443", "--to-destination", "127.0.0.1:"+strconv.Itoa(apiserverPort))
+	return natRule(kubernetesServiceIP, "443", "127.0.0.1:"+strconv.Itoa(apiserverPort))
 }
 
-// natRule redirects TCP arriving on the bridge (to dst, dport) to a
-// loopback destination.
-func natRule(dstFlag, dst, dportFlag, dport, toFlag, to string) error {
-	rules := "*nat\n-A PREROUTING -i " + NodeBridge + " " + dstFlag + " " + dst + " -p tcp " + dportFlag + " " + dport +
-		" -j DNAT " + toFlag + " " + to + "\nCOMMIT\n"
+// natRule redirects TCP arriving on the bridge for dst:dport to the
+// loopback destination to (ADDRESS:PORT).
+func natRule(dst, dport, to string) error {
+	rules := "*nat\n-A PREROUTING -i " + NodeBridge + " -d " + dst + "/32 -p tcp --dport " + dport +
+		" -j DNAT --to-destination " + to + "\nCOMMIT\n"
 	cmd := exec.Command("iptables-restore", "--noflush")
 	cmd.Stdin = strings.NewReader(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -405,7 +405,7 @@ func (e *Env) ExposeToPods(port int) (string, error) {
 		return "", errors.New("no real node (Config.Node)")
 	}
 	p := strconv.Itoa(port)
-	if err := natRule("-d", NodeGateway+"/32", "--dport", p, "--to-destination", "127.0.0.1:"+p); err != nil {
+	if err := natRule(NodeGateway, p, "127.0.0.1:"+p); err != nil {
 		return "", err
 	}
 	return net.JoinHostPort(NodeGateway, p), nil
