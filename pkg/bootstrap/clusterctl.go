@@ -250,7 +250,7 @@ func ClusterctlRepository() (map[string][]byte, error) {
 
 // namespaceNamed is the shipped Namespace object named name.
 func namespaceNamed(name string) ([]*unstructured.Unstructured, error) {
-	docs, err := decodeFile(artifacts.Deploy, "deploy/base/namespace.yaml")
+	docs, err := render(Options{}, "deploy/base/namespace.yaml")
 	if err != nil {
 		return nil, err
 	}

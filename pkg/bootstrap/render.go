@@ -271,13 +271,9 @@ func crds() ([]*unstructured.Unstructured, error) {
 	}
 	var out []*unstructured.Unstructured
 	for _, e := range entries {
-		data, err := fs.ReadFile(artifacts.CRDs, path.Join("crds", e.Name()))
+		docs, err := decodeFile(artifacts.CRDs, path.Join("crds", e.Name()))
 		if err != nil {
 			return nil, err
-		}
-		docs, err := apply.Decode(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Name(), err)
 		}
 		out = append(out, docs...)
 	}

@@ -311,9 +311,8 @@ func TestClusterctlInit(t *testing.T) {
 // installs Cluster API's core (see TestClusterctlInit for why).
 func recordCoreProvider(t *testing.T, ctx context.Context) {
 	t.Helper()
-	_, version := capiModule(t)
+	capiDir, version := capiModule(t)
 	const manifest = "cmd/clusterctl/config/manifest/clusterctl-api.yaml"
-	capiDir, _ := capiModule(t)
 	if out, err := exec.Command(filepath.Join(binDir(), "kubectl"), "--kubeconfig", env.AdminKubeconfig,
 		"apply", "--server-side", "-f", filepath.Join(capiDir, manifest)).CombinedOutput(); err != nil {
 		t.Fatalf("clusterctl's inventory CRD: %v\n%s", err, out)
