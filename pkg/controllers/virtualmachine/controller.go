@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,19 +216,17 @@ func (r *Reconciler) vmsOfClass(ctx context.Context, class client.Object) []reco
 // pinClass is the class vm is built from. Until the VM is placed it is
 // the class as it is (live), recorded in status.classRevision; after, the
 // pinned revision, pinned again from live when the VM carries the
-// update-class annotation (which is removed). ClassOutOfDate says whether
+// update-class annotation (which writeBack removes). ClassOutOfDate says whether
 // live differs. nil when there is neither.
-func (r *Reconciler) pinClass(ctx context.Context, vm *v1alpha1.VirtualMachine, live *v1alpha1.VMClass) (*v1alpha1.VMClass, error) {
+func (r *Reconciler) pinClass(vm *v1alpha1.VirtualMachine, live *v1alpha1.VMClass) *v1alpha1.VMClass {
 	pinned := resolve.PinnedClass(vm)
 	switch {
 	case pinned == nil && live == nil:
-		return nil, nil
+		return nil
 	case pinned == nil:
 		vm.Status.ClassRevision, pinned = resolve.Pin(live), live
 	case resolve.WantsClassUpdate(vm):
-		if err := r.removeAnnotation(ctx, vm, resolve.UpdateClassAnnotation); err != nil {
-			return nil, err
-		}
+		requestDone(vm, resolve.UpdateClassAnnotation)
 		if live == nil {
 			r.event(vm, corev1.EventTypeWarning, resolve.ReasonClassDeleted, "UpdateClass",
 				fmt.Sprintf("VMClass %s is gone: the VM keeps generation %d", vm.Spec.ClassRef.Name, pinned.Generation))
@@ -239,23 +238,47 @@ func (r *Reconciler) pinClass(ctx context.Context, vm *v1alpha1.VirtualMachine, 
 	}
 	status, reason, msg := resolve.ClassStatus(vm, pinned, live)
 	r.setCondition(vm, v1alpha1.VirtualMachineClassOutOfDate, status, reason, msg)
-	return pinned, nil
+	return pinned
 }
 
-// removeAnnotation removes the annotation key (a request acted on) from
-// vm, keeping the status this reconcile has built so far (the patch's
-// answer holds the stored one).
-func (r *Reconciler) removeAnnotation(ctx context.Context, vm *v1alpha1.VirtualMachine, key string) error {
-	if _, ok := vm.Annotations[key]; !ok {
+// requestDone drops the annotation key (a request acted on) from vm in
+// memory; writeBack removes it from the stored VM once the status that
+// records the request's effect is written.
+func requestDone(vm *v1alpha1.VirtualMachine, key string) {
+	delete(vm.Annotations, key)
+}
+
+// writeBack writes what a reconcile decided: vm's status (before is the
+// status it read), then the removal of the requests it acted on (keys of
+// asked that vm no longer carries). In that order, so that no read, the
+// cache's above all, shows a request gone without its effect: a reconcile
+// on such a read would undo it (build the machine from the class pinned
+// before the update-class request, say) before its own status write
+// conflicted.
+func (r *Reconciler) writeBack(ctx context.Context, asked map[string]string, before *v1alpha1.VirtualMachineStatus, vm *v1alpha1.VirtualMachine) error {
+	var done []string
+	for key := range asked {
+		if _, still := vm.Annotations[key]; !still {
+			done = append(done, key)
+		}
+	}
+	base := vm.DeepCopy()
+	base.Status = *before
+	// Locked: a status decided on a stale read (a placement above all)
+	// conflicts instead of replacing a newer one.
+	if err := patch.Status(ctx, r.Client, base, vm, true); err != nil {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	if len(done) == 0 {
 		return nil
 	}
 	merge := client.MergeFrom(vm.DeepCopy())
-	delete(vm.Annotations, key)
-	status := vm.Status.DeepCopy()
-	if err := r.Client.Patch(ctx, vm, merge); err != nil {
-		return fmt.Errorf("removing %s: %w", key, err)
+	for _, key := range done {
+		delete(vm.Annotations, key)
 	}
-	vm.Status = *status
+	if err := r.Client.Patch(ctx, vm, merge); err != nil {
+		return fmt.Errorf("removing %v: %w", done, err)
+	}
 	return nil
 }
 
@@ -267,6 +290,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := vm.Status.DeepCopy()
+	asked := maps.Clone(vm.Annotations)
 	var result ctrl.Result
 	var err error
 	normal := false
@@ -285,13 +309,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		normal = true
 	}
 	vm.Status.ObservedGeneration = vm.Generation
-	base := vm.DeepCopy()
-	base.Status = *before
-	// Locked: a status decided on a stale read (a placement above all)
-	// conflicts instead of replacing a newer one.
-	if uerr := patch.Status(ctx, r.Client, base, vm, true); uerr != nil {
+	if uerr := r.writeBack(ctx, asked, before, vm); uerr != nil {
 		// A conflict is requeued quietly (pkg/controllers/conflict).
-		return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating status: %w", uerr))
+		return ctrl.Result{}, errors.Join(err, uerr)
 	}
 	if normal {
 		// Without an error, an unscheduled VM was just tried.
@@ -353,10 +373,7 @@ func (r *Reconciler) resolve(ctx context.Context, vm *v1alpha1.VirtualMachine) (
 	} else if err != nil {
 		return nil, nil, err
 	}
-	class, err := r.pinClass(ctx, vm, live)
-	if err != nil {
-		return nil, nil, err
-	}
+	class := r.pinClass(vm, live)
 	if class == nil {
 		r.invalid(vm, placement.ReasonClassNotFound, fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
 		return nil, nil, nil

@@ -227,7 +227,8 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 				return 0, err
 			}
 			// A request was acted on: asking again retries.
-			return timeout, r.removeAnnotation(ctx, vm, MigrateAnnotation)
+			requestDone(vm, MigrateAnnotation)
+			return timeout, nil
 		}
 		r.setCondition(vm, v1alpha1.VirtualMachineMigrating, metav1.ConditionTrue, reasonMigrationPending,
 			fmt.Sprintf("waiting for %s %s on Provider %s to be Ready (until %s); the VM still runs on %s", kind.GroupVersionKind.Kind, m.GetName(), mig.Target.Provider,
@@ -250,7 +251,8 @@ func (r *Reconciler) continueMigration(ctx context.Context, vm *v1alpha1.Virtual
 	r.setCondition(vm, v1alpha1.VirtualMachineMigrating, metav1.ConditionFalse, reasonMigrated, msg)
 	r.setCondition(vm, v1alpha1.VirtualMachinePlacementValid, metav1.ConditionTrue, placement.ReasonResolved, msg)
 	r.event(vm, corev1.EventTypeNormal, reasonMigrated, "Migrate", msg)
-	return 0, r.removeAnnotation(ctx, vm, MigrateAnnotation)
+	requestDone(vm, MigrateAnnotation)
+	return 0, nil
 }
 
 // sourceMachine is the machine vm runs on (status.infrastructureRef), nil
