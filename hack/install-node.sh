@@ -10,7 +10,7 @@ set -o errexit
 set -o nounset
 set -o pipefail
 
-packages=(containerd runc containernetworking-plugins conntrack iptables iproute2)
+packages=(containerd runc containernetworking-plugins conntrack iptables iproute2 yq)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -24,6 +24,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -89,6 +90,22 @@ func (ca *CA) IssueServing(commonName string, dnsNames []string, ips []net.IP) (
 		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
+}
+
+// LoopbackServing is a serving certificate of a CA of its own (named
+// name) for localhost, 127.0.0.1 and ips, and that CA's certificate: for
+// a simulator that pods reach on another address than loopback.
+func LoopbackServing(name string, ips []net.IP) (tls.Certificate, []byte, error) {
+	ca, err := NewCA(name + "-ca")
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	kp, err := ca.IssueServing(name, []string{"localhost"}, append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	return cert, ca.CertPEM, err
 }
 
 // IssuePeer issues a certificate that serves and authenticates as a

@@ -41,14 +41,7 @@ import (
 // authenticated it; the holder is a pod of the Deployment).
 func TestControllerRunsAsPods(t *testing.T) {
 	ctx := context.Background()
-	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
-	if out, err := kubectl("apply", "-f", manifest); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	defer func() { _, _ = kubectl("delete", "-f", manifest, "--wait=true", "--timeout=60s") }()
-	if out, err := kubectl("-n", "banlieue-system", "rollout", "status", "deploy/banlieue-controller", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(ctx))
-	}
+	installController(t)
 	logs, err := kubectl("-n", "banlieue-system", "logs", "deploy/banlieue-controller")
 	if err != nil || !strings.Contains(logs, "leader") {
 		t.Errorf("kubectl logs deploy/banlieue-controller: %v\n%s", err, logs)

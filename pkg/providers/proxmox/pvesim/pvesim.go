@@ -244,7 +244,7 @@ func New(o Options) *Simulator {
 	s.server.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	var ca []byte
 	if len(o.ServingIPs) > 0 {
-		cert, caPEM, err := servingCertificate(o.ServingIPs)
+		cert, caPEM, err := pki.LoopbackServing("pvesim", o.ServingIPs)
 		if err != nil {
 			panic(fmt.Sprintf("pvesim: serving certificate: %v", err))
 		}
@@ -487,19 +487,4 @@ func parseVolume(s string) (storageName, volume string, ok bool) {
 	head, _, _ := strings.Cut(s, ",")
 	st, vol, ok := strings.Cut(head, ":")
 	return st, vol, ok && st != "" && vol != ""
-}
-
-// servingCertificate is a certificate for 127.0.0.1 and ips, signed by a
-// CA of its own, and that CA's PEM (what a Provider's caBundle names).
-func servingCertificate(ips []net.IP) (tls.Certificate, []byte, error) {
-	ca, err := pki.NewCA("pvesim-ca")
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	kp, err := ca.IssueServing("pvesim", []string{"localhost"}, append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...))
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	return cert, ca.CertPEM, err
 }

@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -46,6 +47,8 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/klog/v2"
+
+	"github.com/firestoned/banlieue/pkg/pki"
 )
 
 // Config shapes the simulated vCenter.
@@ -59,6 +62,10 @@ type Config struct {
 	// DHCP gives every powered-on VM without an address one: the static
 	// address its cloud-init metadata asks for, or the next of 10.10.0.0/16.
 	DHCP bool
+	// ServingIPs are more addresses its serving certificate names, beside
+	// 127.0.0.1: where pods of a local node reach it (the certificate is
+	// then of a CA of its own, which CABundle holds).
+	ServingIPs []net.IP
 }
 
 // Simulator is a running simulated vCenter.
@@ -84,12 +91,19 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	AcquireTickets(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
-	server := model.Service.NewServer()
-	s := &Simulator{
-		Endpoint: "https://" + server.URL.Host + "/sdk",
-		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}),
-		model:    model, server: server,
+	var ca []byte
+	if len(cfg.ServingIPs) > 0 {
+		cert, caPEM, err := pki.LoopbackServing("vcsim", cfg.ServingIPs)
+		if err != nil {
+			return nil, fmt.Errorf("the serving certificate: %w", err)
+		}
+		model.Service.TLS.Certificates, ca = []tls.Certificate{cert}, caPEM
 	}
+	server := model.Service.NewServer()
+	if ca == nil { // httptest's own certificate, self-signed
+		ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})
+	}
+	s := &Simulator{Endpoint: "https://" + server.URL.Host + "/sdk", CABundle: ca, model: model, server: server}
 	gc, err := Login(ctx, s.Endpoint, cfg.Username, cfg.Password)
 	if err != nil {
 		s.Close()

@@ -17,7 +17,11 @@ package vcsim
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +188,36 @@ func TestCloneDiskBacking(t *testing.T) {
 				}
 				break
 			}
+		}
+	}
+}
+
+// TestServingIPs: with more addresses to serve on, the certificate names
+// them (a pod reaches the simulator on the node's bridge address) and the
+// CA bundle verifies it there, as the provider does, while a name it does
+// not hold is refused.
+func TestServingIPs(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Username: "u", Password: "p", ServingIPs: []net.IP{net.ParseIP("10.88.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	u, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(s.CABundle) {
+		t.Fatal("CABundle holds no certificate")
+	}
+	for name, want := range map[string]bool{"10.88.0.1": true, "127.0.0.1": true, "10.88.0.2": false} {
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: roots, ServerName: name})
+		if err == nil {
+			_ = conn.Close()
+		}
+		if (err == nil) != want {
+			t.Errorf("verifying the simulator as %s: %v, want it verified %v", name, err, want)
 		}
 	}
 }

@@ -1,0 +1,229 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package node
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers"
+	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
+	"github.com/firestoned/banlieue/pkg/runbook"
+)
+
+const (
+	guideUser     = "administrator@vsphere.local"
+	guidePassword = "guide-password"
+	guideTemplate = "ubuntu-22.04-cloudinit"
+)
+
+// TestVSphereGuide runs docs/guides/vsphere.md as a reader does, steps 1
+// to 7: its commands in a shell from a checkout, its files written, what
+// they print compared with what it shows; the controller and the vSphere
+// provider run as pods of the release image, the provider reaching the
+// vCenter simulator from the pod network. The guide's site values (the
+// vCenter's address, the password, the datastore and port group) are the
+// only edits, each of which must be in the guide. Then the VM is checked
+// where it runs (powered on in the simulator, with the class's CPUs), and
+// the provider pod's own token reads the credentials and CA the guide
+// created, and nothing else.
+func TestVSphereGuide(t *testing.T) {
+	ctx := context.Background()
+	installController(t)
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: guideTemplate,
+		Username: guideUser, Password: guidePassword, DHCP: true, ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	u, err := url.Parse(sim.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	addr, err := env.ExposeToPods(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", "vsphere.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := map[string]string{
+		"https://vcenter.example.com/sdk": "https://" + addr + "/sdk",
+		"REPLACE-ME":                      guidePassword,
+		"ds-fast-01":                      "LocalDS_0",
+		"vmnet-prod":                      "VM Network",
+	}
+	text := string(doc)
+	for from, to := range site {
+		if !strings.Contains(text, from) {
+			t.Fatalf("the guide no longer says %q: the test's site values need updating", from)
+		}
+		text = strings.ReplaceAll(text, from, to)
+	}
+	steps, err := runbook.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "vcenter-ca.pem"), sim.CABundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { undoGuide(work) })
+	followGuide(t, steps, work)
+
+	checkGuideVM(t, ctx, sim)
+	checkGuideProviderToken(t, ctx)
+}
+
+// installController applies the shipped controller Deployment and waits
+// for its rollout; it goes when the test ends.
+func installController(t *testing.T) {
+	t.Helper()
+	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
+	if out, err := kubectl("apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl("delete", "-f", manifest, "--wait=true", "--timeout=60s") })
+	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-controller", "--timeout=120s"); err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(context.Background()))
+	}
+}
+
+// followGuide runs steps in work: commands in bash with kubectl on the
+// PATH and the administrator's kubeconfig, files written, outputs
+// compared with what the command before printed.
+func followGuide(t *testing.T, steps []runbook.Step, work string) {
+	t.Helper()
+	var last string
+	for _, s := range steps {
+		switch s.Kind {
+		case runbook.File:
+			if err := os.WriteFile(filepath.Join(work, s.Name), []byte(s.Text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case runbook.Command:
+			out, err := guideShell(work, s.Text)
+			if err != nil {
+				t.Fatalf("guide line %d: %s: %v\n%s\n%s", s.Line, s.Text, err, out, podsSummary(context.Background()))
+			}
+			t.Logf("guide line %d: %s\n%s", s.Line, s.Text, out)
+			last = out
+		case runbook.Output:
+			if d := runbook.Match(s.Text, last); d != "" {
+				t.Errorf("guide line %d: the command before printed otherwise: %s", s.Line, d)
+			}
+		}
+	}
+}
+
+// guideShell runs command as a reader's shell does, in dir; its standard
+// output only (kubectl's warnings are not what the guide shows).
+func guideShell(dir, command string) (string, error) {
+	cmd := exec.Command("bash", "-o", "errexit", "-o", "pipefail", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.AdminKubeconfig, "PATH="+dirBin+":"+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
+}
+
+// undoGuide removes what the guide made, the VM first while the
+// controller and provider pods are there to release it; the shipped RBAC
+// stays (the environment installed it for every test).
+func undoGuide(work string) {
+	for _, args := range [][]string{
+		{"-n", devenv.Namespace, "delete", "virtualmachine", "db-prod-01", "--wait=true", "--timeout=120s"},
+		{"-n", devenv.Namespace, "delete", "provider", "prod-vsphere", "--wait=true", "--timeout=60s"},
+		{"delete", "vmclass", "db-prod-large"},
+		{"delete", "vmimage", "ubuntu-22.04-cloudinit"},
+		{"-n", devenv.Namespace, "delete", "secret", "vsphere-creds"},
+		{"-n", devenv.Namespace, "delete", "configmap", "vcenter-ca"},
+	} {
+		_, _ = kubectl(append(args, "--ignore-not-found")...)
+	}
+	dir := filepath.Join(work, "artifacts", "deploy", "providers", "vsphere")
+	_, _ = kubectl("delete", "--ignore-not-found", "--wait=true", "--timeout=60s",
+		"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml"), "-f", filepath.Join(dir, "service.yaml"))
+}
+
+// checkGuideVM: the guide's VM runs in the simulator, powered on with the
+// class's 8 CPUs.
+func checkGuideVM(t *testing.T, ctx context.Context, sim *vcsim.Simulator) {
+	t.Helper()
+	m, err := vcsim.ReadVM(ctx, sim.Endpoint, guideUser, guidePassword, "DC0", providers.BackendName(devenv.Namespace, "db-prod-01"))
+	if err != nil || m == nil {
+		t.Fatalf("the guide's VM in the simulator: %v (found %v)", err, m != nil)
+	}
+	if m.Runtime.PowerState != "poweredOn" || m.Config.Hardware.NumCPU != 8 {
+		t.Errorf("the guide's VM is %s with %d CPUs, want poweredOn with 8", m.Runtime.PowerState, m.Config.Hardware.NumCPU)
+	}
+}
+
+// checkGuideProviderToken: with its pod's projected token, the vSphere
+// provider reads the Secret and ConfigMap the guide created (the names its
+// Role grants) and no other Secret, nor lists any.
+func checkGuideProviderToken(t *testing.T, ctx context.Context) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-vsphere"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("vSphere provider pods: %v (%d)", err, len(pods.Items))
+	}
+	token, err := podToken(&pods.Items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := asToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: devenv.Namespace, Name: "vsphere-creds"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: devenv.Namespace, Name: "vcenter-ca"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: devenv.Namespace, Name: "lab-proxmox-token"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: devenv.Namespace}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "banlieue-apiserver", Name: "banlieue-apiserver-tls"}, false},
+	} {
+		got, err := mayDo(ctx, as, q.attrs)
+		if err != nil || got != q.want {
+			t.Errorf("with the provider pod's token, %s %s %s in %q: %v (%v), want %v", q.attrs.Verb, q.attrs.Resource, q.attrs.Name, q.attrs.Namespace, got, err, q.want)
+		}
+	}
+}
