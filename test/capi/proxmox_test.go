@@ -148,27 +148,16 @@ func startProxmoxProvider(t *testing.T, ctx context.Context, name string, labels
 	t.Helper()
 	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
 	t.Cleanup(sim.Close)
-	token := name + "-token"
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: token, Namespace: devenv.Namespace},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}); err != nil {
-		t.Fatal(err)
-	}
 	// The static install reads credentials by name: the administrator
 	// names this one in the provider's credentials Role.
-	if err := env.GrantCredentials(ctx, "proxmox", "secrets", token); err != nil {
+	p, err := env.NewProxmoxProvider(ctx, c, devenv.ProxmoxProvider{Name: name, Labels: labels,
+		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: name + "-token", Grant: true,
+		Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
+		}})
+	if err != nil {
 		t.Fatal(err)
-	}
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace, Labels: labels},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: token},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
-			},
-		},
 	}
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -274,25 +273,15 @@ func kubectl(t *testing.T, args ...string) string {
 // in Secret creds, granted to the provider by name.
 func proxmoxProvider(t *testing.T, name, creds, secret string, labels map[string]string) *v1alpha1.Provider {
 	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: creds, Namespace: ns},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": secret}}
-	if err := c.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
+	p, err := env.NewProxmoxProvider(context.Background(), c, devenv.ProxmoxProvider{Name: name, Labels: labels,
+		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: secret, Secret: creds, Grant: true,
+		Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+		}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.GrantCredentials(context.Background(), "proxmox", "secrets", creds); err != nil {
-		t.Fatal(err)
-	}
-	return &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
-			},
-		},
-	}
+	return p
 }
 
 func waitProvider(t *testing.T, name, reason string) {

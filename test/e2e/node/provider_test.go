@@ -101,21 +101,16 @@ func podProxmoxProvider(t *testing.T, ctx context.Context, c client.Client, name
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: devenv.Namespace},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}
-	if err := c.Create(ctx, secret); err != nil {
+	// No grant: the shipped Role names lab-proxmox-token, and the
+	// operator's workload reads its Provider's Secret by its own RBAC.
+	p, err := env.NewProxmoxProvider(ctx, c, devenv.ProxmoxProvider{Name: name,
+		Endpoint: "https://" + addr + "/api2/json", CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: secretName})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devenv.Namespace},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: "https://" + addr + "/api2/json",
-				CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
-				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-		},
-	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: devenv.Namespace}})
+	})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}

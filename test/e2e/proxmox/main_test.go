@@ -29,7 +29,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,29 +114,19 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 // proxmoxProvider is a Provider of the simulator, its token in Secret creds.
 func proxmoxProvider(t *testing.T, name, creds string, labels map[string]string) *v1alpha1.Provider {
 	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: creds, Namespace: ns},
-		StringData: map[string]string{"tokenID": sim.TokenID, "tokenSecret": sim.Secret}}
-	if err := c.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	// The static install reads credentials by name: the administrator
 	// names this one in the provider's credentials Role.
-	if err := env.GrantCredentials(context.Background(), "proxmox", "secrets", creds); err != nil {
+	p, err := env.NewProxmoxProvider(context.Background(), c, devenv.ProxmoxProvider{Name: name, Labels: labels,
+		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: creds, Grant: true,
+		Capabilities: v1alpha1.ProviderCapabilities{
+			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
+			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr1", VLAN: 20}}},
+			Features:       []string{"vtpm", "efiSecureBoot"},
+		}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
-			Capabilities: v1alpha1.ProviderCapabilities{
-				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
-				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr1", VLAN: 20}}},
-				Features:       []string{"vtpm", "efiSecureBoot"},
-			},
-		},
-	}
+	return p
 }
 
 func waitProvider(t *testing.T, name, reason string) *v1alpha1.Provider {
