@@ -5,8 +5,10 @@
 #   etcd                                               (go.etcd.io/etcd/server/v3, same module)
 #   clusterctl                                         (sigs.k8s.io/cluster-api, the version test/capi runs)
 # and, as root (a real node needs it): kubelet and kube-scheduler (same module
-# as the control plane) and the node's pause image (hack/pause, packed by
-# hack/image as registry.k8s.io/pause:3.10).
+# as the control plane), CoreDNS (github.com/coredns/coredns, the cluster's
+# names), the node's pause image (hack/pause, packed by hack/image as
+# registry.k8s.io/pause:3.10) and an etcd image (bin/etcd packed the same
+# way, tagged as the shipped etcd manifest names it).
 # into bin/. A binary already built for the pinned version is skipped, so the
 # script is cheap to call every time. The first, cold build of kube-apiserver
 # takes 10+ minutes on 2 cores; later builds reuse Go's build cache.
@@ -64,8 +66,37 @@ capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
 build clusterctl "${capi_version}" sigs.k8s.io/cluster-api/cmd/clusterctl \
     "-X sigs.k8s.io/cluster-api/version.gitVersion=${capi_version} -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
+# CoreDNS at the version Kubernetes ${minor} ships with (kubeadm's default).
+coredns_version="v1.14.6"
+if [[ $(id -u) -eq 0 ]]; then
+    stamp="${BIN}/.coredns.version"
+    if [[ -x "${BIN}/coredns" && -f "${stamp}" && "$(cat "${stamp}")" == "${coredns_version}" ]]; then
+        echo "tools: coredns ${coredns_version} already built"
+    else
+        echo "tools: building coredns ${coredns_version}..."
+        start=${SECONDS}
+        CGO_ENABLED=0 GOBIN="${BIN}" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@${coredns_version}"
+        echo "${coredns_version}" > "${stamp}"
+        echo "tools: built coredns in $((SECONDS - start))s"
+    fi
+fi
+
 if [[ $(id -u) -eq 0 ]]; then
     cd "${ROOT}"
+    # image NAME TAG BINARY ENTRYPOINT: BINARY alone in an image, as
+    # bin/NAME-image.tar, rebuilt when the binary or the image builder changes.
+    image() {
+        local name="$1" tag="$2" binary="$3" entrypoint="$4"
+        local version stamp="${BIN}/.${name}-image.tar.version"
+        version="${tag} $(git hash-object "${binary}" hack/image/build/build.go | tr -d '\n')"
+        if [[ -f "${BIN}/${name}-image.tar" && -f "${stamp}" && "$(cat "${stamp}")" == "${version}" ]]; then
+            echo "tools: ${name}-image.tar already built"
+            return
+        fi
+        go run ./hack/image -binary "${binary}" -entrypoint "${entrypoint}" -tag "${tag}" -out "${BIN}/${name}-image.tar"
+        echo "${version}" > "${stamp}"
+    }
+    image etcd "registry.k8s.io/etcd:${etcd_version#v}-0" "${BIN}/etcd" /usr/local/bin/etcd
     pause_version="$(git hash-object hack/pause/main.go hack/image/build/build.go | tr -d '\n')"
     stamp="${BIN}/.pause-image.tar.version"
     if [[ -f "${BIN}/pause-image.tar" && -f "${stamp}" && "$(cat "${stamp}")" == "${pause_version}" ]]; then

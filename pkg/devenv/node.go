@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,8 +71,11 @@ type node struct {
 	containerd *process
 	kubelet    *process
 	scheduler  *process
-	before     MachineState
-	leftovers  []string
+	dns        *process
+	// lock is held while the node runs (lockNode).
+	lock      *os.File
+	before    MachineState
+	leftovers []string
 }
 
 // nodeReadyTimeout bounds the node's start: containerd, images, kubelet
@@ -92,7 +96,7 @@ func CheckNodePrerequisites(binDir string) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		missing = append(missing, "/usr/lib/cni/bridge (hack/install-node.sh)")
 	}
-	for _, f := range []string{"kubelet", "kube-scheduler", "pause-image.tar"} {
+	for _, f := range []string{"kubelet", "kube-scheduler", "coredns", "pause-image.tar", "etcd-image.tar"} {
 		if _, err := os.Stat(filepath.Join(binDir, f)); err != nil {
 			missing = append(missing, filepath.Join(binDir, f)+" (make tools)")
 		}
@@ -107,17 +111,28 @@ func CheckNodePrerequisites(binDir string) error {
 // a client the kubelet authenticates and authorizes.
 func (e *Env) nodeAPIServerArgs() []string {
 	f := func(name string) string { return filepath.Join(e.cfg.Dir, "pki", name) }
-	return []string{
+	args := []string{
 		"--kubelet-client-certificate=" + f("kubelet-client.crt"),
 		"--kubelet-client-key=" + f("kubelet-client.key"),
 		"--kubelet-preferred-address-types=InternalIP",
 	}
+	if e.cfg.ControlPlaneOnly {
+		// banlieue will be installed as pods: an APIService's Service is
+		// dialled at its pods' addresses, which the host reaches through
+		// the bridge (there is no kube-proxy for ClusterIPs). Not with
+		// banlieue as a process, whose ExternalName Service the
+		// aggregator then refuses.
+		args = append(args, "--enable-aggregator-routing=true")
+	}
+	return args
 }
 
 // nodeControllers are the kube-controller-manager controllers a
 // Deployment needs to become running pods with ServiceAccount tokens.
 // nodelifecycle lifts the not-ready taint the kubelet registers with.
-const nodeControllers = "deployment,replicaset,serviceaccount,serviceaccount-token,root-ca-cert-publisher,disruption,endpointslice,nodelifecycle"
+// statefulset and the volume controllers run the shipped etcd.
+const nodeControllers = "deployment,replicaset,statefulset,serviceaccount,serviceaccount-token,root-ca-cert-publisher,disruption,endpointslice,nodelifecycle," +
+	"persistentvolume-binder,pv-protection,pvc-protection"
 
 // startNode brings the node up and waits for it to be Ready.
 func (e *Env) startNode(ctx context.Context) (err error) {
@@ -130,10 +145,13 @@ func (e *Env) startNode(ctx context.Context) (err error) {
 	}
 	n := &node{dir: filepath.Join(e.cfg.Dir, "node"), name: strings.ToLower(host)}
 	n.socket = filepath.Join(n.dir, "containerd", "containerd.sock")
+	if n.lock, err = lockNode(); err != nil {
+		return err
+	}
+	e.node = n
 	if n.before, err = ReadMachineState(n.dir); err != nil {
 		return fmt.Errorf("reading the machine's state: %w", err)
 	}
-	e.node = n
 	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/networks", "kubelet"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o700); err != nil {
 			return err
@@ -156,10 +174,44 @@ func (e *Env) startNode(ctx context.Context) (err error) {
 	if err := n.redirectToLoopback(e.ports.kubeAPIServer); err != nil {
 		return err
 	}
+	// Before the kubelet: the first pods already look names up.
+	if err := e.startClusterDNS(ctx, n); err != nil {
+		return err
+	}
 	if err := e.startKubelet(ctx, n); err != nil {
 		return err
 	}
 	return e.startScheduler()
+}
+
+// nodeLock is the machine's one real node: its bridge, iptables rules,
+// cgroups and sysctls are the machine's, so environments of test packages
+// that go test runs at once take turns.
+const nodeLock = "/run/banlieue-node.lock"
+
+// lockNode waits until no other environment runs a node here, and holds
+// the lock until unlock (or the process's end: the kernel releases it).
+func lockNode() (*os.File, error) {
+	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		return f, nil
+	}
+	klog.InfoS("Waiting for another environment's real node to stop", "lock", nodeLock)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("locking %s: %w", nodeLock, err)
+	}
+	return f, nil
+}
+
+func (n *node) unlock() {
+	if n.lock != nil {
+		_ = n.lock.Close() // closing the descriptor releases the lock
+		n.lock = nil
+	}
 }
 
 // NodeName is the real node's name ("" without one).
@@ -359,9 +411,10 @@ failSwapOn: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-clusterDomain: cluster.local
+clusterDomain: %s
+clusterDNS: [%s]
 serializeImagePulls: false
-`, NodeGateway, port, healthzPort, filepath.Join(pkiDir, "kubelet.crt"), filepath.Join(pkiDir, "kubelet.key"), filepath.Join(pkiDir, "ca.crt"), socket)
+`, NodeGateway, port, healthzPort, filepath.Join(pkiDir, "kubelet.crt"), filepath.Join(pkiDir, "kubelet.key"), filepath.Join(pkiDir, "ca.crt"), socket, clusterDomain, NodeGateway)
 }
 
 // redirectToLoopback makes the pods' bridge (before the first sandbox
@@ -381,13 +434,13 @@ func (n *node) redirectToLoopback(apiserverPort int) error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+NodeBridge+"/route_localnet", []byte("1"), 0o644); err != nil {
 		return err
 	}
-	return natRule(kubernetesServiceIP, "443", "127.0.0.1:"+strconv.Itoa(apiserverPort))
+	return natRule("tcp", kubernetesServiceIP, "443", "127.0.0.1:"+strconv.Itoa(apiserverPort))
 }
 
-// natRule redirects TCP arriving on the bridge for dst:dport to the
-// loopback destination to (ADDRESS:PORT).
-func natRule(dst, dport, to string) error {
-	rules := "*nat\n-A PREROUTING -i " + NodeBridge + " -d " + dst + "/32 -p tcp --dport " + dport +
+// natRule redirects proto (tcp, udp) arriving on the bridge for dst:dport
+// to the loopback destination to (ADDRESS:PORT).
+func natRule(proto, dst, dport, to string) error {
+	rules := "*nat\n-A PREROUTING -i " + NodeBridge + " -d " + dst + "/32 -p " + proto + " --dport " + dport +
 		" -j DNAT --to-destination " + to + "\nCOMMIT\n"
 	cmd := exec.Command("iptables-restore", "--noflush")
 	cmd.Stdin = strings.NewReader(rules)
@@ -405,7 +458,7 @@ func (e *Env) ExposeToPods(port int) (string, error) {
 		return "", errors.New("no real node (Config.Node)")
 	}
 	p := strconv.Itoa(port)
-	if err := natRule(NodeGateway, p, "127.0.0.1:"+p); err != nil {
+	if err := natRule("tcp", NodeGateway, p, "127.0.0.1:"+p); err != nil {
 		return "", err
 	}
 	return net.JoinHostPort(NodeGateway, p), nil
@@ -430,10 +483,14 @@ func (e *Env) startScheduler() error {
 // NodeLeftovers.
 func (e *Env) stopNode() {
 	n := e.node
-	if n == nil || n.containerd == nil {
+	if n == nil {
 		return
 	}
-	for _, p := range []*process{n.scheduler, n.kubelet} {
+	defer n.unlock()
+	if n.containerd == nil {
+		return
+	}
+	for _, p := range []*process{n.scheduler, n.kubelet, n.dns} {
 		if p != nil {
 			p.stop()
 		}

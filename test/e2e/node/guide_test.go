@@ -116,7 +116,7 @@ func installController(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = kubectl("delete", "-f", manifest, "--wait=true", "--timeout=60s") })
 	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-controller", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(context.Background()))
+		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(context.Background()))
 	}
 }
 
@@ -135,7 +135,7 @@ func followGuide(t *testing.T, steps []runbook.Step, work string) {
 		case runbook.Command:
 			out, err := guideShell(work, s.Text)
 			if err != nil {
-				t.Fatalf("guide line %d: %s: %v\n%s\n%s", s.Line, s.Text, err, out, podsSummary(context.Background()))
+				t.Fatalf("guide line %d: %s: %v\n%s\n%s", s.Line, s.Text, err, out, env.PodsSummary(context.Background()))
 			}
 			t.Logf("guide line %d: %s\n%s", s.Line, s.Text, out)
 			last = out
@@ -203,11 +203,11 @@ func checkGuideProviderToken(t *testing.T, ctx context.Context) {
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("vSphere provider pods: %v (%d)", err, len(pods.Items))
 	}
-	token, err := podToken(&pods.Items[0])
+	token, err := env.PodToken(&pods.Items[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := asToken(token)
+	as, err := env.TokenClient(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func checkGuideProviderToken(t *testing.T, ctx context.Context) {
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: devenv.Namespace}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "banlieue-apiserver", Name: "banlieue-apiserver-tls"}, false},
 	} {
-		got, err := mayDo(ctx, as, q.attrs)
+		got, err := devenv.MayDo(ctx, as, q.attrs)
 		if err != nil || got != q.want {
 			t.Errorf("with the provider pod's token, %s %s %s in %q: %v (%v), want %v", q.attrs.Verb, q.attrs.Resource, q.attrs.Name, q.attrs.Namespace, got, err, q.want)
 		}

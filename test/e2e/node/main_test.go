@@ -37,9 +37,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
-// releaseImage is the tag the shipped manifests name.
-const releaseImage = "ghcr.io/firestoned/banlieue:v0.1.0"
-
 var (
 	env    *devenv.Env
 	cs     *kubernetes.Clientset
@@ -61,7 +58,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	image, err := buildReleaseImage(dir)
+	image, err := devenv.BuildReleaseImage(root, dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "node: the release image: %v\n", err)
 		return 1
@@ -90,24 +87,6 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "node: logs in %s\n", filepath.Join(dir, "logs"))
 	}
 	return code
-}
-
-// buildReleaseImage builds the release binary and image as make image
-// does, tagged as the shipped manifests name it, into dir.
-func buildReleaseImage(dir string) (string, error) {
-	bin := filepath.Join(dir, "banlieue-release")
-	build := exec.Command("go", "build", "-tags", "release", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/banlieue")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
-	}
-	tarball := filepath.Join(dir, "banlieue-image.tar")
-	img := exec.Command("go", "run", "./hack/image", "-binary", bin, "-tag", releaseImage, "-out", tarball)
-	img.Dir = root
-	if out, err := img.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
-	}
-	return tarball, nil
 }
 
 // kubectl runs bin/kubectl as the administrator.

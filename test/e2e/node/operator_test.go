@@ -63,7 +63,7 @@ func TestOperatorWorkloadRunsAsPods(t *testing.T) {
 		t.Fatalf("the operator rendered no Deployment %s", name)
 	}
 	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/"+name, "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(ctx))
+		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
 	waitProviderReady(t, ctx, c, p)
 	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-proxmox"})
@@ -73,12 +73,12 @@ func TestOperatorWorkloadRunsAsPods(t *testing.T) {
 	sa := workload.ServiceAccountName("proxmox", p.Name)
 	running := 0
 	for _, pod := range pods.Items {
-		if pod.Spec.ServiceAccountName == sa && podReady(&pod) && pod.Spec.NodeName == env.NodeName() {
+		if pod.Spec.ServiceAccountName == sa && devenv.PodReady(&pod) && pod.Spec.NodeName == env.NodeName() {
 			running++
 		}
 	}
 	if running != 1 {
-		t.Errorf("%d Ready pods of the workload as %s on the node, want the class's 1 replica\n%s", running, sa, podsSummary(ctx))
+		t.Errorf("%d Ready pods of the workload as %s on the node, want the class's 1 replica\n%s", running, sa, env.PodsSummary(ctx))
 	}
 
 	deleteProvider(ctx, c, p)
@@ -90,6 +90,6 @@ func TestOperatorWorkloadRunsAsPods(t *testing.T) {
 		pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-proxmox"})
 		return err == nil && len(pods.Items) == 0, nil
 	}); err != nil {
-		t.Errorf("the workload or its pod outlived its Provider:\n%s", podsSummary(ctx))
+		t.Errorf("the workload or its pod outlived its Provider:\n%s", env.PodsSummary(ctx))
 	}
 }

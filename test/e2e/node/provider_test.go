@@ -66,7 +66,7 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
 	}()
 	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-provider-proxmox", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, podsSummary(ctx))
+		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
 	waitProviderReady(t, ctx, c, p)
 	logs, err := kubectl("-n", devenv.Namespace, "logs", "deploy/banlieue-provider-proxmox")
@@ -129,7 +129,7 @@ func waitProviderReady(t *testing.T, ctx context.Context, c client.Client, p *v1
 		last = got.Status.Conditions
 		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ProviderReady), nil
 	}); err != nil {
-		t.Fatalf("no provider pod reported Provider %s Ready: %s\n%s", p.Name, conditions(last), podsSummary(ctx))
+		t.Fatalf("no provider pod reported Provider %s Ready: %s\n%s", p.Name, conditions(last), env.PodsSummary(ctx))
 	}
 }
 
