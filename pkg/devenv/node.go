@@ -187,7 +187,7 @@ func (e *Env) startNode(ctx context.Context) (err error) {
 // nodeLock is the machine's one real node: its bridge, iptables rules,
 // cgroups and sysctls are the machine's, so environments of test packages
 // that go test runs at once take turns.
-const nodeLock = "/run/banlieue-node.lock"
+var nodeLock = "/run/banlieue-node.lock"
 
 // lockNode waits until no other environment runs a node here, and holds
 // the lock until unlock (or the process's end: the kernel releases it).
