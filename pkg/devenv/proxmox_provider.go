@@ -19,6 +19,9 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
 // ProxmoxProvider is a Provider of class proxmox in Namespace on a Proxmox
@@ -76,4 +80,24 @@ func (e *Env) NewProxmoxProvider(ctx context.Context, c client.Client, p Proxmox
 			Capabilities: p.Capabilities,
 		},
 	}, nil
+}
+
+// PodsProxmoxSimulator starts a Proxmox VE simulator that pods of the real
+// node reach: its port exposed on the bridge's gateway (ExposeToPods), its
+// certificate naming that address. It returns the simulator (close it when
+// done) and the endpoint pods use.
+func (e *Env) PodsProxmoxSimulator() (*pvesim.Simulator, string, error) {
+	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(NodeGateway)}})
+	u, err := url.Parse(sim.URL)
+	if err != nil {
+		sim.Close()
+		return nil, "", err
+	}
+	port, _ := strconv.Atoi(u.Port())
+	addr, err := e.ExposeToPods(port)
+	if err != nil {
+		sim.Close()
+		return nil, "", err
+	}
+	return sim, "https://" + addr + "/api2/json", nil
 }

@@ -18,25 +18,16 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
 // TestProxmoxProviderRunsAsPods: the shipped Proxmox VE provider
@@ -62,25 +53,19 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	}
 	defer func() {
 		// The Provider first, while a provider pod is there to release it.
-		deleteProvider(ctx, c, p)
+		devenv.DeleteProvider(ctx, c, p)
 		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
 	}()
 	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-provider-proxmox", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
-	waitProviderReady(t, ctx, c, p)
+	if err := env.WaitProviderReady(ctx, c, p); err != nil {
+		t.Fatal(err)
+	}
 	logs, err := kubectl("-n", devenv.Namespace, "logs", "deploy/banlieue-provider-proxmox")
 	if err != nil || !strings.Contains(logs, "Starting the provider") {
 		t.Errorf("kubectl logs deploy/banlieue-provider-proxmox: %v\n%s", err, logs)
 	}
-}
-
-func conditions(cs []metav1.Condition) string {
-	var out []string
-	for _, c := range cs {
-		out = append(out, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-	}
-	return strings.Join(out, ", ")
 }
 
 // podProxmoxProvider starts a Proxmox VE simulator that pods of the node
@@ -90,21 +75,15 @@ func conditions(cs []metav1.Condition) string {
 // address; the simulator goes when the test ends.
 func podProxmoxProvider(t *testing.T, ctx context.Context, c client.Client, name, secretName string) *v1alpha1.Provider {
 	t.Helper()
-	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+	sim, endpoint, err := env.PodsProxmoxSimulator()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(sim.Close)
-	u, err := url.Parse(sim.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(u.Port())
-	addr, err := env.ExposeToPods(port)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// No grant: the shipped Role names lab-proxmox-token, and the
 	// operator's workload reads its Provider's Secret by its own RBAC.
 	p, err := env.NewProxmoxProvider(ctx, c, devenv.ProxmoxProvider{Name: name,
-		Endpoint: "https://" + addr + "/api2/json", CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: secretName})
+		Endpoint: endpoint, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: secretName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,29 +94,4 @@ func podProxmoxProvider(t *testing.T, ctx context.Context, c client.Client, name
 		t.Fatal(err)
 	}
 	return p
-}
-
-// waitProviderReady waits until a provider reports p Ready.
-func waitProviderReady(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.Provider) {
-	t.Helper()
-	var last []metav1.Condition
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		got := &v1alpha1.Provider{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
-			return false, nil
-		}
-		last = got.Status.Conditions
-		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ProviderReady), nil
-	}); err != nil {
-		t.Fatalf("no provider pod reported Provider %s Ready: %s\n%s", p.Name, conditions(last), env.PodsSummary(ctx))
-	}
-}
-
-// deleteProvider deletes p and waits until it is gone (a provider still
-// running releases its finalizer).
-func deleteProvider(ctx context.Context, c client.Client, p *v1alpha1.Provider) {
-	_ = c.Delete(ctx, p)
-	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.Provider{})), nil
-	})
 }

@@ -27,14 +27,14 @@ import (
 	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
-// workload is one of the install's Deployments or StatefulSets, by its
+// installWorkload is one of the install's Deployments or StatefulSets, by its
 // pods' component label.
-type workload struct {
+type installWorkload struct {
 	namespace, component, image string
 	replicas                    int
 }
 
-var installed = []workload{
+var installed = []installWorkload{
 	{bootstrap.APIServerNamespace, "apiserver", devenv.ReleaseImage, 2},
 	{bootstrap.APIServerNamespace, "etcd", "registry.k8s.io/etcd:3.7.0-0", 3},
 	{devenv.Namespace, "controller", devenv.ReleaseImage, 2},
