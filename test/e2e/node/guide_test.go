@@ -27,13 +27,13 @@ import (
 	"strings"
 	"testing"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 	"github.com/firestoned/banlieue/pkg/runbook"
+	"github.com/firestoned/banlieue/test/grants"
 )
 
 const (
@@ -50,8 +50,9 @@ const (
 // vCenter's address, the password, the datastore and port group) are the
 // only edits, each of which must be in the guide. Then the VM is checked
 // where it runs (powered on in the simulator, with the class's CPUs), and
-// the provider pod's own token reads the credentials and CA the guide
-// created, and nothing else.
+// the provider pod's own token is asked the least-privilege matrix
+// (test/grants): it reads the credentials and CA the guide created by
+// name, and nothing else.
 func TestVSphereGuide(t *testing.T) {
 	ctx := context.Background()
 	installController(t)
@@ -103,7 +104,13 @@ func TestVSphereGuide(t *testing.T) {
 	followGuide(t, steps, work)
 
 	checkGuideVM(t, ctx, sim)
-	checkGuideProviderToken(t, ctx)
+	// The provider pod's own token holds what the matrix grants the
+	// static vSphere provider: the guide's Secret and ConfigMap by name.
+	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-vsphere"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("vSphere provider pods: %v (%d)", err, len(pods.Items))
+	}
+	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUser)
 }
 
 // installController applies the shipped controller Deployment and waits
@@ -191,39 +198,5 @@ func checkGuideVM(t *testing.T, ctx context.Context, sim *vcsim.Simulator) {
 	}
 	if m.Runtime.PowerState != "poweredOn" || m.Config.Hardware.NumCPU != 8 {
 		t.Errorf("the guide's VM is %s with %d CPUs, want poweredOn with 8", m.Runtime.PowerState, m.Config.Hardware.NumCPU)
-	}
-}
-
-// checkGuideProviderToken: with its pod's projected token, the vSphere
-// provider reads the Secret and ConfigMap the guide created (the names its
-// Role grants) and no other Secret, nor lists any.
-func checkGuideProviderToken(t *testing.T, ctx context.Context) {
-	t.Helper()
-	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-vsphere"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("vSphere provider pods: %v (%d)", err, len(pods.Items))
-	}
-	token, err := env.PodToken(&pods.Items[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	as, err := env.TokenClient(token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []struct {
-		attrs authorizationv1.ResourceAttributes
-		want  bool
-	}{
-		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: devenv.Namespace, Name: "vsphere-creds"}, true},
-		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: devenv.Namespace, Name: "vcenter-ca"}, true},
-		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: devenv.Namespace, Name: "lab-proxmox-token"}, false},
-		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: devenv.Namespace}, false},
-		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "banlieue-apiserver", Name: "banlieue-apiserver-tls"}, false},
-	} {
-		got, err := devenv.MayDo(ctx, as, q.attrs)
-		if err != nil || got != q.want {
-			t.Errorf("with the provider pod's token, %s %s %s in %q: %v (%v), want %v", q.attrs.Verb, q.attrs.Resource, q.attrs.Name, q.attrs.Namespace, got, err, q.want)
-		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/test/grants"
 )
 
 // TestProxmoxProviderRunsAsPods: the shipped Proxmox VE provider
@@ -36,7 +37,8 @@ import (
 // exposed to pods on the bridge's gateway, its certificate naming that
 // address), read the credentials Secret the static Role names with their
 // projected token, and report the Provider Ready; kubectl rollout status
-// and logs work as the install guide says.
+// and logs work as the install guide says; the pod's own token is asked
+// the least-privilege matrix (test/grants).
 func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	ctx := context.Background()
 	c, err := env.ServedClient(ctx)
@@ -66,6 +68,11 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	if err != nil || !strings.Contains(logs, "Starting the provider") {
 		t.Errorf("kubectl logs deploy/banlieue-provider-proxmox: %v\n%s", err, logs)
 	}
+	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-proxmox"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("Proxmox VE provider pods: %v (%d)", err, len(pods.Items))
+	}
+	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUserOf("proxmox"))
 }
 
 // podProxmoxProvider starts a Proxmox VE simulator that pods of the node
