@@ -145,7 +145,13 @@ bench-scale: build tools ## Growth with size: 20 simulated vCenters provisioning
 DEV_ARGS ?=
 
 .PHONY: run
-run: build tools ## A local control plane with banlieue aggregated into it; data kept in .banlieue/. Ctrl-C stops it.
+# As root make run starts a real node, which runs the release binary's image.
+RUN_NEEDS := build tools
+ifeq ($(shell id -u),0)
+RUN_NEEDS += release-binary
+endif
+
+run: $(RUN_NEEDS) ## A local control plane with banlieue aggregated into it (as root, with a real node running pods); data kept in .banlieue/. Ctrl-C stops it.
 	@hack/build-guest-image.sh $(BIN)/guest/guest.qcow2 2>/dev/null || echo "run: no guest image (make libvirt installs its tools); the local libvirt host is left out"
 	$(BIN)/banlieue dev $(DEV_ARGS)
 

@@ -53,6 +53,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		noVCSim     bool
 		noLibvirt   bool
 		noProxmox   bool
+		noNode      bool
 		guestImage  string
 	)
 	cmd := &cobra.Command{
@@ -74,7 +75,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			if guestImage == "" {
 				guestImage = filepath.Join(binDir, "guest", "guest.qcow2")
 			}
-			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim, !noLibvirt, !noProxmox, guestImage)
+			return run(cmd.Context(), cmd.OutOrStdout(), dir, binDir, !noExamples, !noVCSim, !noLibvirt, !noProxmox, !noNode, guestImage)
 		},
 	}
 	cmd.SetContext(ctx)
@@ -84,28 +85,41 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().BoolVar(&noVCSim, "no-vcsim", false, "Do not start the simulated vCenter and the vSphere provider.")
 	cmd.Flags().BoolVar(&noProxmox, "no-proxmox", false, "Do not start the simulated Proxmox VE cluster and the Proxmox provider.")
 	cmd.Flags().BoolVar(&noLibvirt, "no-libvirt", false, "Do not start a private libvirtd and the libvirt provider (started when libvirtd and QEMU are installed and this runs as root).")
+	cmd.Flags().BoolVar(&noNode, "no-node", false, "Do not start a real node (the kubelet, containerd and a CNI bridge; started when this runs as root and make tools built and installed its parts) on which Deployments run as pods.")
 	cmd.Flags().StringVar(&guestImage, "guest-image", "", "The qcow2 image the local libvirt VM boots (default: guest/guest.qcow2 beside the binaries, built by make run).")
 	return cmd
 }
 
-func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate, withLibvirt, withProxmox bool, guestImage string) error {
+func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simulate, withLibvirt, withProxmox, withNode bool, guestImage string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	fmt.Fprintf(out, "banlieue dev: starting etcd, kube-apiserver, kube-controller-manager and banlieue (data in %s)...\n", abs)
+	var images []string
+	noNode := "--no-node"
+	if withNode {
+		images, noNode = nodeImages(binDir, filepath.Join(abs, "images"))
+	}
 	env, err := devenv.Start(ctx, devenv.Config{
 		Dir:         abs,
 		BinDir:      binDir,
 		Durable:     true,
 		Setup:       InstallRBAC,
 		Controllers: 1,
+		Node:        images != nil,
+		NodeImages:  images,
 	})
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(abs, "logs"))
 	}
-	defer env.Stop()
+	defer func() {
+		env.Stop()
+		for _, l := range env.NodeLeftovers() {
+			fmt.Fprintf(out, "banlieue dev: the node left the machine changed: %s\n", l)
+		}
+	}()
 	var sim *vcsim.Simulator
 	if simulate {
 		if sim, err = startSimulator(ctx, env); err != nil {
@@ -164,6 +178,11 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 	kubectl := filepath.Join(binDir, "kubectl")
 	fmt.Fprintf(out, readyMessage, time.Since(start).Round(100*time.Millisecond), env.KubeAPIServerURL, devenv.APIServiceName, env.Logs(),
 		env.AdminKubeconfig, kubectl, kubectl, kubectl)
+	if images != nil {
+		fmt.Fprintf(out, nodeMessage, env.NodeName(), devenv.ReleaseImage, kubectl)
+	} else {
+		fmt.Fprintf(out, noNodeMessage, noNode)
+	}
 	if sim != nil {
 		fmt.Fprintf(out, simulatorMessage, sim.Endpoint, kubectl, kubectl)
 	}
