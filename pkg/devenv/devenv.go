@@ -29,16 +29,29 @@ limitations under the License.
 // container.go a shipped Deployment's container as a process (read by
 // podspec), faults.go crashes and restarts for the reliability tests,
 // process.go the processes themselves, node.go (with node_teardown.go and
-// machinestate.go) a real node. Reading the logs for faults is logscan's
-// job; the Service in front of API server replicas is loopback.Balancer.
+// machinestate.go) a real node, node_services.go its cluster DNS and
+// volumes, pods.go what tests read of its pods. Reading the logs for
+// faults is logscan's job; the Service in front of API server replicas is
+// loopback.Balancer.
 //
-// Two modes run banlieue's Deployments. Process mode (every suite but
-// test/e2e/node): each component is a process started with its
-// container's args, env and ServiceAccount identity (a client
-// certificate), so a test can SIGKILL, pause or restart one precisely.
-// Pod mode (Config.Node, as root: test/e2e/node): a real kubelet runs the
-// shipped Deployments as pods of the release image, with their probes,
-// security contexts, limits and projected ServiceAccount tokens.
+// Two modes run banlieue's Deployments.
+//
+// Process mode: each component is a process started with its container's
+// args, env and ServiceAccount identity (a client certificate), so a test
+// can SIGKILL, pause, partition or restart one precisely, and count what a
+// crash loses. Every suite that does (test/reliability, test/e2e's vsphere,
+// libvirt, proxmox and scheduling suites, test/capi, test/monitoring, the
+// benchmarks) runs in it, as does make run's banlieue.
+//
+// Pod mode (Config.Node, as root): a real kubelet runs the shipped
+// Deployments as pods of the release image, with their probes, security
+// contexts, limits and projected ServiceAccount tokens. test/e2e/node runs
+// the static install on it (the controller, the vSphere and Proxmox VE
+// providers, the vSphere guide as written) with banlieue's API server as a
+// process; test/e2e/nodeinstall runs everything as pods, installed by
+// banlieue bootstrap operator (API server, etcd, controller, operator and
+// the workloads it renders). make run starts a node as root, beside its
+// processes. One node runs on a machine at a time (lockNode).
 package devenv
 
 import (
