@@ -102,9 +102,8 @@ func TestBootstrapRunsEverythingAsPods(t *testing.T) {
 // TestPodTokensHoldTheMatrix: the API server's, the controller's and the
 // operator's pods, as bootstrap installed them, are asked the whole
 // least-privilege matrix (test/grants) with their own projected tokens:
-// each holds exactly the yeses granted on purpose. (The static vSphere and
-// Proxmox VE providers' pods are asked it in test/e2e/node; the libvirt
-// provider runs as a process, reaching a private libvirtd.)
+// each holds exactly the yeses granted on purpose. (The static vSphere,
+// libvirt and Proxmox VE providers' pods are asked it in test/e2e/node.)
 func TestPodTokensHoldTheMatrix(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []struct{ namespace, component, user string }{
