@@ -92,3 +92,25 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestFollow: files are written where the commands run, an output that
+// matches passes, one that differs is reported with its line, and a
+// failing command stops the run with its error output.
+func TestFollow(t *testing.T) {
+	dir := t.TempDir()
+	steps, err := Parse("```yaml\n# a.txt\nhello\n```\n```sh\ncat a.txt\n```\n```text\nhello\n```\n```sh\necho $GREETING\n```\n```text\nbye\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Follow(steps, dir, []string{"GREETING=hi"}, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "line 14:") || strings.Contains(err.Error(), "line 8:") {
+		t.Errorf("one differing output (line 14): %v", err)
+	}
+	steps, err = Parse("```sh\nls no-such-file\necho after\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Follow(steps, dir, nil, t.Logf); err == nil || !strings.Contains(err.Error(), "no-such-file") {
+		t.Errorf("a failing command: %v", err)
+	}
+}

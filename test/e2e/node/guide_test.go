@@ -21,7 +21,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,7 +100,9 @@ func TestVSphereGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { undoGuide(work) })
-	followGuide(t, steps, work)
+	if err := runbook.Follow(steps, work, guideEnv(), t.Logf); err != nil {
+		t.Fatalf("docs/guides/vsphere.md %v\n%s", err, env.PodsSummary(ctx))
+	}
 
 	checkGuideVM(t, ctx, sim)
 	// The provider pod's own token holds what the matrix grants the
@@ -127,46 +128,10 @@ func installController(t *testing.T) {
 	}
 }
 
-// followGuide runs steps in work: commands in bash with kubectl on the
-// PATH and the administrator's kubeconfig, files written, outputs
-// compared with what the command before printed.
-func followGuide(t *testing.T, steps []runbook.Step, work string) {
-	t.Helper()
-	var last string
-	for _, s := range steps {
-		switch s.Kind {
-		case runbook.File:
-			if err := os.WriteFile(filepath.Join(work, s.Name), []byte(s.Text), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		case runbook.Command:
-			out, err := guideShell(work, s.Text)
-			if err != nil {
-				t.Fatalf("guide line %d: %s: %v\n%s\n%s", s.Line, s.Text, err, out, env.PodsSummary(context.Background()))
-			}
-			t.Logf("guide line %d: %s\n%s", s.Line, s.Text, out)
-			last = out
-		case runbook.Output:
-			if d := runbook.Match(s.Text, last); d != "" {
-				t.Errorf("guide line %d: the command before printed otherwise: %s", s.Line, d)
-			}
-		}
-	}
-}
-
-// guideShell runs command as a reader's shell does, in dir; its standard
-// output only (kubectl's warnings are not what the guide shows).
-func guideShell(dir, command string) (string, error) {
-	cmd := exec.Command("bash", "-o", "errexit", "-o", "pipefail", "-c", command)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.AdminKubeconfig, "PATH="+dirBin+":"+os.Getenv("PATH"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out) + stderr.String(), err
-	}
-	return string(out), nil
+// guideEnv is a reader's shell: kubectl on the PATH, the administrator's
+// kubeconfig.
+func guideEnv() []string {
+	return []string{"KUBECONFIG=" + env.AdminKubeconfig, "PATH=" + dirBin + ":" + os.Getenv("PATH")}
 }
 
 // undoGuide removes what the guide made, the VM first while the

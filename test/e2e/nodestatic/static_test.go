@@ -1,0 +1,138 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package nodestatic installs banlieue on a cluster with a real node by
+// hand, as docs/guides/static-install.md says: kubectl apply of the CRDs
+// and artifacts/deploy, certificates made with openssl, every component a
+// pod of the release image.
+package nodestatic
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/runbook"
+)
+
+var (
+	env    *devenv.Env
+	root   string
+	dirBin string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrllog.SetLogger(klog.NewKlogr())
+	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
+	dirBin = filepath.Join(root, "bin")
+	if err := devenv.CheckNodePrerequisites(dirBin); err != nil {
+		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "banlieue-nodestatic-")
+	if err != nil {
+		panic(err)
+	}
+	image, err := devenv.BuildReleaseImage(root, dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
+		return 1
+	}
+	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: dirBin, ControlPlaneOnly: true,
+		Node: true, NodeImages: []string{image, filepath.Join(dirBin, "etcd-image.tar")}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodestatic: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
+		if env != nil {
+			env.Stop()
+		}
+		return 1
+	}
+	code := m.Run()
+	env.Stop()
+	if left := env.NodeLeftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "nodestatic: tearing the node down left the machine changed:\n  %s\n", strings.Join(left, "\n  "))
+		code = 1
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "nodestatic: logs in %s\n", filepath.Join(dir, "logs"))
+	}
+	return code
+}
+
+// TestStaticInstall runs docs/guides/static-install.md as it is, from a
+// checkout, after giving the etcd's claims their volumes (the guide's
+// prerequisite: this cluster has no provisioner); then every Deployment
+// and the etcd StatefulSet of artifacts/deploy has its replicas ready on
+// the node.
+func TestStaticInstall(t *testing.T) {
+	ctx := context.Background()
+	// The shipped etcd runs as 65532 (its securityContext).
+	if err := env.ProvideVolumes(ctx, "etcd-data", 3, "8Gi", 65532); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", "static-install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := runbook.Parse(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"KUBECONFIG=" + env.AdminKubeconfig, "PATH=" + dirBin + ":" + os.Getenv("PATH")}
+	if err := runbook.Follow(steps, work, environ, t.Logf); err != nil {
+		t.Fatalf("docs/guides/static-install.md %v\n%s", err, env.PodsSummary(ctx))
+	}
+
+	cs, err := kubernetes.NewForConfig(env.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{devenv.APIServerNamespace, devenv.Namespace} {
+		deployments, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deployments.Items {
+			if d.Status.ReadyReplicas != *d.Spec.Replicas {
+				t.Errorf("deployment %s/%s: %d of %d replicas ready\n%s", ns, d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas, env.PodsSummary(ctx))
+			}
+		}
+		if ns == devenv.Namespace && len(deployments.Items) != 4 {
+			t.Errorf("%d Deployments in %s, want the controller and three providers", len(deployments.Items), ns)
+		}
+	}
+	etcd, err := cs.AppsV1().StatefulSets(devenv.APIServerNamespace).Get(ctx, "banlieue-etcd", metav1.GetOptions{})
+	if err != nil || etcd.Status.ReadyReplicas != 3 {
+		t.Errorf("the etcd StatefulSet: %v, %d ready", err, etcd.Status.ReadyReplicas)
+	}
+}
