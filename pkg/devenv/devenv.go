@@ -46,9 +46,10 @@ limitations under the License.
 // Pod mode (Config.Node, as root): a real kubelet runs the shipped
 // Deployments as pods of the release image, with their probes, security
 // contexts, limits and projected ServiceAccount tokens. test/e2e/node runs
-// the static install on it (the controller, the vSphere and Proxmox VE
-// providers, the vSphere guide as written) with banlieue's API server as a
-// process; test/e2e/nodeinstall runs everything as pods, installed by
+// the shipped controller and the three providers' Deployments on it, with
+// banlieue's API server as a process; test/e2e/nodestatic everything as
+// pods, installed by hand as docs/guides/static-install.md says, then the
+// vSphere guide; test/e2e/nodeinstall everything as pods, installed by
 // banlieue bootstrap operator (API server, etcd, controller, operator and
 // the workloads it renders). make run starts a node as root, beside its
 // processes. One node runs on a machine at a time (lockNode).

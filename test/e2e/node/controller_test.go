@@ -18,6 +18,7 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,19 @@ func TestControllerRunsAsPods(t *testing.T) {
 		return false, nil
 	}); err != nil {
 		t.Errorf("no Lease held by a controller pod of %v", names)
+	}
+}
+
+// installController applies the shipped controller Deployment and waits
+// for its rollout; it goes when the test ends.
+func installController(t *testing.T) {
+	t.Helper()
+	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
+	if out, err := kubectl("apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl("delete", "-f", manifest, "--wait=true", "--timeout=60s") })
+	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-controller", "--timeout=120s"); err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(context.Background()))
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +40,7 @@ import (
 
 var (
 	env    *devenv.Env
+	cs     *kubernetes.Clientset
 	root   string
 	dirBin string
 )
@@ -71,7 +73,12 @@ func run(m *testing.M) int {
 		}
 		return 1
 	}
-	code := m.Run()
+	code := 1
+	if err := install(); err != nil {
+		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
+	} else {
+		code = m.Run()
+	}
 	env.Stop()
 	if left := env.NodeLeftovers(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "nodestatic: tearing the node down left the machine changed:\n  %s\n", strings.Join(left, "\n  "))
@@ -85,38 +92,46 @@ func run(m *testing.M) int {
 	return code
 }
 
-// TestStaticInstall runs docs/guides/static-install.md as it is, from a
+// install follows docs/guides/static-install.md as it is, from a
 // checkout, after giving the etcd's claims their volumes (the guide's
-// prerequisite: this cluster has no provisioner); then every Deployment
-// and the etcd StatefulSet of artifacts/deploy has its replicas ready on
-// the node.
-func TestStaticInstall(t *testing.T) {
+// prerequisite: this cluster has no provisioner).
+func install() error {
 	ctx := context.Background()
+	var err error
+	if cs, err = kubernetes.NewForConfig(env.Admin); err != nil {
+		return err
+	}
 	// The shipped etcd runs as 65532 (its securityContext).
 	if err := env.ProvideVolumes(ctx, "etcd-data", 3, "8Gi", 65532); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", "static-install.md"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	steps, err := runbook.Parse(string(doc))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	work := t.TempDir()
-	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
-		t.Fatal(err)
-	}
-	environ := []string{"KUBECONFIG=" + env.AdminKubeconfig, "PATH=" + dirBin + ":" + os.Getenv("PATH")}
-	if err := runbook.Follow(steps, work, environ, t.Logf); err != nil {
-		t.Fatalf("docs/guides/static-install.md %v\n%s", err, env.PodsSummary(ctx))
-	}
-
-	cs, err := kubernetes.NewForConfig(env.Admin)
+	work, err := os.MkdirTemp(env.Dir(), "static-install-")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
+	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "static-install.md "+format+"\n", args...) }
+	if err := runbook.Follow(steps, work, guideEnv(), logf); err != nil {
+		return fmt.Errorf("docs/guides/static-install.md %w\n%s", err, env.PodsSummary(ctx))
+	}
+	return nil
+}
+
+// TestStaticInstall: after docs/guides/static-install.md (TestMain), every
+// Deployment and the etcd StatefulSet of artifacts/deploy has its replicas
+// ready on the node.
+func TestStaticInstall(t *testing.T) {
+	ctx := context.Background()
 	for _, ns := range []string{devenv.APIServerNamespace, devenv.Namespace} {
 		deployments, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -135,4 +150,10 @@ func TestStaticInstall(t *testing.T) {
 	if err != nil || etcd.Status.ReadyReplicas != 3 {
 		t.Errorf("the etcd StatefulSet: %v, %d ready", err, etcd.Status.ReadyReplicas)
 	}
+}
+
+// kubectl runs bin/kubectl as the administrator.
+func kubectl(args ...string) (string, error) {
+	out, err := exec.Command(filepath.Join(dirBin, "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package node
+package nodestatic
 
 import (
 	"context"
@@ -42,10 +42,12 @@ const (
 )
 
 // TestVSphereGuide runs docs/guides/vsphere.md as a reader does, steps 1
-// to 7: its commands in a shell from a checkout, its files written, what
-// they print compared with what it shows; the controller and the vSphere
-// provider run as pods of the release image, the provider reaching the
-// vCenter simulator from the pod network. The guide's site values (the
+// to 7, on the static install (TestMain followed
+// docs/guides/static-install.md): its commands in a shell from a checkout,
+// its files written, what they print compared with what it shows; the API
+// server, its etcd, the controller and the vSphere provider run as pods of
+// the release image, the provider reaching the vCenter simulator from the
+// pod network. The guide's site values (the
 // vCenter's address, the password, the datastore and port group) are the
 // only edits, each of which must be in the guide. Then the VM is checked
 // where it runs (powered on in the simulator, with the class's CPUs), and
@@ -54,7 +56,6 @@ const (
 // name, and nothing else.
 func TestVSphereGuide(t *testing.T) {
 	ctx := context.Background()
-	installController(t)
 	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: guideTemplate,
 		Username: guideUser, Password: guidePassword, DHCP: true, ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
 	if err != nil {
@@ -99,7 +100,7 @@ func TestVSphereGuide(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "vcenter-ca.pem"), sim.CABundle, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { undoGuide(work) })
+	t.Cleanup(undoGuide)
 	if err := runbook.Follow(steps, work, guideEnv(), t.Logf); err != nil {
 		t.Fatalf("docs/guides/vsphere.md %v\n%s", err, env.PodsSummary(ctx))
 	}
@@ -114,20 +115,6 @@ func TestVSphereGuide(t *testing.T) {
 	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUser)
 }
 
-// installController applies the shipped controller Deployment and waits
-// for its rollout; it goes when the test ends.
-func installController(t *testing.T) {
-	t.Helper()
-	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
-	if out, err := kubectl("apply", "-f", manifest); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _, _ = kubectl("delete", "-f", manifest, "--wait=true", "--timeout=60s") })
-	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-controller", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(context.Background()))
-	}
-}
-
 // guideEnv is a reader's shell: kubectl on the PATH, the administrator's
 // kubeconfig.
 func guideEnv() []string {
@@ -135,9 +122,9 @@ func guideEnv() []string {
 }
 
 // undoGuide removes what the guide made, the VM first while the
-// controller and provider pods are there to release it; the shipped RBAC
-// stays (the environment installed it for every test).
-func undoGuide(work string) {
+// controller and provider pods are there to release it; the provider
+// stays, as the static install had it before the guide's step 1.
+func undoGuide() {
 	for _, args := range [][]string{
 		{"-n", devenv.Namespace, "delete", "virtualmachine", "db-prod-01", "--wait=true", "--timeout=120s"},
 		{"-n", devenv.Namespace, "delete", "provider", "prod-vsphere", "--wait=true", "--timeout=60s"},
@@ -148,9 +135,6 @@ func undoGuide(work string) {
 	} {
 		_, _ = kubectl(append(args, "--ignore-not-found")...)
 	}
-	dir := filepath.Join(work, "artifacts", "deploy", "providers", "vsphere")
-	_, _ = kubectl("delete", "--ignore-not-found", "--wait=true", "--timeout=60s",
-		"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml"), "-f", filepath.Join(dir, "service.yaml"))
 }
 
 // checkGuideVM: the guide's VM runs in the simulator, powered on with the
