@@ -34,7 +34,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/pki"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
-	"github.com/firestoned/banlieue/test/grants"
 )
 
 // TestLibvirtProviderRunsAsPods: the shipped libvirt provider Deployment,
@@ -42,8 +41,8 @@ import (
 // qemu+tls:// from the pod network (libvirtd on loopback, its port exposed
 // on the bridge's gateway, its certificate naming that address), with the
 // client certificate and CA read by the names its Role grants
-// (libvirt-creds, libvirt-ca), and reports the Provider Ready; its own
-// token is asked the least-privilege matrix. (A libvirtd listening for
+// (libvirt-creds, libvirt-ca), and reports the Provider Ready
+// (runStaticProvider). (A libvirtd listening for
 // TLS has no guest network of its own: this is the connection a remote
 // host gives, not a VM.)
 func TestLibvirtProviderRunsAsPods(t *testing.T) {
@@ -77,27 +76,7 @@ func TestLibvirtProviderRunsAsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", "libvirt")
-	manifests := []string{"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml")}
-	if out, err := kubectl(append([]string{"apply"}, manifests...)...); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	defer func() {
-		// The Provider first, while a provider pod is there to release it.
-		devenv.DeleteProvider(ctx, c, p)
-		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
-	}()
-	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-provider-libvirt", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
-	}
-	if err := env.WaitProviderReady(ctx, c, p); err != nil {
-		t.Fatal(err)
-	}
-	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-libvirt"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("libvirt provider pods: %v (%d)", err, len(pods.Items))
-	}
-	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUserOf("libvirt"))
+	runStaticProvider(t, ctx, c, p, "libvirt")
 }
 
 // libvirtTLS is what a libvirt host's TLS takes: its CA (PEM) and a client

@@ -21,12 +21,9 @@ limitations under the License.
 package node
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -44,49 +41,16 @@ var (
 	dirBin string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
-	if err := devenv.CheckNodePrerequisites(dirBin); err != nil {
-		fmt.Fprintf(os.Stderr, "node: %v\n", err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "banlieue-node-")
-	if err != nil {
-		panic(err)
-	}
-	image, err := devenv.BuildReleaseImage(root, dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "node: the release image: %v\n", err)
-		return 1
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: dirBin, Setup: dev.InstallRBAC,
-		Node: true, NodeImages: []string{image}})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "node: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		if env != nil {
-			env.Stop()
-		}
-		return 1
-	}
-	if cs, err = kubernetes.NewForConfig(env.Admin); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	env.Stop()
-	if left := env.NodeLeftovers(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "node: tearing the node down left the machine changed:\n  %s\n", strings.Join(left, "\n  "))
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "node: logs in %s\n", filepath.Join(dir, "logs"))
-	}
-	return code
+	os.Exit(devenv.NodeSuite{Name: "node", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+		Ready: func(e *devenv.Env) (err error) {
+			env = e
+			cs, err = kubernetes.NewForConfig(env.Admin)
+			return err
+		}}.Run(m))
 }
 
 // kubectl runs bin/kubectl as the administrator.

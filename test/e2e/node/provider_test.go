@@ -48,31 +48,42 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	// lab-proxmox-token is the Secret the shipped credentials Role names.
 	p := podProxmoxProvider(t, ctx, c, "pod-proxmox", "lab-proxmox-token")
 
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox")
+	runStaticProvider(t, ctx, c, p, "proxmox")
+}
+
+// runStaticProvider applies the shipped provider Deployment of backend and
+// its configuration as they are, and checks what the install guide says
+// of it (kubectl rollout status and logs) and that it reports p Ready; the
+// pod's own token is asked the least-privilege matrix (test/grants). p
+// goes first when the test ends, while a provider pod is there to release
+// it, then the Deployment.
+func runStaticProvider(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.Provider, backend string) {
+	t.Helper()
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
 	manifests := []string{"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml")}
 	if out, err := kubectl(append([]string{"apply"}, manifests...)...); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	defer func() {
-		// The Provider first, while a provider pod is there to release it.
+	t.Cleanup(func() {
 		devenv.DeleteProvider(ctx, c, p)
 		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
-	}()
-	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/banlieue-provider-proxmox", "--timeout=120s"); err != nil {
+	})
+	deploy := "deploy/banlieue-provider-" + backend
+	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", deploy, "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
 	if err := env.WaitProviderReady(ctx, c, p); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := kubectl("-n", devenv.Namespace, "logs", "deploy/banlieue-provider-proxmox")
+	logs, err := kubectl("-n", devenv.Namespace, "logs", deploy)
 	if err != nil || !strings.Contains(logs, "Starting the provider") {
-		t.Errorf("kubectl logs deploy/banlieue-provider-proxmox: %v\n%s", err, logs)
+		t.Errorf("kubectl logs %s: %v\n%s", deploy, err, logs)
 	}
-	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-proxmox"})
+	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-" + backend})
 	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("Proxmox VE provider pods: %v (%d)", err, len(pods.Items))
+		t.Fatalf("%s provider pods: %v (%d)", backend, err, len(pods.Items))
 	}
-	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUserOf("proxmox"))
+	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUserOf(backend))
 }
 
 // podProxmoxProvider starts a Proxmox VE simulator that pods of the node

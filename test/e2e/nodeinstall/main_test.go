@@ -49,52 +49,16 @@ var (
 	bootstrapOutput string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
-	if err := devenv.CheckNodePrerequisites(dirBin); err != nil {
-		fmt.Fprintf(os.Stderr, "nodeinstall: %v\n", err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "banlieue-nodeinstall-")
-	if err != nil {
-		panic(err)
-	}
-	image, err := devenv.BuildReleaseImage(root, dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodeinstall: %v\n", err)
-		return 1
-	}
-	ctx := context.Background()
-	env, err = devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: dirBin, ControlPlaneOnly: true,
-		Node: true, NodeImages: []string{image, filepath.Join(dirBin, "etcd-image.tar")}})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodeinstall: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		if env != nil {
-			env.Stop()
-		}
-		return 1
-	}
-	code := 1
-	if err := install(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "nodeinstall: %v\n", err)
-	} else {
-		code = m.Run()
-	}
-	env.Stop()
-	if left := env.NodeLeftovers(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "nodeinstall: tearing the node down left the machine changed:\n  %s\n", strings.Join(left, "\n  "))
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "nodeinstall: logs in %s\n", filepath.Join(dir, "logs"))
-	}
-	return code
+	os.Exit(devenv.NodeSuite{Name: "nodeinstall", Root: root,
+		Config: devenv.Config{ControlPlaneOnly: true, NodeImages: []string{filepath.Join(dirBin, "etcd-image.tar")}},
+		Ready: func(e *devenv.Env) error {
+			env = e
+			return install(context.Background())
+		}}.Run(m))
 }
 
 // install gives the shipped etcd's three claims their volumes, as the

@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,51 +44,16 @@ var (
 	dirBin string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
-	if err := devenv.CheckNodePrerequisites(dirBin); err != nil {
-		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "banlieue-nodestatic-")
-	if err != nil {
-		panic(err)
-	}
-	image, err := devenv.BuildReleaseImage(root, dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
-		return 1
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: dirBin, ControlPlaneOnly: true,
-		Node: true, NodeImages: []string{image, filepath.Join(dirBin, "etcd-image.tar")}})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodestatic: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		if env != nil {
-			env.Stop()
-		}
-		return 1
-	}
-	code := 1
-	if err := install(); err != nil {
-		fmt.Fprintf(os.Stderr, "nodestatic: %v\n", err)
-	} else {
-		code = m.Run()
-	}
-	env.Stop()
-	if left := env.NodeLeftovers(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "nodestatic: tearing the node down left the machine changed:\n  %s\n", strings.Join(left, "\n  "))
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "nodestatic: logs in %s\n", filepath.Join(dir, "logs"))
-	}
-	return code
+	os.Exit(devenv.NodeSuite{Name: "nodestatic", Root: root,
+		Config: devenv.Config{ControlPlaneOnly: true, NodeImages: []string{filepath.Join(dirBin, "etcd-image.tar")}},
+		Ready: func(e *devenv.Env) error {
+			env = e
+			return install()
+		}}.Run(m))
 }
 
 // install follows docs/guides/static-install.md as it is, from a
