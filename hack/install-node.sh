@@ -2,7 +2,8 @@
 # Installs what a real node of the local control plane runs on besides the
 # kubelet (which hack/build-tools.sh builds from Go modules), from Debian
 # packages only: containerd (the CRI runtime), runc, the CNI plugins (a
-# bridge network for pods) and conntrack. Idempotent and quiet when
+# bridge network for pods), conntrack, and yq (the guides' own commands pipe
+# through it, and the tests run them as written). Idempotent and quiet when
 # everything is there. Needs root (apt-get); otherwise it prints the one
 # command to run and fails, and the local environment keeps running
 # banlieue's Deployments as processes.
