@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,10 +315,14 @@ func (n *node) importImage(ctx context.Context, tarball string) error {
 }
 
 // grantNodeIdentities binds the node's and kube-apiserver's kubelet client
-// identities to their built-in roles (RBAC alone authorizes here).
+// identities to their built-in roles, and CoreDNS's to what it reads
+// (RBAC alone authorizes here).
 func (e *Env) grantNodeIdentities(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(e.Admin)
 	if err != nil {
+		return err
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, corednsRole, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	for _, b := range []rbacv1.ClusterRoleBinding{
@@ -325,6 +330,8 @@ func (e *Env) grantNodeIdentities(ctx context.Context) error {
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "system:nodes"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "devenv:kube-apiserver-kubelet-client"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: kubeletClientUser}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: corednsRole.Name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: corednsRole.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: corednsUser}}},
 	} {
 		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -462,6 +469,24 @@ func (e *Env) ExposeToPods(port int) (string, error) {
 		return "", err
 	}
 	return net.JoinHostPort(NodeGateway, p), nil
+}
+
+// ExposeURL exposes the loopback server of rawURL to pods (ExposeToPods)
+// and returns the URL pods use: the same with the bridge's gateway as its
+// host.
+func (e *Env) ExposeURL(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return "", fmt.Errorf("%s: no port: %w", rawURL, err)
+	}
+	if u.Host, err = e.ExposeToPods(port); err != nil {
+		return "", err
+	}
+	return u.String(), nil
 }
 
 func (e *Env) startScheduler() error {

@@ -21,14 +21,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -64,13 +62,16 @@ func corefile(port, readyPort int, kubeconfig string) string {
 }
 
 // corednsUser is CoreDNS's identity: it reads Services, their endpoints,
-// namespaces and pods, nothing else.
+// namespaces and pods, nothing else (corednsRole, bound with the node's
+// identities).
 const corednsUser = "system:coredns"
 
+var corednsRole = &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "devenv:coredns"}, Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "namespaces", "pods"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+}}
+
 func (e *Env) startClusterDNS(ctx context.Context, n *node) error {
-	if err := e.grantClusterDNS(ctx); err != nil {
-		return err
-	}
 	kubeconfig, err := e.UserKubeconfig(corednsUser)
 	if err != nil {
 		return err
@@ -105,27 +106,6 @@ func (e *Env) startClusterDNS(ctx context.Context, n *node) error {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-}
-
-func (e *Env) grantClusterDNS(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(e.Admin)
-	if err != nil {
-		return err
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "devenv:coredns"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "namespaces", "pods"}, Verbs: []string{"list", "watch"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-	}}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "devenv:coredns"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: corednsUser}}}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
 }
 
 // ProvideVolumes creates count PersistentVolumes of size (no storage
@@ -165,26 +145,4 @@ func (e *Env) ProvideVolumes(ctx context.Context, prefix string, count int, size
 		}
 	}
 	return nil
-}
-
-// ReleaseImage is the tag the shipped manifests name.
-const ReleaseImage = "ghcr.io/firestoned/banlieue:v0.1.0"
-
-// BuildReleaseImage builds the release binary (-tags release) and its
-// image as make image does, tagged ReleaseImage, from the repository at
-// root into dir, and returns the image tarball for Config.NodeImages.
-func BuildReleaseImage(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "banlieue-release")
-	build := exec.Command("go", "build", "-tags", "release", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/banlieue")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the release binary: %v: %s", err, out)
-	}
-	tarball := filepath.Join(dir, "banlieue-image.tar")
-	img := exec.Command("go", "run", "./hack/image", "-binary", bin, "-tag", ReleaseImage, "-out", tarball)
-	img.Dir = root
-	if out, err := img.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the release image: %v: %s", err, out)
-	}
-	return tarball, nil
 }

@@ -20,9 +20,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/firestoned/banlieue/hack/image/build"
 )
 
 // NodeSuite is a test package run against an environment with a real
@@ -35,6 +38,11 @@ type NodeSuite struct {
 	// Config is the environment's, without Dir, BinDir and Node, which
 	// the suite sets; the release image goes before Config.NodeImages.
 	Config Config
+	// PodsOnly is for a package that installs banlieue itself, as pods
+	// (Ready): the control plane runs none of it (ControlPlaneOnly), the
+	// node has the etcd image the shipped manifest names, and the shipped
+	// etcd's three claims have volumes (this cluster has no provisioner).
+	PodsOnly bool
 	// Ready runs once the environment is up, before the tests: what the
 	// package installs on it. An error fails the suite without tests.
 	Ready func(*Env) error
@@ -63,13 +71,17 @@ func (s NodeSuite) Run(m *testing.M) int {
 	cfg := s.Config
 	cfg.Dir, cfg.BinDir, cfg.Node = dir, binDir, true
 	cfg.NodeImages = append([]string{image}, cfg.NodeImages...)
+	if s.PodsOnly {
+		cfg.ControlPlaneOnly = true
+		cfg.NodeImages = append(cfg.NodeImages, filepath.Join(binDir, "etcd-image.tar"))
+	}
 	env, err := Start(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: environment: %v (logs in %s)\n", s.Name, err, filepath.Join(dir, "logs"))
 		return 1 // Start stopped what it started
 	}
 	code := 1
-	if err := s.Ready(env); err != nil {
+	if err := s.ready(env); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 	} else {
 		code = m.Run()
@@ -85,4 +97,37 @@ func (s NodeSuite) Run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s: logs in %s\n", s.Name, filepath.Join(dir, "logs"))
 	}
 	return code
+}
+
+// ready gives a PodsOnly suite's etcd its volumes, then calls Ready.
+func (s NodeSuite) ready(env *Env) error {
+	if s.PodsOnly {
+		// The shipped etcd: three members, 8Gi claims, uid 65532 (its
+		// securityContext).
+		if err := env.ProvideVolumes(context.Background(), "etcd-data", 3, "8Gi", 65532); err != nil {
+			return err
+		}
+	}
+	return s.Ready(env)
+}
+
+// ReleaseImage is the tag the shipped manifests name.
+const ReleaseImage = "ghcr.io/firestoned/banlieue:v0.1.0"
+
+// BuildReleaseImage builds the release binary (-tags release) of the
+// repository at root and packs it as make image does, tagged
+// ReleaseImage, into dir; it returns the image tarball for
+// Config.NodeImages.
+func BuildReleaseImage(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "banlieue-release")
+	cmd := exec.Command("go", "build", "-tags", "release", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/banlieue")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the release binary: %v: %s", err, out)
+	}
+	tarball := filepath.Join(dir, "banlieue-image.tar")
+	if err := build.Write(bin, ReleaseImage, tarball); err != nil {
+		return "", fmt.Errorf("packing the release image: %w", err)
+	}
+	return tarball, nil
 }

@@ -21,22 +21,23 @@ package devenv
 // wrote, and what kube-apiserver says that token may do.
 
 import (
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
+// PodReady says whether p's Ready condition is True.
 func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -168,4 +169,15 @@ func MayDo(ctx context.Context, c *kubernetes.Clientset, attrs authorizationv1.R
 		return false, err
 	}
 	return r.Status.Allowed, nil
+}
+
+// Kubectl runs kubectl (BinDir's) as the administrator, with stdin when it
+// is not empty; its combined output.
+func (e *Env) Kubectl(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(e.cfg.BinDir, "kubectl"), append([]string{"--kubeconfig", e.AdminKubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

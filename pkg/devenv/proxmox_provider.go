@@ -20,8 +20,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,21 +81,15 @@ func (e *Env) NewProxmoxProvider(ctx context.Context, c client.Client, p Proxmox
 }
 
 // PodsProxmoxSimulator starts a Proxmox VE simulator that pods of the real
-// node reach: its port exposed on the bridge's gateway (ExposeToPods), its
+// node reach: its port exposed on the bridge's gateway (ExposeURL), its
 // certificate naming that address. It returns the simulator (close it when
 // done) and the endpoint pods use.
 func (e *Env) PodsProxmoxSimulator() (*pvesim.Simulator, string, error) {
 	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(NodeGateway)}})
-	u, err := url.Parse(sim.URL)
+	endpoint, err := e.ExposeURL(sim.URL)
 	if err != nil {
 		sim.Close()
 		return nil, "", err
 	}
-	port, _ := strconv.Atoi(u.Port())
-	addr, err := e.ExposeToPods(port)
-	if err != nil {
-		sim.Close()
-		return nil, "", err
-	}
-	return sim, "https://" + addr + "/api2/json", nil
+	return sim, endpoint, nil
 }

@@ -30,11 +30,12 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/firestoned/banlieue/pkg/devenv"
@@ -55,30 +56,40 @@ func (q Question) String() string {
 
 var subresources = []string{"status", "finalizers", "token"}
 
-// KubectlArgs are kubectl auth can-i's verb and resource arguments:
-// "x/status" and the like are --subresource (kubectl reads RESOURCE/NAME
-// otherwise).
-func (q Question) KubectlArgs() []string {
+// split is the question's resource, name and subresource: a "/status",
+// "/finalizers" or "/token" suffix names the subresource; the resource
+// keeps its ".GROUP".
+func (q Question) split() (resource, name, subresource string) {
+	rest := q.Resource
 	for _, sub := range subresources {
-		if r, ok := strings.CutSuffix(q.Resource, "/"+sub); ok {
-			return []string{q.Verb, r, "--subresource=" + sub}
+		if r, ok := strings.CutSuffix(rest, "/"+sub); ok {
+			rest, subresource = r, sub
+			break
 		}
 	}
-	return []string{q.Verb, q.Resource}
+	resource, name, _ = strings.Cut(rest, "/")
+	return resource, name, subresource
+}
+
+// KubectlArgs are kubectl auth can-i's verb and resource arguments:
+// the subresource is --subresource (kubectl reads RESOURCE/NAME
+// otherwise).
+func (q Question) KubectlArgs() []string {
+	resource, name, sub := q.split()
+	if name != "" {
+		resource += "/" + name
+	}
+	if sub == "" {
+		return []string{q.Verb, resource}
+	}
+	return []string{q.Verb, resource, "--subresource=" + sub}
 }
 
 // Attributes is the question as a SelfSubjectAccessReview asks it.
 func (q Question) Attributes() authorizationv1.ResourceAttributes {
-	a := authorizationv1.ResourceAttributes{Verb: q.Verb, Namespace: q.Namespace}
-	rest := q.Resource
-	for _, sub := range subresources {
-		if r, ok := strings.CutSuffix(rest, "/"+sub); ok {
-			rest, a.Subresource = r, sub
-			break
-		}
-	}
-	rest, a.Name, _ = strings.Cut(rest, "/")
-	a.Resource, a.Group, _ = strings.Cut(rest, ".")
+	resource, name, sub := q.split()
+	a := authorizationv1.ResourceAttributes{Verb: q.Verb, Namespace: q.Namespace, Name: name, Subresource: sub}
+	a.Resource, a.Group, _ = strings.Cut(resource, ".")
 	return a
 }
 
@@ -330,11 +341,21 @@ func Ask(tenant, user string, ask func(Question) (bool, error)) (answered int, w
 // without making one (a review needs no namespace to exist).
 const TenantNamespace = "grants-tenant"
 
-// CheckPod asks every question with pod's own projected token, which must
-// be user's, through env's kube-apiserver, and fails t on each answer that
-// is not what user is granted.
-func CheckPod(t testing.TB, ctx context.Context, env *devenv.Env, pod *corev1.Pod, user string) {
+// CheckPod asks every question with the own projected token of a pod of
+// component (its app.kubernetes.io/component label) in namespace, which
+// must be user's, through env's kube-apiserver, and fails t on each answer
+// that is not what user is granted.
+func CheckPod(t testing.TB, ctx context.Context, env *devenv.Env, namespace, component, user string) {
 	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("%s pods in %s: %v (%d)", component, namespace, err, len(pods.Items))
+	}
+	pod := &pods.Items[0]
 	token, err := env.PodToken(pod)
 	if err != nil {
 		t.Fatal(err)

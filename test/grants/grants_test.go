@@ -112,3 +112,18 @@ func TestResolved(t *testing.T) {
 		t.Error("a resource the cluster does not serve resolved")
 	}
 }
+
+// TestKubectlArgs: a subresource becomes --subresource, with or without a
+// name; a name stays RESOURCE/NAME.
+func TestKubectlArgs(t *testing.T) {
+	for q, want := range map[Question][]string{
+		{"list", "secrets", ""}:                           {"list", "secrets"},
+		{"get", "secrets/vsphere-creds", "ns"}:            {"get", "secrets/vsphere-creds"},
+		{"patch", "providers.banlieue.io/status", "ns"}:   {"patch", "providers.banlieue.io", "--subresource=status"},
+		{"create", "serviceaccounts/default/token", "ns"}: {"create", "serviceaccounts/default", "--subresource=token"},
+	} {
+		if got := q.KubectlArgs(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v, want %v", q, got, want)
+		}
+	}
+}

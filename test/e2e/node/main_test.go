@@ -22,7 +22,6 @@ package node
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -35,26 +34,18 @@ import (
 )
 
 var (
-	env    *devenv.Env
-	cs     *kubernetes.Clientset
-	root   string
-	dirBin string
+	env  *devenv.Env
+	cs   *kubernetes.Clientset
+	root string
 )
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
-	dirBin = filepath.Join(root, "bin")
 	os.Exit(devenv.NodeSuite{Name: "node", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
 		Ready: func(e *devenv.Env) (err error) {
 			env = e
 			cs, err = kubernetes.NewForConfig(env.Admin)
 			return err
 		}}.Run(m))
-}
-
-// kubectl runs bin/kubectl as the administrator.
-func kubectl(args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(dirBin, "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
 }

@@ -61,29 +61,25 @@ func runStaticProvider(t *testing.T, ctx context.Context, c client.Client, p *v1
 	t.Helper()
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
 	manifests := []string{"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml")}
-	if out, err := kubectl(append([]string{"apply"}, manifests...)...); err != nil {
+	if out, err := env.Kubectl("", append([]string{"apply"}, manifests...)...); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
 		devenv.DeleteProvider(ctx, c, p)
-		_, _ = kubectl(append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
+		_, _ = env.Kubectl("", append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
 	})
 	deploy := "deploy/banlieue-provider-" + backend
-	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", deploy, "--timeout=120s"); err != nil {
+	if out, err := env.Kubectl("", "-n", devenv.Namespace, "rollout", "status", deploy, "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
 	if err := env.WaitProviderReady(ctx, c, p); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := kubectl("-n", devenv.Namespace, "logs", deploy)
+	logs, err := env.Kubectl("", "-n", devenv.Namespace, "logs", deploy)
 	if err != nil || !strings.Contains(logs, "Starting the provider") {
 		t.Errorf("kubectl logs %s: %v\n%s", deploy, err, logs)
 	}
-	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-" + backend})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("%s provider pods: %v (%d)", backend, err, len(pods.Items))
-	}
-	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUserOf(backend))
+	grants.CheckPod(t, ctx, env, devenv.Namespace, "provider-"+backend, devenv.ProviderUserOf(backend))
 }
 
 // podProxmoxProvider starts a Proxmox VE simulator that pods of the node

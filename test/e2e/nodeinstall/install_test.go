@@ -85,16 +85,16 @@ func TestBootstrapRunsEverythingAsPods(t *testing.T) {
 		}
 	}
 
-	out, err := kubectl("get", "providerclasses", "-o", "name")
+	out, err := env.Kubectl("", "get", "providerclasses", "-o", "name")
 	if err != nil || !strings.Contains(out, "providerclass.banlieue.io/vsphere") || !strings.Contains(out, "providerclass.banlieue.io/proxmox") {
 		t.Errorf("kubectl get providerclasses: %v\n%s", err, out)
 	}
 	class := `{"apiVersion":"banlieue.io/v1alpha1","kind":"VMClass","metadata":{"name":"on-pods"},"spec":{"hardware":{"cpus":2,"memoryMiB":2048}}}`
-	if out, err := kubectlStdin(class, "apply", "-f", "-"); err != nil {
+	if out, err := env.Kubectl(class, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply a VMClass: %v\n%s", err, out)
 	}
-	defer func() { _, _ = kubectl("delete", "vmclass", "on-pods") }()
-	if out, err := kubectl("get", "vmclass", "on-pods", "-o", "jsonpath={.spec.hardware.cpus}"); err != nil || out != "2" {
+	defer func() { _, _ = env.Kubectl("", "delete", "vmclass", "on-pods") }()
+	if out, err := env.Kubectl("", "get", "vmclass", "on-pods", "-o", "jsonpath={.spec.hardware.cpus}"); err != nil || out != "2" {
 		t.Errorf("the VMClass read back: %v %q", err, out)
 	}
 }
@@ -111,10 +111,6 @@ func TestPodTokensHoldTheMatrix(t *testing.T) {
 		{devenv.Namespace, "controller", devenv.ControllerUser},
 		{devenv.Namespace, "operator", devenv.OperatorUser},
 	} {
-		pods, err := cs.CoreV1().Pods(id.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + id.component})
-		if err != nil || len(pods.Items) == 0 {
-			t.Fatalf("%s pods: %v (%d)", id.component, err, len(pods.Items))
-		}
-		grants.CheckPod(t, ctx, env, &pods.Items[0], id.user)
+		grants.CheckPod(t, ctx, env, id.namespace, id.component, id.user)
 	}
 }

@@ -30,7 +30,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -53,24 +52,17 @@ func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
-	os.Exit(devenv.NodeSuite{Name: "nodeinstall", Root: root,
-		Config: devenv.Config{ControlPlaneOnly: true, NodeImages: []string{filepath.Join(dirBin, "etcd-image.tar")}},
+	os.Exit(devenv.NodeSuite{Name: "nodeinstall", Root: root, PodsOnly: true,
 		Ready: func(e *devenv.Env) error {
 			env = e
 			return install(context.Background())
 		}}.Run(m))
 }
 
-// install gives the shipped etcd's three claims their volumes, as the
-// administrator of a cluster without a provisioner would, then runs
-// banlieue bootstrap operator --wait.
+// install runs banlieue bootstrap operator --wait.
 func install(ctx context.Context) error {
 	var err error
 	if cs, err = kubernetes.NewForConfig(env.Admin); err != nil {
-		return err
-	}
-	// The shipped etcd runs as 65532 (its securityContext).
-	if err := env.ProvideVolumes(ctx, "etcd-data", 3, "8Gi", 65532); err != nil {
 		return err
 	}
 	out, err := banlieue("bootstrap", "operator", "--version=v0.1.0", "--wait", "--timeout=5m")
@@ -88,18 +80,4 @@ func banlieue(args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-// kubectl runs bin/kubectl as the administrator.
-func kubectl(args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(dirBin, "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
-}
-
-// kubectlStdin runs bin/kubectl as the administrator with stdin.
-func kubectlStdin(stdin string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(dirBin, "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }

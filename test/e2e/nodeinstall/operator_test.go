@@ -22,9 +22,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-
 	corev1 "k8s.io/api/core/v1"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,7 +65,7 @@ func TestOperatorWorkloadRunsAsPods(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the operator rendered no Deployment %s", name)
 	}
-	if out, err := kubectl("-n", devenv.Namespace, "rollout", "status", "deploy/"+name, "--timeout=120s"); err != nil {
+	if out, err := env.Kubectl("", "-n", devenv.Namespace, "rollout", "status", "deploy/"+name, "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))
 	}
 	if err := env.WaitProviderReady(ctx, c, p); err != nil {

@@ -19,19 +19,13 @@ package nodestatic
 import (
 	"context"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
-	"github.com/firestoned/banlieue/pkg/runbook"
 	"github.com/firestoned/banlieue/test/grants"
 )
 
@@ -62,63 +56,29 @@ func TestVSphereGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
-	u, err := url.Parse(sim.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(u.Port())
-	addr, err := env.ExposeToPods(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", "vsphere.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := map[string]string{
-		"https://vcenter.example.com/sdk": "https://" + addr + "/sdk",
-		"REPLACE-ME":                      guidePassword,
-		"ds-fast-01":                      "LocalDS_0",
-		"vmnet-prod":                      "VM Network",
-	}
-	text := string(doc)
-	for from, to := range site {
-		if !strings.Contains(text, from) {
-			t.Fatalf("the guide no longer says %q: the test's site values need updating", from)
-		}
-		text = strings.ReplaceAll(text, from, to)
-	}
-	steps, err := runbook.Parse(text)
+	endpoint, err := env.ExposeURL(sim.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(filepath.Join(work, "vcenter-ca.pem"), sim.CABundle, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	site := map[string]string{
+		"https://vcenter.example.com/sdk": endpoint,
+		"REPLACE-ME":                      guidePassword,
+		"ds-fast-01":                      "LocalDS_0",
+		"vmnet-prod":                      "VM Network",
+	}
 	t.Cleanup(undoGuide)
-	if err := runbook.Follow(steps, work, guideEnv(), t.Logf); err != nil {
-		t.Fatalf("docs/guides/vsphere.md %v\n%s", err, env.PodsSummary(ctx))
+	if err := followGuide("vsphere.md", site, work, t.Logf); err != nil {
+		t.Fatal(err)
 	}
 
 	checkGuideVM(t, ctx, sim)
 	// The provider pod's own token holds what the matrix grants the
 	// static vSphere provider: the guide's Secret and ConfigMap by name.
-	pods, err := cs.CoreV1().Pods(devenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=provider-vsphere"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("vSphere provider pods: %v (%d)", err, len(pods.Items))
-	}
-	grants.CheckPod(t, ctx, env, &pods.Items[0], devenv.ProviderUser)
-}
-
-// guideEnv is a reader's shell: kubectl on the PATH, the administrator's
-// kubeconfig.
-func guideEnv() []string {
-	return []string{"KUBECONFIG=" + env.AdminKubeconfig, "PATH=" + dirBin + ":" + os.Getenv("PATH")}
+	grants.CheckPod(t, ctx, env, devenv.Namespace, "provider-vsphere", devenv.ProviderUser)
 }
 
 // undoGuide removes what the guide made, the VM first while the
@@ -133,7 +93,7 @@ func undoGuide() {
 		{"-n", devenv.Namespace, "delete", "secret", "vsphere-creds"},
 		{"-n", devenv.Namespace, "delete", "configmap", "vcenter-ca"},
 	} {
-		_, _ = kubectl(append(args, "--ignore-not-found")...)
+		_, _ = env.Kubectl("", append(args, "--ignore-not-found")...)
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,45 +48,56 @@ func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	dirBin = filepath.Join(root, "bin")
-	os.Exit(devenv.NodeSuite{Name: "nodestatic", Root: root,
-		Config: devenv.Config{ControlPlaneOnly: true, NodeImages: []string{filepath.Join(dirBin, "etcd-image.tar")}},
+	os.Exit(devenv.NodeSuite{Name: "nodestatic", Root: root, PodsOnly: true,
 		Ready: func(e *devenv.Env) error {
 			env = e
 			return install()
 		}}.Run(m))
 }
 
-// install follows docs/guides/static-install.md as it is, from a
-// checkout, after giving the etcd's claims their volumes (the guide's
-// prerequisite: this cluster has no provisioner).
+// install follows docs/guides/static-install.md as it is (the suite gave
+// the etcd's claims their volumes, the guide's prerequisite: this cluster
+// has no provisioner).
 func install() error {
-	ctx := context.Background()
 	var err error
 	if cs, err = kubernetes.NewForConfig(env.Admin); err != nil {
-		return err
-	}
-	// The shipped etcd runs as 65532 (its securityContext).
-	if err := env.ProvideVolumes(ctx, "etcd-data", 3, "8Gi", 65532); err != nil {
-		return err
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", "static-install.md"))
-	if err != nil {
-		return err
-	}
-	steps, err := runbook.Parse(string(doc))
-	if err != nil {
 		return err
 	}
 	work, err := os.MkdirTemp(env.Dir(), "static-install-")
 	if err != nil {
 		return err
 	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "static-install.md "+format+"\n", args...) }
+	return followGuide("static-install.md", nil, work, logf)
+}
+
+// followGuide runs docs/guides/NAME as a reader does (runbook.Follow), from
+// work, a folder of a checkout (artifacts/ linked into it), after putting
+// the site's values in place of the guide's (site: the guide's text to
+// the value here, each of which the guide must still say); a reader's
+// shell has kubectl on the PATH and the administrator's kubeconfig.
+func followGuide(name string, site map[string]string, work string, logf func(string, ...any)) error {
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "guides", name))
+	if err != nil {
+		return err
+	}
+	text := string(doc)
+	for from, to := range site {
+		if !strings.Contains(text, from) {
+			return fmt.Errorf("docs/guides/%s no longer says %q: the test's site values need updating", name, from)
+		}
+		text = strings.ReplaceAll(text, from, to)
+	}
+	steps, err := runbook.Parse(text)
+	if err != nil {
+		return fmt.Errorf("docs/guides/%s: %w", name, err)
+	}
 	if err := os.Symlink(filepath.Join(root, "artifacts"), filepath.Join(work, "artifacts")); err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "static-install.md "+format+"\n", args...) }
-	if err := runbook.Follow(steps, work, guideEnv(), logf); err != nil {
-		return fmt.Errorf("docs/guides/static-install.md %w\n%s", err, env.PodsSummary(ctx))
+	environ := []string{"KUBECONFIG=" + env.AdminKubeconfig, "PATH=" + dirBin + ":" + os.Getenv("PATH")}
+	if err := runbook.Follow(steps, work, environ, logf); err != nil {
+		return fmt.Errorf("docs/guides/%s %w\n%s", name, err, env.PodsSummary(context.Background()))
 	}
 	return nil
 }
@@ -114,10 +125,4 @@ func TestStaticInstall(t *testing.T) {
 	if err != nil || etcd.Status.ReadyReplicas != 3 {
 		t.Errorf("the etcd StatefulSet: %v, %d ready", err, etcd.Status.ReadyReplicas)
 	}
-}
-
-// kubectl runs bin/kubectl as the administrator.
-func kubectl(args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(dirBin, "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
 }
