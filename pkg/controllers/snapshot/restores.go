@@ -26,6 +26,7 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/snapshots"
 )
 
 // reconcileRestores steps the VM's unsettled restores, oldest first, one
@@ -110,14 +111,12 @@ func unusable(snap *v1alpha1.VirtualMachineSnapshot, name string) string {
 	if snap == nil {
 		return fmt.Sprintf("VirtualMachineSnapshot %s does not exist (deleted?)", name)
 	}
-	c := meta.FindStatusCondition(snap.Status.Conditions, v1alpha1.SnapshotReady)
-	switch {
-	case snap.DeletionTimestamp != nil:
-		return fmt.Sprintf("VirtualMachineSnapshot %s is being deleted", name)
-	case c != nil && c.Reason == v1alpha1.SnapshotReasonStale:
-		return fmt.Sprintf("VirtualMachineSnapshot %s is Stale: %s", name, c.Message)
-	case !snap.Status.ReadyToUse || snap.Status.BackendName == "":
-		return fmt.Sprintf("VirtualMachineSnapshot %s is not ready to use", name)
+	u := snapshots.Usability{Deleting: snap.DeletionTimestamp != nil, ReadyToUse: snap.Status.ReadyToUse && snap.Status.BackendName != ""}
+	if c := meta.FindStatusCondition(snap.Status.Conditions, v1alpha1.SnapshotReady); c != nil {
+		u.ReadyReason, u.ReadyMessage = c.Reason, c.Message
+	}
+	if why := u.Unusable(); why != "" {
+		return fmt.Sprintf("VirtualMachineSnapshot %s: %s", name, why)
 	}
 	return ""
 }

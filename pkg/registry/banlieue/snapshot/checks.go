@@ -140,29 +140,21 @@ func (c *Checks) restore(ctx context.Context, r *banlieue.VirtualMachineRestore)
 
 // usable refuses a snapshot a restore cannot use, naming why.
 func usable(snap *banlieue.VirtualMachineSnapshot, vm *banlieue.VirtualMachine, vmName string) field.ErrorList {
-	name := snap.Name
-	switch {
-	case snap.Spec.VMName != vmName:
-		return field.ErrorList{field.Invalid(snapshotPath, name, fmt.Sprintf("it is a snapshot of VirtualMachine %s, not of %s", snap.Spec.VMName, vmName))}
-	case snap.DeletionTimestamp != nil:
-		return field.ErrorList{field.Invalid(snapshotPath, name, "it is being deleted")}
+	if snap.Spec.VMName != vmName {
+		return field.ErrorList{field.Invalid(snapshotPath, snap.Name, fmt.Sprintf("it is a snapshot of VirtualMachine %s, not of %s", snap.Spec.VMName, vmName))}
 	}
-	current := ""
+	u := snapshots.Usability{Deleting: snap.DeletionTimestamp != nil, ReadyToUse: snap.Status.ReadyToUse}
+	if c := meta.FindStatusCondition(snap.Status.Conditions, banlieue.SnapshotReady); c != nil {
+		u.ReadyReason, u.ReadyMessage = c.Reason, c.Message
+	}
+	if m := snap.Status.Machine; m != nil {
+		u.Machine = m.Name
+	}
 	if ref := vm.Status.InfrastructureRef; ref != nil {
-		current = ref.Name
+		u.Current = ref.Name
 	}
-	if c := meta.FindStatusCondition(snap.Status.Conditions, banlieue.SnapshotReady); c != nil && c.Reason == banlieue.SnapshotReasonStale {
-		return field.ErrorList{field.Invalid(snapshotPath, name, "it is Stale: "+c.Message)}
-	}
-	if m := snap.Status.Machine; m != nil && current != "" && m.Name != current {
-		return field.ErrorList{field.Invalid(snapshotPath, name, "it is Stale: "+snapshots.StaleMessage(m.Name, current))}
-	}
-	if !snap.Status.ReadyToUse {
-		why := "not taken yet"
-		if c := meta.FindStatusCondition(snap.Status.Conditions, banlieue.SnapshotReady); c != nil {
-			why = c.Reason + ": " + c.Message
-		}
-		return field.ErrorList{field.Invalid(snapshotPath, name, "it is not ready to use ("+strings.TrimSuffix(why, ": ")+")")}
+	if why := u.Unusable(); why != "" {
+		return field.ErrorList{field.Invalid(snapshotPath, snap.Name, why)}
 	}
 	return nil
 }
