@@ -54,7 +54,8 @@ limitations under the License.
 // vSphere guide; test/e2e/nodeinstall everything as pods, installed by
 // banlieue bootstrap operator (API server, etcd, controller, operator and
 // the workloads it renders). make run starts a node as root, beside its
-// processes. One node runs on a machine at a time (lockNode).
+// processes. Nodes of environments that run at once each take a slot of
+// the machine (nodeslot.go): at most BANLIEUE_NODE_SLOTS (2) at a time.
 package devenv
 
 import (

@@ -35,10 +35,11 @@ type MachineState struct {
 	// Rules are iptables-save's (and ip6tables-save's) chain and rule
 	// lines, by family and table ("ip4 nat :CNI-1234 - [0:0]").
 	Rules []string
-	// Cgroups are the kubepods cgroups, in every hierarchy.
+	// Cgroups are the pods' cgroups (the slots' roots and kubepods at the
+	// top, where a kubelet without a root puts them), in every hierarchy.
 	Cgroups []string
-	// Mounts are the mount points under the node's kubelet and containerd
-	// directories and the CRI's network namespaces.
+	// Mounts are the mount points under the directories asked for (a
+	// node's own) and the default place of the CRI's network namespaces.
 	Mounts []string
 	// Sysctls the kubelet and the CNI plugins set, by name.
 	Sysctls map[string]string
@@ -66,8 +67,12 @@ func ReadMachineState(mountsUnder ...string) (MachineState, error) {
 			s.Rules = append(s.Rules, family.name+" "+r)
 		}
 	}
-	if s.Cgroups, err = filepath.Glob("/sys/fs/cgroup/*/kubepods*"); err != nil {
-		return s, err
+	for _, pattern := range []string{"/sys/fs/cgroup/*/kubepods*", "/sys/fs/cgroup/*/banlieue-node-*"} {
+		found, err := filepath.Glob(pattern)
+		if err != nil {
+			return s, err
+		}
+		s.Cgroups = append(s.Cgroups, found...)
 	}
 	if s.Mounts, err = mountsBelow(append(mountsUnder, "/run/netns", "/var/run/netns")...); err != nil {
 		return s, err

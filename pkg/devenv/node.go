@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,19 +43,16 @@ import (
 // Deployments run as pods: containerd (Debian's, hack/install-node.sh) with
 // runc and the CNI bridge plugin, the kubelet and kube-scheduler built from
 // Go modules (hack/build-tools.sh), a pause image made by hack/image. It
-// needs root. Servers stay on loopback: the kubelet listens on 127.0.0.1 and
-// registers that address; pods reach loopback servers through the bridge's
-// gateway (NodeGateway), whose TCP traffic from the bridge alone is
+// needs root. Servers stay on loopback: the kubelet listens on the bridge's
+// gateway and registers that address; pods reach loopback servers through
+// the gateway (Env.NodeGateway), whose TCP traffic from the bridge alone is
 // redirected to 127.0.0.1 on the same port, and kube-apiserver through the
-// kubernetes Service's address, redirected the same way. Stop puts the
-// machine back as ReadMachineState found it and records what it could not
+// kubernetes Service's address, redirected the same way. Nodes of several
+// environments run side by side, each in its slot (nodeslot.go). Stop
+// removes what the node made and puts the machine back as ReadMachineState
+// found it before the first node started, and records what it could not
 // (NodeLeftovers).
 const (
-	// NodeBridge is the pods' bridge.
-	NodeBridge = "cni0"
-	// NodeGateway is the bridge's address, the host as pods see it.
-	NodeGateway = "10.88.0.1"
-	nodeSubnet  = "10.88.0.0/16"
 	// kubernetesServiceIP is the first address of kube-apiserver's
 	// --service-cluster-ip-range, which the kubelet gives pods as
 	// KUBERNETES_SERVICE_HOST.
@@ -73,8 +69,9 @@ type node struct {
 	kubelet    *process
 	scheduler  *process
 	dns        *process
-	// lock is held while the node runs (lockNode).
-	lock      *os.File
+	// slot is the node's share of the machine, held while it runs.
+	slot *slot
+	// before is the machine as the first of the nodes running found it.
 	before    MachineState
 	leftovers []string
 }
@@ -146,17 +143,24 @@ func (e *Env) startNode(ctx context.Context) (err error) {
 	}
 	n := &node{dir: filepath.Join(e.cfg.Dir, "node"), name: strings.ToLower(host)}
 	n.socket = filepath.Join(n.dir, "containerd", "containerd.sock")
-	if n.lock, err = lockNode(); err != nil {
+	slots, err := nodeSlots()
+	if err != nil {
+		return err
+	}
+	if n.slot, err = takeSlot(ctx, slots); err != nil {
 		return err
 	}
 	e.node = n
-	if n.before, err = ReadMachineState(n.dir); err != nil {
+	if n.before, err = n.slot.arrive(func() (MachineState, error) { return ReadMachineState() }); err != nil {
 		return fmt.Errorf("reading the machine's state: %w", err)
 	}
-	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/networks", "kubelet"} {
+	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/networks", "kubelet", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o700); err != nil {
 			return err
 		}
+	}
+	if err := makeCgroupRoot(n.slot.cgroupRoot()); err != nil {
+		return fmt.Errorf("the pods' cgroup: %w", err)
 	}
 	if err := e.startContainerd(ctx, n); err != nil {
 		return err
@@ -183,36 +187,6 @@ func (e *Env) startNode(ctx context.Context) (err error) {
 		return err
 	}
 	return e.startScheduler()
-}
-
-// nodeLock is the machine's one real node: its bridge, iptables rules,
-// cgroups and sysctls are the machine's, so environments of test packages
-// that go test runs at once take turns.
-var nodeLock = "/run/banlieue-node.lock"
-
-// lockNode waits until no other environment runs a node here, and holds
-// the lock until unlock (or the process's end: the kernel releases it).
-func lockNode() (*os.File, error) {
-	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		return f, nil
-	}
-	klog.InfoS("Waiting for another environment's real node to stop", "lock", nodeLock)
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("locking %s: %w", nodeLock, err)
-	}
-	return f, nil
-}
-
-func (n *node) unlock() {
-	if n.lock != nil {
-		_ = n.lock.Close() // closing the descriptor releases the lock
-		n.lock = nil
-	}
 }
 
 // NodeName is the real node's name ("" without one).
@@ -245,7 +219,7 @@ func (e *Env) startContainerd(ctx context.Context, n *node) error {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-devenv.conflist"), []byte(cniConfig(n.dir)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-devenv.conflist"), []byte(cniConfig(n.dir, n.slot)), 0o600); err != nil {
 		return err
 	}
 	if n.containerd, err = e.startProcess("containerd", "/usr/bin/containerd", "--config", path); err != nil {
@@ -257,9 +231,10 @@ func (e *Env) startContainerd(ctx context.Context, n *node) error {
 }
 
 // containerdConfig is containerd's default configuration with everything
-// it keeps in the node's directory, the pause image, the CNI plugins
-// Debian installs, and restrict_oom_score_adj (root here lacks
-// CAP_SYS_RESOURCE: without it every sandbox fails to start).
+// it keeps in the node's directory (the pods' network namespaces too), the
+// pause image, the CNI plugins Debian installs, and restrict_oom_score_adj
+// (root here lacks CAP_SYS_RESOURCE: without it every sandbox fails to
+// start).
 func containerdConfig(def, dir string) (string, error) {
 	c := filepath.Join(dir, "containerd")
 	for _, r := range []struct{ from, to string }{
@@ -271,6 +246,7 @@ func containerdConfig(def, dir string) (string, error) {
 		{`conf_dir = "/etc/cni/net.d"`, `conf_dir = "` + filepath.Join(dir, "cni", "net.d") + `"`},
 		{`restrict_oom_score_adj = false`, `restrict_oom_score_adj = true`},
 		{`path = "/opt/containerd"`, `path = "` + filepath.Join(c, "opt") + `"`},
+		{`netns_mounts_under_state_dir = false`, `netns_mounts_under_state_dir = true`},
 	} {
 		if !strings.Contains(def, r.from) {
 			return "", fmt.Errorf("containerd's default configuration has no %s", r.from)
@@ -280,23 +256,23 @@ func containerdConfig(def, dir string) (string, error) {
 	return def, nil
 }
 
-// cniConfig is the pods' network: a bridge with its gateway, addresses
-// from the node's subnet recorded in the node's directory.
-func cniConfig(dir string) string {
+// cniConfig is the pods' network: the slot's bridge with its gateway,
+// addresses from its subnet recorded in the node's directory.
+func cniConfig(dir string, s *slot) string {
 	return `{
   "cniVersion": "1.0.0",
   "name": "devenv",
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "` + NodeBridge + `",
+      "bridge": "` + s.bridge() + `",
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
         "dataDir": "` + filepath.Join(dir, "cni", "networks") + `",
-        "ranges": [[{"subnet": "` + nodeSubnet + `", "gateway": "` + NodeGateway + `"}]],
+        "ranges": [[{"subnet": "` + s.subnet() + `", "gateway": "` + s.gateway() + `"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
@@ -353,7 +329,7 @@ func (e *Env) startKubelet(ctx context.Context, n *node) error {
 		return err
 	}
 	pkiDir := filepath.Join(e.cfg.Dir, "pki")
-	serving, err := e.ca.IssueServing(n.name, []string{n.name}, []net.IP{net.ParseIP(NodeGateway)})
+	serving, err := e.ca.IssueServing(n.name, []string{n.name}, []net.IP{net.ParseIP(n.slot.gateway())})
 	if err != nil {
 		return err
 	}
@@ -363,14 +339,14 @@ func (e *Env) startKubelet(ctx context.Context, n *node) error {
 	if err := os.WriteFile(filepath.Join(pkiDir, "kubelet.key"), serving.KeyPEM, 0o600); err != nil {
 		return err
 	}
-	cfg := kubeletConfig(n.socket, pkiDir, ports[0], ports[1])
+	cfg := kubeletConfig(n, pkiDir, ports[0], ports[1])
 	path := filepath.Join(n.dir, "kubelet-config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
 	}
 	if n.kubelet, err = e.startProcess("kubelet", filepath.Join(e.cfg.BinDir, "kubelet"),
 		"--config="+path, "--kubeconfig="+kubeconfig, "--root-dir="+filepath.Join(n.dir, "kubelet"),
-		"--node-ip="+NodeGateway, "--v=2"); err != nil {
+		"--node-ip="+n.slot.gateway(), "--v=2"); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(e.Admin)
@@ -393,10 +369,12 @@ func (e *Env) startKubelet(ctx context.Context, n *node) error {
 
 // kubeletConfig: on the bridge's address (a kubelet may not register a
 // loopback one) with its health on loopback, authenticated and authorized by
-// kube-apiserver, cgroup v1 with cgroupfs, no swap check, eviction only
-// when nearly full, and images never collected (none can be pulled again:
-// there is no registry).
-func kubeletConfig(socket, pkiDir string, port, healthzPort int) string {
+// kube-apiserver, cgroup v1 with cgroupfs, its pods under the slot's cgroup
+// and their logs in the node's directory (a kubelet removes pods' cgroups
+// and log folders it does not know: another node's), no swap check,
+// eviction only when nearly full, and images never collected (none can be
+// pulled again: there is no registry).
+func kubeletConfig(n *node, pkiDir string, port, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -413,6 +391,8 @@ authentication:
 authorization: {mode: Webhook}
 containerRuntimeEndpoint: unix://%s
 cgroupDriver: cgroupfs
+cgroupRoot: %s
+podLogsDir: %s
 failCgroupV1: false
 failSwapOn: false
 imageGCHighThresholdPercent: 100
@@ -421,7 +401,8 @@ evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available:
 clusterDomain: %s
 clusterDNS: [%s]
 serializeImagePulls: false
-`, NodeGateway, port, healthzPort, filepath.Join(pkiDir, "kubelet.crt"), filepath.Join(pkiDir, "kubelet.key"), filepath.Join(pkiDir, "ca.crt"), socket, clusterDomain, NodeGateway)
+`, n.slot.gateway(), port, healthzPort, filepath.Join(pkiDir, "kubelet.crt"), filepath.Join(pkiDir, "kubelet.key"), filepath.Join(pkiDir, "ca.crt"),
+		n.socket, n.slot.cgroupRoot(), filepath.Join(n.dir, "pod-logs"), clusterDomain, n.slot.gateway())
 }
 
 // redirectToLoopback makes the pods' bridge (before the first sandbox
@@ -431,23 +412,24 @@ serializeImagePulls: false
 // elsewhere is redirected). Other loopback servers are reachable only once
 // exposed by port (ExposeToPods): etcd's, for one, never is.
 func (n *node) redirectToLoopback(apiserverPort int) error {
-	if _, err := os.Stat("/sys/class/net/" + NodeBridge); err != nil {
-		for _, args := range [][]string{{"link", "add", NodeBridge, "type", "bridge"}, {"addr", "add", NodeGateway + "/16", "dev", NodeBridge}, {"link", "set", NodeBridge, "up"}} {
+	bridge := n.slot.bridge()
+	if _, err := os.Stat("/sys/class/net/" + bridge); err != nil {
+		for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", n.slot.gateway() + "/16", "dev", bridge}, {"link", "set", bridge, "up"}} {
 			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 				return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 			}
 		}
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+NodeBridge+"/route_localnet", []byte("1"), 0o644); err != nil {
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+bridge+"/route_localnet", []byte("1"), 0o644); err != nil {
 		return err
 	}
-	return natRule("tcp", kubernetesServiceIP, "443", "127.0.0.1:"+strconv.Itoa(apiserverPort))
+	return n.natRule("tcp", kubernetesServiceIP, "443", "127.0.0.1:"+strconv.Itoa(apiserverPort))
 }
 
-// natRule redirects proto (tcp, udp) arriving on the bridge for dst:dport
-// to the loopback destination to (ADDRESS:PORT).
-func natRule(proto, dst, dport, to string) error {
-	rules := "*nat\n-A PREROUTING -i " + NodeBridge + " -d " + dst + "/32 -p " + proto + " --dport " + dport +
+// natRule redirects proto (tcp, udp) arriving on the node's bridge for
+// dst:dport to the loopback destination to (ADDRESS:PORT).
+func (n *node) natRule(proto, dst, dport, to string) error {
+	rules := "*nat\n-A PREROUTING -i " + n.slot.bridge() + " -d " + dst + "/32 -p " + proto + " --dport " + dport +
 		" -j DNAT --to-destination " + to + "\nCOMMIT\n"
 	cmd := exec.Command("iptables-restore", "--noflush")
 	cmd.Stdin = strings.NewReader(rules)
@@ -465,10 +447,21 @@ func (e *Env) ExposeToPods(port int) (string, error) {
 		return "", errors.New("no real node (Config.Node)")
 	}
 	p := strconv.Itoa(port)
-	if err := natRule("tcp", NodeGateway, p, "127.0.0.1:"+p); err != nil {
+	gateway := e.node.slot.gateway()
+	if err := e.node.natRule("tcp", gateway, p, "127.0.0.1:"+p); err != nil {
 		return "", err
 	}
-	return net.JoinHostPort(NodeGateway, p), nil
+	return net.JoinHostPort(gateway, p), nil
+}
+
+// NodeGateway is the address of the host as the real node's pods see it
+// (the gateway of their bridge), "" without a node: what a certificate
+// of a server pods reach must name.
+func (e *Env) NodeGateway() string {
+	if e.node == nil {
+		return ""
+	}
+	return e.node.slot.gateway()
 }
 
 // ExposeURL exposes the loopback server of rawURL to pods (ExposeToPods)
@@ -500,18 +493,19 @@ func (e *Env) startScheduler() error {
 	return err
 }
 
-// stopNode stops the node and puts the machine back: the kubelet first (it
+// stopNode stops the node and removes what it made: the kubelet first (it
 // would restart what goes), then every pod sandbox through the CRI (CNI
-// tear-down included), containerd and its shims, the mounts, the bridge
-// and the iptables rules and chains the node added, its cgroups and
-// sysctls. What still differs from the state read before it started is in
-// NodeLeftovers.
+// tear-down included), containerd and its shims, then its mounts, bridge,
+// iptables rules and cgroups. What of it is still there is in
+// NodeLeftovers; so is, when it is the last node running, what differs
+// from the machine the first node found once the kubelets' machine-wide
+// chains and sysctls are put back.
 func (e *Env) stopNode() {
 	n := e.node
 	if n == nil {
 		return
 	}
-	defer n.unlock()
+	defer n.slot.release()
 	if n.containerd == nil {
 		return
 	}
@@ -527,12 +521,18 @@ func (e *Env) stopNode() {
 	}
 	n.containerd.stop()
 	n.killShims()
-	n.restore()
-	after, err := ReadMachineState(n.dir)
-	if err != nil {
-		n.leftovers = []string{err.Error()}
-	} else {
-		n.leftovers = n.before.LeftBehind(after)
+	n.removeOwn()
+	n.leftovers = n.ownLeftovers()
+	if err := n.slot.leave(func() {
+		n.restore()
+		after, err := ReadMachineState()
+		if err != nil {
+			n.leftovers = append(n.leftovers, err.Error())
+			return
+		}
+		n.leftovers = append(n.leftovers, n.before.LeftBehind(after)...)
+	}); err != nil {
+		n.leftovers = append(n.leftovers, err.Error())
 	}
 	for _, l := range n.leftovers {
 		klog.InfoS("The node left the machine changed", "what", l)

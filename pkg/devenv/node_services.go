@@ -89,7 +89,7 @@ func (e *Env) startClusterDNS(ctx context.Context, n *node) error {
 	}
 	dns := strconv.Itoa(ports[0])
 	for _, proto := range []string{"udp", "tcp"} {
-		if err := natRule(proto, NodeGateway, "53", "127.0.0.1:"+dns); err != nil {
+		if err := n.natRule(proto, n.slot.gateway(), "53", "127.0.0.1:"+dns); err != nil {
 			return err
 		}
 	}

@@ -84,8 +84,181 @@ func (n *node) killShims() {
 	}
 }
 
-// restore undoes what the node changed outside its directory, by what
-// differs from the state read before it started.
+// nodeLink tells a link a node makes: a slot's bridge (cni0, cni1, ...)
+// or a pod's veth.
+func nodeLink(name string) bool {
+	if strings.HasPrefix(name, "veth") {
+		return true
+	}
+	_, err := strconv.Atoi(strings.TrimPrefix(name, "cni"))
+	return strings.HasPrefix(name, "cni") && err == nil
+}
+
+// removeOwn removes what the node made for itself alone, while other nodes
+// may run: the mounts under its directory (deepest first), its bridge, the
+// iptables rules naming its bridge or addresses, and its pods' cgroups.
+func (n *node) removeOwn() {
+	mounts, err := mountsBelow(n.dir)
+	if err != nil {
+		klog.ErrorS(err, "Reading the node's mounts")
+	}
+	for _, mp := range mounts {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+			klog.ErrorS(err, "Unmounting", "path", mp)
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + n.slot.bridge()); err == nil {
+		if out, err := exec.Command("ip", "link", "del", n.slot.bridge()).CombinedOutput(); err != nil {
+			klog.ErrorS(err, "Deleting the node's bridge", "output", string(out))
+		}
+	}
+	rules, err := n.ownRules()
+	if err != nil {
+		klog.ErrorS(err, "Reading the node's iptables rules")
+	}
+	for family, script := range undoRules(rules) {
+		restore := map[string]string{"ip4": "iptables-restore", "ip6": "ip6tables-restore"}[family]
+		cmd := exec.Command(restore, "--noflush")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			klog.ErrorS(err, "Removing the node's iptables rules", "family", family, "output", string(out), "script", script)
+		}
+	}
+	cgroups, err := n.ownCgroups()
+	if err != nil {
+		klog.ErrorS(err, "Reading the node's cgroups")
+	}
+	for _, cg := range cgroups {
+		removeCgroupTree(cg)
+	}
+}
+
+// ownLeftovers is what of the node's own is still on the machine.
+func (n *node) ownLeftovers() []string {
+	var out []string
+	mounts, err := mountsBelow(n.dir)
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	for _, mp := range mounts {
+		out = append(out, "mount left behind: "+mp)
+	}
+	if _, err := os.Stat("/sys/class/net/" + n.slot.bridge()); err == nil {
+		out = append(out, "link left behind: "+n.slot.bridge())
+	}
+	rules, err := n.ownRules()
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	for _, r := range rules {
+		out = append(out, "iptables left behind: "+r)
+	}
+	cgroups, err := n.ownCgroups()
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	for _, cg := range cgroups {
+		out = append(out, "cgroup left behind: "+cg)
+	}
+	return out
+}
+
+// ownRules are the iptables rules ("FAMILY TABLE -A ...") that name the
+// node's bridge, subnet or gateway.
+func (n *node) ownRules() ([]string, error) {
+	var own []string
+	for _, family := range []struct{ name, save string }{{"ip4", "iptables-save"}, {"ip6", "ip6tables-save"}} {
+		rules, err := iptablesRules(family.save)
+		if err != nil {
+			return own, err
+		}
+		for _, r := range rules {
+			if n.slot.names(r) {
+				own = append(own, family.name+" "+r)
+			}
+		}
+	}
+	return own, nil
+}
+
+// names tells whether an iptables rule names the slot's bridge, subnet or
+// gateway.
+func (s *slot) names(rule string) bool {
+	if !strings.Contains(rule, " -A ") {
+		return false
+	}
+	rule += " "
+	return strings.Contains(rule, " -i "+s.bridge()+" ") || strings.Contains(rule, " -o "+s.bridge()+" ") ||
+		strings.Contains(rule, " "+s.subnet()+" ") || strings.Contains(rule, " "+s.gateway()+"/32 ")
+}
+
+// ownCgroups are the node's pods' cgroup, in each hierarchy it exists in.
+func (n *node) ownCgroups() ([]string, error) {
+	hierarchies, err := cgroupHierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hierarchies {
+		p := filepath.Join(h, n.slot.cgroupRoot())
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// cgroupHierarchies are the cgroup (v1) hierarchies mounted under
+// /sys/fs/cgroup, each once (cpu and cpuacct may be one, linked twice).
+func cgroupHierarchies() ([]string, error) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range entries {
+		p, err := filepath.EvalSymlinks(filepath.Join("/sys/fs/cgroup", e.Name()))
+		if err != nil || seen[p] {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// makeCgroupRoot makes the cgroup a kubelet puts its pods under (it must
+// exist before the kubelet starts) in every hierarchy. A new cpuset cgroup
+// has no CPUs and no memory nodes, so no process could join one below it:
+// it gets its parent's.
+func makeCgroupRoot(name string) error {
+	hierarchies, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hierarchies {
+		p := filepath.Join(h, name)
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			v, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(p, f), v, 0o644); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(p, f), err)
+			}
+		}
+	}
+	return nil
+}
+
+// restore undoes what nodes changed outside their directories, by what
+// differs from the state the first of them read before it started.
 func (n *node) restore() {
 	now, err := ReadMachineState(n.dir)
 	if err != nil {
@@ -100,7 +273,7 @@ func (n *node) restore() {
 	}
 	added, _ := setDiff(n.before.Links, now.Links)
 	for _, l := range added {
-		if l == NodeBridge || strings.HasPrefix(l, "veth") {
+		if nodeLink(l) {
 			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
 				klog.ErrorS(err, "Deleting a link", "link", l, "output", string(out))
 			}

@@ -54,7 +54,7 @@ type ContainerCheck struct {
 }
 
 // ContainerProcess reads container i of pod p from its cgroup (v1, the
-// kubelet's cgroupfs layout): its memory limit, and its first process's
+// kubelet's cgroupfs layout below its slot's root): its memory limit, and its first process's
 // uid and effective capabilities.
 func ContainerProcess(p *corev1.Pod, i int) (ContainerCheck, error) {
 	var c ContainerCheck
@@ -62,9 +62,10 @@ func ContainerProcess(p *corev1.Pod, i int) (ContainerCheck, error) {
 		return c, fmt.Errorf("no status for container %d", i)
 	}
 	id := strings.TrimPrefix(p.Status.ContainerStatuses[i].ContainerID, "containerd://")
-	matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*", "pod"+string(p.UID), id))
+	// Under its node's slot's cgroup, in a QoS class's or (Guaranteed) not.
+	matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/banlieue-node-*/kubepods*", "*", "pod"+string(p.UID), id))
 	if len(matches) == 0 {
-		matches, _ = filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "pod"+string(p.UID), id))
+		matches, _ = filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/banlieue-node-*/kubepods*", "pod"+string(p.UID), id))
 	}
 	if len(matches) != 1 {
 		return c, fmt.Errorf("container %s: %d memory cgroups", id, len(matches))

@@ -85,7 +85,7 @@ func (e *Env) NewProxmoxProvider(ctx context.Context, c client.Client, p Proxmox
 // certificate naming that address. It returns the simulator (close it when
 // done) and the endpoint pods use.
 func (e *Env) PodsProxmoxSimulator() (*pvesim.Simulator, string, error) {
-	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(NodeGateway)}})
+	sim := pvesim.New(pvesim.Options{ServingIPs: []net.IP{net.ParseIP(e.NodeGateway())}})
 	endpoint, err := e.ExposeURL(sim.URL)
 	if err != nil {
 		sim.Close()

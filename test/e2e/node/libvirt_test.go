@@ -93,7 +93,7 @@ func podsLibvirtd(t *testing.T, ctx context.Context) (string, libvirtTLS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(devenv.NodeGateway)})
+	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(env.NodeGateway())})
 	if err != nil {
 		t.Fatal(err)
 	}

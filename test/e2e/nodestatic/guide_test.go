@@ -51,7 +51,7 @@ const (
 func TestVSphereGuide(t *testing.T) {
 	ctx := context.Background()
 	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: guideTemplate,
-		Username: guideUser, Password: guidePassword, DHCP: true, ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+		Username: guideUser, Password: guidePassword, DHCP: true, ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}})
 	if err != nil {
 		t.Fatal(err)
 	}
