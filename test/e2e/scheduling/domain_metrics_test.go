@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,48 +34,26 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
-// replica is a "banlieue controller" TestMain started: its metrics
-// (HTTPS, authenticated) and probes.
-type replica struct{ metrics, health string }
-
-var replicas []replica
-
-// startReplicas starts n controller replicas with leader election, each
-// serving metrics and probes on ports of its own.
-func startReplicas(n int) error {
-	for i := 0; i < n; i++ {
-		ports, err := loopback.FreePorts(2)
+// leader waits until one of the Deployment's replicas' /readyz?verbose
+// says leading and every other's standby, all answering 200, at least one
+// of them standby, and returns the leader and all the replicas.
+func leader(t *testing.T) (replica, []replica) {
+	t.Helper()
+	var lead replica
+	var all []replica
+	eventually(t, 2*time.Minute, func() error {
+		rs, err := replicas(context.Background())
 		if err != nil {
 			return err
 		}
-		r := replica{
-			metrics: "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics",
-			health:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
-		}
-		if _, err := env.StartController(i, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
-			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1])); err != nil {
-			return err
-		}
-		replicas = append(replicas, r)
-	}
-	return nil
-}
-
-// leader waits until one replica's /readyz?verbose says leading and every
-// other's says standby, all answering 200, and returns the leader.
-func leader(t *testing.T) replica {
-	t.Helper()
-	var lead replica
-	eventually(t, 2*time.Minute, func() error {
 		leading, standby := []replica{}, 0
-		for _, r := range replicas {
+		for _, r := range rs {
 			state, err := devenv.Leadership(r.health)
 			if err != nil {
-				return err
+				return fmt.Errorf("pod %s: %w", r.pod, err)
 			}
 			if state == "leading" {
 				leading = append(leading, r)
@@ -84,24 +61,36 @@ func leader(t *testing.T) replica {
 				standby++
 			}
 		}
-		if len(leading) != 1 || standby != len(replicas)-1 {
-			return fmt.Errorf("%d leading, %d standby of %d", len(leading), standby, len(replicas))
+		if len(leading) != 1 || standby != len(rs)-1 || standby == 0 {
+			return fmt.Errorf("%d leading, %d standby of %d replicas, want 1 leading and the others (at least one) standby", len(leading), standby, len(rs))
 		}
-		lead = leading[0]
+		lead, all = leading[0], rs
 		return nil
 	})
-	return lead
+	return lead, all
 }
 
-// TestStandbyReady: of the two replicas, the one waiting for the lease is
-// live and ready (it can take over) and its verbose /readyz says standby;
-// the leader's says leading.
+// TestStandbyReady: of the controller Deployment's pods, the one waiting
+// for the lease is live and ready (it can take over): its verbose /readyz
+// says standby, the leader's says leading, each answers /healthz, and the
+// kubelet's readiness probe marks each pod Ready.
 func TestStandbyReady(t *testing.T) {
-	leader(t)
-	for _, r := range replicas {
+	ctx := context.Background()
+	_, all := leader(t)
+	for _, r := range all {
 		if code, body, err := metricstest.Get(r.health+"/healthz", ""); err != nil || code != http.StatusOK {
-			t.Errorf("%s/healthz: %d %q %v", r.health, code, body, err)
+			t.Errorf("pod %s: %s/healthz: %d %q %v", r.pod, r.health, code, body, err)
 		}
+		eventually(t, time.Minute, func() error {
+			p := &corev1.Pod{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.pod}, p); err != nil {
+				return err
+			}
+			if !devenv.PodReady(p) {
+				return fmt.Errorf("pod %s not Ready: %+v", p.Name, p.Status.Conditions)
+			}
+			return nil
+		})
 	}
 }
 
@@ -194,7 +183,7 @@ func TestDomainMetrics(t *testing.T) {
 		return nil
 	})
 
-	lead := leader(t)
+	lead, all := leader(t)
 	eventually(t, time.Minute, func() error {
 		families, err := metricstest.Scrape(lead.metrics, token)
 		if err != nil {
@@ -230,16 +219,16 @@ func TestDomainMetrics(t *testing.T) {
 	})
 	// A standby reports no VM counts (sum() over replicas counts each VM
 	// once), though its cache holds them.
-	for _, r := range replicas {
+	for _, r := range all {
 		if r == lead {
 			continue
 		}
 		families, err := metricstest.Scrape(r.metrics, token)
 		if err != nil {
-			t.Fatalf("standby: %v", err)
+			t.Fatalf("standby pod %s: %v", r.pod, err)
 		}
 		if f := families["banlieue_virtualmachines"]; len(f.GetMetric()) > 0 {
-			t.Errorf("standby %s reports %d banlieue_virtualmachines series", r.metrics, len(f.GetMetric()))
+			t.Errorf("standby pod %s reports %d banlieue_virtualmachines series", r.pod, len(f.GetMetric()))
 		}
 	}
 }

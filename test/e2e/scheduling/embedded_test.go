@@ -36,6 +36,11 @@ import (
 // TestEmbeddedControllers: "banlieue apiserver --controllers=..." runs the
 // controllers in the API server process; the VM's missing Provider is
 // reported by them, with no "banlieue controller" process running.
+//
+// The flag is the API server's, and the suite's environment runs the
+// controller Deployment, which would report the VM too: this test starts
+// an environment of its own, without a node (one runs per machine, and the
+// suite's has it), its API server a process as the suite's is.
 func TestEmbeddedControllers(t *testing.T) {
 	ctx := context.Background()
 	// The embedded controllers act with the API server's identity, so it

@@ -14,18 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package scheduling runs the core controllers (two "banlieue controller"
-// replicas with leader election) against the devenv harness and plays the
-// vSphere provider by writing Provider, VMImage and VSphereMachine status.
 package scheduling
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,59 +35,9 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/cmd/dev"
-	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/controllers/capispread"
-	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/devenv/logscan"
 )
-
-const ns = devenv.Namespace
-
-var (
-	env     *devenv.Env
-	c       client.Client
-	root    string
-	kubectl string
-)
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
-	kubectl = filepath.Join(root, "bin", "kubectl")
-	dir, err := os.MkdirTemp("", "banlieue-sched-")
-	if err != nil {
-		panic(err)
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "scheduling: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		return 1
-	}
-	defer env.Stop()
-	// Two replicas with leader election, serving their metrics and
-	// probes (domain_metrics_test.go reads them).
-	if err := startReplicas(2); err != nil {
-		fmt.Fprintf(os.Stderr, "scheduling: controllers: %v\n", err)
-		return 1
-	}
-	scheme, err := controllers.Scheme()
-	if err != nil {
-		panic(err)
-	}
-	if c, err = client.New(env.Admin, client.Options{Scheme: scheme}); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	if err := env.NoConflictErrors("controller-*"); err != nil {
-		fmt.Fprintf(os.Stderr, "scheduling: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "scheduling: logs in %s\n", filepath.Join(dir, "logs"))
-	}
-	return code
-}
 
 func kc(t *testing.T, args ...string) string {
 	t.Helper()
@@ -371,8 +316,8 @@ func TestTroubleshootingReasons(t *testing.T) {
 }
 
 // TestSpreadAndCleanup: 100 VMs over 2 Providers x 3 failure domains spread
-// evenly with two controller replicas running; one VSphereMachine per VM;
-// deleting the namespace removes everything.
+// evenly with the controller Deployment's replicas running; one
+// VSphereMachine per VM; deleting the namespace removes everything.
 func TestSpreadAndCleanup(t *testing.T) {
 	ctx := context.Background()
 	kc(t, "apply", "-f", "artifacts/examples/vmclass.yaml", "-f", "artifacts/examples/vmimage.yaml")
@@ -461,11 +406,11 @@ func TestSpreadAndCleanup(t *testing.T) {
 	}
 }
 
-// controllerErrors returns the controllers' "Reconciler error" log lines
-// that contain substr.
+// controllerErrors returns the "Reconciler error" lines that contain
+// substr in the controller pods' logs (every container run so far).
 func controllerErrors(t *testing.T, substr string) []string {
 	t.Helper()
-	lines, err := env.ReconcileErrors("controller-*", substr)
+	lines, err := logscan.ReconcileErrors(podLogs, "controller-*", substr)
 	if err != nil {
 		t.Fatal(err)
 	}

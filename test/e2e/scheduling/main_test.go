@@ -1,0 +1,173 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package scheduling runs the core controllers in pod mode: the shipped
+// controller Deployment, as it is (its replicas elect a leader), as pods
+// of the release image on a real node, against banlieue's API server run
+// as a process (devenv.NodeSuite, as test/e2e/node). No test here kills or
+// pauses a component, so none needs process mode. The tests read the
+// replicas' probes and metrics at their pod IPs and scan their pods'
+// logs, copied as they are written.
+//
+// The tests play the providers, writing Provider, VMImage and
+// VSphereMachine status: the controller is under test, not the providers,
+// and playing them sets each failure domain, capability and machine state
+// the scheduling checks need at the moment they need it, with no backend.
+// TestEmbeddedControllers starts an environment of its own (embedded_test.go).
+package scheduling
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/controllers"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/devenv/logscan"
+)
+
+const (
+	ns = devenv.Namespace
+	// deployment is the shipped controller Deployment's name.
+	deployment = "banlieue-controller"
+)
+
+var (
+	env     *devenv.Env
+	c       client.Client
+	root    string
+	kubectl string
+	// podLogs holds the controller pods' logs, one file per container
+	// run, named controller-* (devenv.FollowPodLogs).
+	podLogs string
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.NewKlogr())
+	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
+	kubectl = filepath.Join(root, "bin", "kubectl")
+	var err error
+	if podLogs, err = os.MkdirTemp("", "banlieue-scheduling-pods-"); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduling: %v\n", err)
+		os.Exit(1)
+	}
+	stopLogs := func() {}
+	code := devenv.NodeSuite{Name: "scheduling", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+		Ready: func(e *devenv.Env) error {
+			env = e
+			scheme, err := controllers.Scheme()
+			if err != nil {
+				return err
+			}
+			if c, err = client.New(env.Admin, client.Options{Scheme: scheme}); err != nil {
+				return err
+			}
+			stop, err := installController()
+			if stop != nil {
+				stopLogs = stop
+			}
+			return err
+		}}.Run(m)
+	// The copies end with the environment; what they wrote is complete.
+	stopLogs()
+	if err := logscan.NoConflictErrors(podLogs, "controller-*"); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduling: controller pods: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		_ = os.RemoveAll(podLogs)
+	} else {
+		fmt.Fprintf(os.Stderr, "scheduling: controller pods' logs in %s\n", podLogs)
+	}
+	os.Exit(code)
+}
+
+// installController applies the shipped controller Deployment, copies
+// its pods' logs into podLogs from then on, and waits for its rollout;
+// it returns what stops the copying.
+func installController() (stopLogs func(), err error) {
+	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
+	if out, err := env.Kubectl("", "apply", "-f", manifest); err != nil {
+		return nil, fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	d := &appsv1.Deployment{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deployment}, d); err != nil {
+		return nil, err
+	}
+	if stopLogs, err = env.FollowPodLogs(ns, metav1.FormatLabelSelector(d.Spec.Selector), podLogs, "controller"); err != nil {
+		return nil, err
+	}
+	if out, err := env.Kubectl("", "-n", ns, "rollout", "status", "deploy/"+deployment, "--timeout=120s"); err != nil {
+		return stopLogs, fmt.Errorf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(context.Background()))
+	}
+	return stopLogs, nil
+}
+
+// replica is a pod of the controller Deployment: its metrics (HTTPS,
+// authenticated) and probes at its pod IP (the host reaches pods on the
+// node's bridge), on the ports its container names metrics and health.
+type replica struct{ pod, metrics, health string }
+
+// replicas returns the Deployment's pods, as many as it asks for, each
+// with an IP; an error while a rollout or a replacement is under way.
+func replicas(ctx context.Context) ([]replica, error) {
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: deployment}, d); err != nil {
+		return nil, err
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		return nil, err
+	}
+	var out []replica
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Status.PodIP == "" {
+			return nil, fmt.Errorf("pod %s has no IP yet", p.Name)
+		}
+		ports := map[string]string{}
+		for _, ctr := range p.Spec.Containers {
+			for _, port := range ctr.Ports {
+				ports[port.Name] = strconv.Itoa(int(port.ContainerPort))
+			}
+		}
+		if ports["metrics"] == "" || ports["health"] == "" {
+			return nil, fmt.Errorf("pod %s names no metrics and health ports: %v", p.Name, ports)
+		}
+		out = append(out, replica{pod: p.Name,
+			metrics: "https://" + net.JoinHostPort(p.Status.PodIP, ports["metrics"]) + "/metrics",
+			health:  "http://" + net.JoinHostPort(p.Status.PodIP, ports["health"]),
+		})
+	}
+	if want := int(*d.Spec.Replicas); len(out) != want {
+		return nil, fmt.Errorf("%d pods of %s, it asks for %d", len(out), deployment, want)
+	}
+	return out, nil
+}
