@@ -372,8 +372,11 @@ func (e *Env) startKubelet(ctx context.Context, n *node) error {
 // kube-apiserver, cgroup v1 with cgroupfs, its pods under the slot's cgroup
 // and their logs in the node's directory (a kubelet removes pods' cgroups
 // and log folders it does not know: another node's), no swap check,
-// eviction only when nearly full, and images never collected (none can be
-// pulled again: there is no registry).
+// eviction only when nearly full, images never collected (none can be
+// pulled again: there is no registry), and a container that ended started
+// again within a second (tests kill components as a crash would and wait
+// for them, as they would for a process; a cluster's default backoff
+// grows to 5 minutes).
 func kubeletConfig(n *node, pkiDir string, port, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -401,6 +404,7 @@ evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available:
 clusterDomain: %s
 clusterDNS: [%s]
 serializeImagePulls: false
+crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 `, n.slot.gateway(), port, healthzPort, filepath.Join(pkiDir, "kubelet.crt"), filepath.Join(pkiDir, "kubelet.key"), filepath.Join(pkiDir, "ca.crt"),
 		n.socket, n.slot.cgroupRoot(), filepath.Join(n.dir, "pod-logs"), clusterDomain, n.slot.gateway())
 }

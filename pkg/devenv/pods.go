@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -49,6 +50,7 @@ func PodReady(p *corev1.Pod) bool {
 
 // ContainerCheck is what the kernel says of a container's main process.
 type ContainerCheck struct {
+	PID         int
 	UID, CapEff string
 	MemoryLimit int64
 }
@@ -85,6 +87,9 @@ func ContainerProcess(p *corev1.Pod, i int) (ContainerCheck, error) {
 	if len(pid) == 0 {
 		return c, fmt.Errorf("container %s has no process", id)
 	}
+	if c.PID, err = strconv.Atoi(pid[0]); err != nil {
+		return c, err
+	}
 	status, err := os.ReadFile(filepath.Join("/proc", pid[0], "status"))
 	if err != nil {
 		return c, err
@@ -99,6 +104,31 @@ func ContainerProcess(p *corev1.Pod, i int) (ContainerCheck, error) {
 		}
 	}
 	return c, nil
+}
+
+// KillContainer SIGKILLs the main process of container i of pod p, as
+// the kernel's OOM killer or a node's crash would end it, and returns its
+// restart count before: the kubelet starts it again (within a second on
+// this node: kubeletConfig), and RestartedSince tells when it has.
+func KillContainer(p *corev1.Pod, i int) (int32, error) {
+	proc, err := ContainerProcess(p, i)
+	if err != nil {
+		return 0, err
+	}
+	if err := syscall.Kill(proc.PID, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("pod %s: killing pid %d: %w", p.Name, proc.PID, err)
+	}
+	return p.Status.ContainerStatuses[i].RestartCount, nil
+}
+
+// RestartedSince tells whether container i of p has been started again
+// since restarts, and is running and ready.
+func RestartedSince(p *corev1.Pod, i int, restarts int32) bool {
+	if len(p.Status.ContainerStatuses) <= i {
+		return false
+	}
+	s := p.Status.ContainerStatuses[i]
+	return s.RestartCount > restarts && s.State.Running != nil && s.Ready
 }
 
 // PodsSummary says where each pod is and what it waits for: what a test

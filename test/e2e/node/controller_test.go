@@ -37,7 +37,9 @@ import (
 // runs as uid 65532 with no capabilities and the memory limit in its
 // cgroup, its readiness probe passes, and one replica leads through the
 // Lease with its projected ServiceAccount token (kube-apiserver
-// authenticated it; the holder is a pod of the Deployment).
+// authenticated it; the holder is a pod of the Deployment). A container
+// whose process is SIGKILLed (devenv.KillContainer, how tests crash a
+// component in pod mode) is running and ready again.
 func TestControllerRunsAsPods(t *testing.T) {
 	ctx := context.Background()
 	installController(t)
@@ -108,6 +110,22 @@ func TestControllerRunsAsPods(t *testing.T) {
 	}); err != nil {
 		t.Errorf("no Lease held by a controller pod of %v", names)
 	}
+
+	// A crash as a test makes one: the container's process SIGKILLed,
+	// the kubelet starts it again and it is ready once more.
+	victim := pods.Items[0]
+	restarts, err := devenv.KillContainer(&victim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(victim.Namespace).Get(ctx, victim.Name, metav1.GetOptions{})
+		return err == nil && devenv.RestartedSince(p, 0, restarts), nil
+	}); err != nil {
+		t.Errorf("pod %s: the killed container was not running and ready again within a minute", victim.Name)
+	}
+	t.Logf("pod %s: killed container running and ready again after %s", victim.Name, time.Since(killed).Round(100*time.Millisecond))
 }
 
 // installController applies the shipped controller Deployment and waits
