@@ -18,6 +18,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,26 +49,41 @@ func TestProxmoxProviderRunsAsPods(t *testing.T) {
 	// lab-proxmox-token is the Secret the shipped credentials Role names.
 	p := podProxmoxProvider(t, ctx, c, "pod-proxmox", "lab-proxmox-token")
 
-	runStaticProvider(t, ctx, c, p, "proxmox")
+	runStaticProvider(t, ctx, c, p, "proxmox", nil)
 }
 
 // runStaticProvider applies the shipped provider Deployment of backend and
-// its configuration as they are, and checks what the install guide says
-// of it (kubectl rollout status and logs) and that it reports p Ready; the
-// pod's own token is asked the least-privilege matrix (test/grants). p
-// goes first when the test ends, while a provider pod is there to release
-// it, then the Deployment.
-func runStaticProvider(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.Provider, backend string) {
+// its configuration as they are, but for settings: edits of the
+// configuration's keys, made as its own comment tells an administrator
+// (kubectl patch) before the Deployment starts. It checks what the install
+// guide says of it (kubectl rollout status and logs) and that it reports p
+// Ready; the pod's own token is asked the least-privilege matrix
+// (test/grants). p goes first when the test ends, while a provider pod is
+// there to release it, then the Deployment.
+func runStaticProvider(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.Provider, backend string, settings map[string]string) {
 	t.Helper()
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
-	manifests := []string{"-f", filepath.Join(dir, "config.yaml"), "-f", filepath.Join(dir, "deployment.yaml")}
-	if out, err := env.Kubectl("", append([]string{"apply"}, manifests...)...); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	config, deployment := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "deployment.yaml")
 	t.Cleanup(func() {
 		devenv.DeleteProvider(ctx, c, p)
-		_, _ = env.Kubectl("", append([]string{"delete", "--wait=true", "--timeout=60s"}, manifests...)...)
+		_, _ = env.Kubectl("", "delete", "--wait=true", "--timeout=60s", "--ignore-not-found", "-f", config, "-f", deployment)
 	})
+	if out, err := env.Kubectl("", "apply", "-f", config); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	if len(settings) > 0 {
+		patch, err := json.Marshal(map[string]any{"data": settings})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := env.Kubectl("", "-n", devenv.Namespace, "patch", "configmap", "banlieue-provider-"+backend+"-config",
+			"--type=merge", "-p", string(patch)); err != nil {
+			t.Fatalf("kubectl patch: %v\n%s", err, out)
+		}
+	}
+	if out, err := env.Kubectl("", "apply", "-f", deployment); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
 	deploy := "deploy/banlieue-provider-" + backend
 	if out, err := env.Kubectl("", "-n", devenv.Namespace, "rollout", "status", deploy, "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(ctx))

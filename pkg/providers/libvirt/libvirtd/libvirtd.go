@@ -20,7 +20,9 @@ limitations under the License.
 // (a libvirt network with DHCP, its bridge and firewall rules) exist only
 // there and reach nothing outside, and its state, sockets, logs and
 // storage live under one directory. It is reached from outside over its
-// unix socket, and stopped by PID. Domains are type qemu (TCG): KVM is not
+// unix socket and, when it listens for TLS, through a forwarder on the
+// host's loopback into its namespace; it is stopped by PID, with whatever
+// else runs in its namespace. Domains are type qemu (TCG): KVM is not
 // relied on.
 package libvirtd
 
@@ -29,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -40,6 +43,7 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"golang.org/x/sys/unix"
 )
 
 // Names of what Start sets up.
@@ -63,6 +67,9 @@ type Daemon struct {
 	// netns is the daemon's network namespace (/proc/PID/ns/net's link):
 	// Stop kills whatever still runs in it (dnsmasq, QEMU).
 	netns string
+	// fwd is the way in to a daemon listening for TLS, or nil.
+	fwd *forwarder
+	log io.Writer
 }
 
 // Missing says what this machine lacks to run a libvirtd, or "".
@@ -78,10 +85,12 @@ func Missing() string {
 	return ""
 }
 
-// TLS makes a daemon listen for qemu+tls:// on 127.0.0.1:Port with the
-// server certificate and key (PEM), trusting client certificates CA signs.
-// Such a daemon cannot be in a network namespace of its own (it would be
-// unreachable), so it gets no guest network: it serves connection tests.
+// TLS makes a daemon listen for qemu+tls:// with the server certificate
+// and key (PEM), trusting client certificates CA signs. The daemon listens
+// on 127.0.0.1:Port inside its own network namespace, beside its guest
+// network, and is reached on the host's 127.0.0.1:Port, where a forwarder
+// carries each connection into the namespace: clients connect as to a
+// remote host, and the guests' networks still reach nothing outside.
 type TLS struct {
 	Port                      int
 	CA, ServerCert, ServerKey []byte
@@ -94,8 +103,8 @@ func Start(ctx context.Context, dir, cacheDir string, log io.Writer) (*Daemon, e
 	return start(ctx, dir, cacheDir, log, nil)
 }
 
-// StartTLS runs a libvirtd under dir that also listens for TLS (see TLS),
-// with Pool but no Network.
+// StartTLS runs a libvirtd under dir as Start does (Network and Pool) that
+// also listens for TLS, reached on the host's 127.0.0.1:tls.Port (see TLS).
 func StartTLS(ctx context.Context, dir, cacheDir string, log io.Writer, tls TLS) (*Daemon, error) {
 	return start(ctx, dir, cacheDir, log, &tls)
 }
@@ -104,27 +113,57 @@ func start(ctx context.Context, dir, cacheDir string, log io.Writer, tls *TLS) (
 	if m := Missing(); m != "" {
 		return nil, fmt.Errorf("libvirtd cannot run here: needs %s", m)
 	}
-	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "run", "libvirt-sock"), done: make(chan struct{})}
+	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "run", "libvirt-sock"), done: make(chan struct{}), log: log}
 	d.URI = (&url.URL{Scheme: "qemu+unix", Path: "/system", RawQuery: "socket=" + d.Socket}).String()
 	if cacheDir == "" {
 		cacheDir = filepath.Join(dir, "cache")
 	}
+	if err := prepare(dir, cacheDir, tls); err != nil {
+		return nil, err
+	}
+	if err := d.run(dir, cacheDir, tls != nil); err != nil {
+		return nil, err
+	}
+	if err := d.setUp(ctx); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	if err := d.enter(tls); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// prepare makes the daemon's directories and configuration, and the mount
+// points its mount namespace binds them to.
+func prepare(dir, cacheDir string, tls *TLS) error {
 	for _, sub := range []string{"etc", "run", "lib", "log/qemu", "pool"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	if err := writeConfig(dir, tls); err != nil {
-		return nil, err
+		return err
 	}
 	// The mount points must exist outside for the bind mounts inside.
 	for _, p := range []string{"/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/cache/libvirt", "/var/log/libvirt"} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// run starts libvirtd in new network and mount namespaces, listening for
+// TLS (as its configuration says) when listen.
+func (d *Daemon) run(dir, cacheDir string, listen bool) error {
+	libvirtd := "exec libvirtd "
+	if listen {
+		libvirtd += "--listen "
 	}
 	script := strings.Join([]string{
 		"set -e",
@@ -135,37 +174,45 @@ func start(ctx context.Context, dir, cacheDir string, log io.Writer, tls *TLS) (
 		"mount --bind " + cacheDir + " /var/cache/libvirt",
 		"mount --bind " + filepath.Join(dir, "log") + " /var/log/libvirt",
 		"ip link set lo up",
-		"exec libvirtd -f /etc/libvirt/libvirtd.conf -p " + filepath.Join(dir, "libvirtd.pid"),
+		libvirtd + "-f /etc/libvirt/libvirtd.conf -p " + filepath.Join(dir, "libvirtd.pid"),
 	}, "\n")
-	namespaces := []string{"--net", "--mount"}
-	if tls != nil {
-		script = strings.Replace(script, "ip link set lo up", "true", 1)
-		script = strings.Replace(script, "exec libvirtd ", "exec libvirtd --listen ", 1)
-		namespaces = []string{"--mount"}
-	}
 	// unshare execs sh, which execs libvirtd: the PID is the daemon's.
-	d.cmd = exec.Command("unshare", append(namespaces, "sh", "-c", script)...)
-	d.cmd.Stdout, d.cmd.Stderr = log, log
+	d.cmd = exec.Command("unshare", "--net", "--mount", "sh", "-c", script)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting libvirtd: %w", err)
+		return fmt.Errorf("starting libvirtd: %w", err)
 	}
 	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	if err := d.setUp(ctx, tls == nil); err != nil {
-		d.Stop()
-		return nil, err
+	return nil
+}
+
+// enter records the daemon's network namespace, checking it is not this
+// process's, and for a daemon listening for TLS opens the way in: a
+// forwarder from the host's 127.0.0.1:Port to 127.0.0.1:Port in there.
+func (d *Daemon) enter(tls *TLS) error {
+	// Opened first, read through the open file: the namespace is the one
+	// the daemon was in, even if its PID went meanwhile.
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", d.cmd.Process.Pid))
+	if err != nil {
+		return fmt.Errorf("opening libvirtd's network namespace: %w", err)
 	}
-	if tls != nil {
-		return d, nil
-	}
-	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", d.cmd.Process.Pid))
+	netns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", ns.Fd()))
 	own, _ := os.Readlink("/proc/self/ns/net")
 	if err != nil || netns == own {
-		d.Stop()
-		return nil, fmt.Errorf("libvirtd is not in a network namespace of its own (%s, %v)", netns, err)
+		_ = ns.Close()
+		return fmt.Errorf("libvirtd is not in a network namespace of its own (%s, %v)", netns, err)
 	}
 	d.netns = netns
-	return d, nil
+	if tls == nil {
+		return ns.Close()
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tls.Port))
+	if d.fwd, err = forward(addr, ns, addr, d.log); err != nil {
+		_ = ns.Close()
+		return err
+	}
+	return nil
 }
 
 func writeConfig(dir string, tls *TLS) error {
@@ -229,9 +276,8 @@ func (d *Daemon) Connect() (*golibvirt.Libvirt, error) {
 	return l, nil
 }
 
-// setUp waits for the socket, then defines and starts Pool, and Network
-// when withNetwork.
-func (d *Daemon) setUp(ctx context.Context, withNetwork bool) error {
+// setUp waits for the socket, then defines and starts Network and Pool.
+func (d *Daemon) setUp(ctx context.Context) error {
 	var l *golibvirt.Libvirt
 	for {
 		var err error
@@ -247,13 +293,11 @@ func (d *Daemon) setUp(ctx context.Context, withNetwork bool) error {
 		}
 	}
 	defer func() { _ = l.Disconnect() }()
-	net := fmt.Sprintf(`<network><name>%s</name><bridge name='virbr-bl'/>
+	network := fmt.Sprintf(`<network><name>%s</name><bridge name='virbr-bl'/>
   <ip address='%s.1' netmask='255.255.255.0'><dhcp><range start='%s.10' end='%s.200'/></dhcp></ip></network>`,
 		Network, Subnet, Subnet, Subnet)
-	if withNetwork {
-		if err := ensureNetwork(l, net); err != nil {
-			return err
-		}
+	if err := ensureNetwork(l, network); err != nil {
+		return err
 	}
 	return d.ensurePool(l)
 }
@@ -353,9 +397,14 @@ func (d *Daemon) Clients() ([]string, error) {
 	return clients, nil
 }
 
-// Stop destroys every domain and network (their QEMU and dnsmasq
-// processes), then stops the daemon by its PID.
+// Stop closes the way in (the TLS forwarder and its connections), destroys
+// every domain and network (their QEMU and dnsmasq processes), stops the
+// daemon by its PID, then kills whatever still runs in its network
+// namespace.
 func (d *Daemon) Stop() {
+	if d.fwd != nil {
+		d.fwd.close()
+	}
 	if l, err := d.Connect(); err == nil {
 		if doms, _, err := l.ConnectListAllDomains(1, golibvirt.ConnectListDomainsActive); err == nil {
 			for _, dom := range doms {
@@ -382,11 +431,42 @@ func (d *Daemon) Stop() {
 }
 
 // killNamespace SIGKILLs every process left in the daemon's network
-// namespace: libvirt leaves its networks' dnsmasq running when it stops.
+// namespace (libvirt leaves its networks' dnsmasq running when it stops)
+// and waits until each has exited.
 func (d *Daemon) killNamespace() {
-	if d.netns == "" {
-		return
+	for _, pid := range d.Processes() {
+		// Through a pidfd: the signal and the wait reach this process,
+		// not one that took its PID after it exited.
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			waitExit(fd, 15*time.Second)
+		}
+		_ = unix.Close(fd)
 	}
+}
+
+// waitExit waits until the process of pidfd exits (the pidfd becomes
+// readable), at most timeout.
+func waitExit(pidfd int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for left := timeout; left > 0; left = time.Until(deadline) {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		if !errors.Is(err, unix.EINTR) || n > 0 {
+			return
+		}
+	}
+}
+
+// Processes are the PIDs of the processes in the daemon's network
+// namespace (libvirtd, dnsmasq, QEMU): none once Stop returned.
+func (d *Daemon) Processes() []int {
+	if d.netns == "" {
+		return nil
+	}
+	var pids []int
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -394,7 +474,8 @@ func (d *Daemon) killNamespace() {
 			continue
 		}
 		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns == d.netns {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
