@@ -20,10 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,90 +32,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/console"
 	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/images/imagetest"
-	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/metricstest"
-	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 	"github.com/firestoned/banlieue/test/monitoring/promcheck"
 )
 
-const ns = devenv.Namespace
-
-var (
-	root       string
-	env        *devenv.Env
-	sim        *pvesim.Simulator
-	c          client.Client
-	kubectlBin string
-	// The metrics endpoints of the controller and the Proxmox provider
-	// (HTTPS, authenticated as in a cluster).
-	controllerMetrics, providerMetrics string
-)
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-// run starts the control plane, the controller and the Proxmox provider
-// against the in-repo simulator (the fastest backend to run for real),
-// each serving its metrics as its Deployment does.
-func run(m *testing.M) int {
-	root, _ = filepath.Abs(filepath.Join("..", ".."))
-	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
-		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes()})
-	defer sim.Close()
-	dir, err := os.MkdirTemp("", "banlieue-monitoring-")
-	if err != nil {
-		panic(err)
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "monitoring: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		return 1
-	}
-	defer env.Stop()
-	ports, err := loopback.FreePorts(2)
-	if err != nil {
-		panic(err)
-	}
-	controllerMetrics = "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
-	providerMetrics = "https://127.0.0.1:" + strconv.Itoa(ports[1]) + "/metrics"
-	if _, err := env.StartController(0, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0])); err != nil {
-		fmt.Fprintf(os.Stderr, "monitoring: controller: %v\n", err)
-		return 1
-	}
-	if _, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms",
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1])); err != nil {
-		fmt.Fprintf(os.Stderr, "monitoring: provider: %v\n", err)
-		return 1
-	}
-	if c, err = env.ServedClient(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "monitoring: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "monitoring: logs in %s\n", filepath.Join(dir, "logs"))
-		return code
-	}
-	_ = os.RemoveAll(dir)
-	return 0
-}
-
-// TestArtifactsQueryExportedMetrics drives the running binaries until
-// every series the artifacts read exists — a VM Ready on a Provider, a VM
-// whose class does not exist, a Provider whose token the simulator
-// refuses (failed logins), a VM whose clone the simulator fails (backend
-// call errors), an image imported by URL, a
+// TestArtifactsQueryExportedMetrics drives the controller's and the
+// provider's pods until every series the artifacts read exists — a VM
+// Ready on a Provider, a VM whose class does not exist, a Provider whose
+// token the simulator refuses (failed logins), a VM whose clone the
+// simulator fails (backend call errors), an image imported by URL, a
 // reconnect after the Secret changed, a console attach refused — then
-// scrapes the controller and the provider as a Prometheus holding
-// banlieue-metrics-reader would, and checks every alert rule, dashboard
-// target and dashboard variable against what they export: a metric or
-// label read and not exported fails, naming the rule or panel.
+// scrapes every target of the shipped ServiceMonitor as a Prometheus
+// holding banlieue-metrics-reader would, merges them as a query reads
+// them, and checks every alert rule, dashboard target and dashboard
+// variable against what they export: a metric or label read and not
+// exported fails, naming the rule or panel. Of the controller's replicas
+// only the leader exports banlieue_virtualmachines, so a sum() over the
+// targets counts each VM once.
 func TestArtifactsQueryExportedMetrics(t *testing.T) {
-	ctx := context.Background()
 	rules, err := promcheck.Rules(filepath.Join(root, "artifacts", "monitoring", "prometheus-rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -128,20 +62,31 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	queries := append(promcheck.RuleQueries(rules), dashboard.Queries()...)
-	token := scraperToken(t)
 
-	// A Ready Provider, and one whose token the simulator refuses.
+	good, vm := provisionAndFail(t)
+	importByURL(t)
+	rotateSecret(t, "monitoring-token")
+	refusedAttach(t, good, vm)
+
+	scrapes, families := scrapeUntilRead(t, queries)
+	t.Logf("%d queries (%d of them rules, the others dashboard targets and variables) read only exported metrics and labels of %d targets",
+		len(queries), len(promcheck.RuleQueries(rules)), len(scrapes))
+	checkDriven(t, families)
+	checkLeaderCountsVMs(t, scrapes)
+}
+
+// provisionAndFail makes a Ready Provider and one whose token the
+// simulator refuses, a VM Ready on the first, one whose class does not
+// exist, and one whose clones the simulator fails; it returns the Ready
+// Provider and VM.
+func provisionAndFail(t *testing.T) (*v1alpha1.Provider, *v1alpha1.VirtualMachine) {
+	t.Helper()
+	ctx := context.Background()
 	good := proxmoxProvider(t, "monitoring-pve", "monitoring-token", sim.Secret, map[string]string{"monitoring": "yes"})
-	if err := c.Create(ctx, good); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, proxmoxProvider(t, "monitoring-refused", "monitoring-wrong-token", "not-the-secret", nil)); err != nil {
-		t.Fatal(err)
-	}
+	create(t, good, proxmoxProvider(t, "monitoring-refused", "monitoring-wrong-token", "not-the-secret", nil))
 	waitProvider(t, "monitoring-pve", "InventoryWalked")
 	waitProvider(t, "monitoring-refused", "ConnectFailed")
 
-	// A VM made Ready on it, and one whose class does not exist.
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "debian-12"},
 		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
 	class := &v1alpha1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}, Spec: v1alpha1.VMClassSpec{
@@ -151,11 +96,7 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 		Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"monitoring": "yes"}}}}}
 	noClass := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-no-class", Namespace: ns}, Spec: v1alpha1.VirtualMachineSpec{
 		ClassRef: v1alpha1.LocalObjectReference{Name: "no-such-class"}, ImageRef: v1alpha1.LocalObjectReference{Name: "debian-12"}}}
-	for _, o := range []client.Object{img, class, vm, noClass} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create(t, img, class, vm, noClass)
 	waitCondition(t, vm, "Ready", metav1.ConditionTrue, "")
 	waitCondition(t, noClass, "Scheduled", metav1.ConditionFalse, "ClassNotFound")
 
@@ -166,68 +107,95 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 	t.Cleanup(func() { sim.FailTasks("qmclone", "") })
 	cloneFails := vm.DeepCopy()
 	cloneFails.ObjectMeta = metav1.ObjectMeta{Name: "monitoring-clone-fails", Namespace: ns}
-	if err := c.Create(ctx, cloneFails); err != nil {
+	create(t, cloneFails)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
 		t.Fatal(err)
 	}
+	return good, vm
+}
 
-	// An image imported by URL (the import's bytes and attempts).
+// importByURL imports an image by URL (the import's bytes and attempts)
+// and waits for it to be Ready. The provider's pod fetches it: the
+// server's port is exposed to pods.
+func importByURL(t *testing.T) {
+	t.Helper()
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
 	srv := imagetest.Serve(t, map[string]string{"/guest.qcow2": guest})
-	imported := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-imported"}, Spec: v1alpha1.VMImageSpec{
-		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: srv.URL("/guest.qcow2"), Checksum: imagetest.Checksum(t, guest),
-			Format: v1alpha1.ImageFormatQCOW2, ProviderClasses: []string{"proxmox"}}}}
-	if err := c.Create(ctx, imported); err != nil {
+	url, err := env.ExposeURL(srv.URL("/guest.qcow2"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	imported := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-imported"}, Spec: v1alpha1.VMImageSpec{
+		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: url, Checksum: imagetest.Checksum(t, guest),
+			Format: v1alpha1.ImageFormatQCOW2, ProviderClasses: []string{"proxmox"}}}}
+	create(t, imported)
 	waitCondition(t, imported, "Ready", metav1.ConditionTrue, "")
+}
 
-	// The good Provider's Secret changes: its session is replaced, a
-	// reconnect.
+// rotateSecret changes a Provider's Secret: its session is replaced at
+// the next resync, a reconnect.
+func rotateSecret(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
 	secret := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "monitoring-token"}, secret); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
 		t.Fatal(err)
 	}
 	secret.Annotations = map[string]string{"monitoring.banlieue.io/rotated": time.Now().UTC().Format(time.RFC3339)}
 	if err := c.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// A console attach without the API server's token: refused.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
-		t.Fatal(err)
+// refusedAttach attaches to vm's console at the endpoint p publishes (its
+// leader pod's address) without the API server's token: refused.
+func refusedAttach(t *testing.T, p *v1alpha1.Provider, vm *v1alpha1.VirtualMachine) {
+	t.Helper()
+	if p.Status.Console == nil {
+		t.Fatalf("Provider %s publishes no console endpoint", p.Name)
 	}
-	if good.Status.Console == nil {
-		t.Fatalf("Provider %s publishes no console endpoint", good.Name)
-	}
-	attach := good.Status.Console.Endpoint + console.PathPrefix + ns + "/virtualmachines/" + vm.Name + "?provider=" + ns + "/" + good.Name
+	attach := p.Status.Console.Endpoint + console.PathPrefix + ns + "/virtualmachines/" + vm.Name + "?provider=" + ns + "/" + p.Name
 	if code, body, err := metricstest.Get(attach, ""); err != nil || code < 400 {
 		t.Fatalf("an attach without a token: HTTP %d %.200s %v", code, body, err)
 	}
+}
 
-	// Until every query reads what is exported: the series follow the
-	// reconciles (the reconnect at the next resync).
+// scrapeUntilRead scrapes the ServiceMonitor's targets until every query
+// reads what they export, merged: the series follow the reconciles (the
+// reconnect at the next resync). It returns the last scrapes and their
+// merge.
+func scrapeUntilRead(t *testing.T, queries []promcheck.Query) ([]scraped, metricstest.Families) {
+	t.Helper()
+	sm, err := shippedServiceMonitor()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var findings []promcheck.Finding
-	var scraped metricstest.Families
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		scraped = nil
-		for _, url := range []string{controllerMetrics, providerMetrics} {
-			f, err := metricstest.Scrape(url, token)
-			if err != nil {
-				findings = []promcheck.Finding{{Source: url, Detail: err.Error()}}
-				return false, nil
-			}
-			scraped = scraped.Merge(f)
+	var scrapes []scraped
+	var families metricstest.Families
+	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if scrapes, err = scrapeAll(ctx, sm); err == nil {
+			families, err = merged(scrapes)
 		}
-		findings = promcheck.Check(scraped, queries)
+		if err != nil {
+			findings = []promcheck.Finding{{Source: "ServiceMonitor " + sm.Name, Detail: err.Error()}}
+			return false, nil
+		}
+		findings = promcheck.Check(families, queries)
 		return len(findings) == 0, nil
 	}); err != nil {
 		for _, f := range findings {
 			t.Error(f)
 		}
-		t.Fatalf("%d queries of %d read what the binaries do not export", len(findings), len(queries))
+		t.Fatalf("%d findings: queries among the %d read what the targets do not export", len(findings), len(queries))
 	}
-	t.Logf("%d queries (%d of them rules, the others dashboard targets and variables) read only exported metrics and labels", len(queries), len(promcheck.RuleQueries(rules)))
-	// What was driven shows as driven: the values the alerts would see.
+	return scrapes, families
+}
+
+// checkDriven: what was driven shows as driven, the values the alerts
+// would see.
+func checkDriven(t *testing.T, families metricstest.Families) {
+	t.Helper()
 	for _, want := range []struct {
 		name   string
 		labels map[string]string
@@ -241,7 +209,7 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 		{"banlieue_virtualmachine_ready_seconds", map[string]string{"provider": ns + "/monitoring-pve"}},
 	} {
 		var sum float64
-		for _, m := range scraped.Matching(want.name, want.labels) {
+		for _, m := range families.Matching(want.name, want.labels) {
 			v, _ := metricstest.Value(m)
 			sum += v
 		}
@@ -251,22 +219,38 @@ func TestArtifactsQueryExportedMetrics(t *testing.T) {
 	}
 }
 
-// scraperToken is a token of a ServiceAccount bound to the shipped
-// banlieue-metrics-reader, as Prometheus's in a cluster.
-func scraperToken(t *testing.T) string {
+// checkLeaderCountsVMs: banlieue_virtualmachines comes from a controller
+// pod holding a Lease, and from no other target.
+func checkLeaderCountsVMs(t *testing.T, scrapes []scraped) {
 	t.Helper()
-	kubectl(t, "-n", ns, "create", "serviceaccount", "prometheus")
-	kubectl(t, "create", "clusterrolebinding", "monitoring-prometheus", "--clusterrole=banlieue-metrics-reader", "--serviceaccount="+ns+":prometheus")
-	return strings.TrimSpace(kubectl(t, "-n", ns, "create", "token", "prometheus"))
+	holders, err := leaseHolders(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from []string
+	for _, s := range scrapes {
+		if len(s.Families["banlieue_virtualmachines"].GetMetric()) > 0 {
+			from = append(from, s.Pod)
+		}
+	}
+	if len(from) == 0 {
+		t.Error("no target exports banlieue_virtualmachines")
+	}
+	for _, pod := range from {
+		if !holders[pod] || !strings.HasPrefix(pod, ns+"/banlieue-controller-") {
+			t.Errorf("banlieue_virtualmachines from %v: %s is not the controller's leader (Lease holders %v)", from, pod, holders)
+		}
+	}
 }
 
-func kubectl(t *testing.T, args ...string) string {
+// create creates each object, failing the test on the first error.
+func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
-	out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %v: %v: %s", args, err, out)
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return string(out)
 }
 
 // proxmoxProvider is a Provider of the simulator, its token (with secret)
@@ -274,7 +258,7 @@ func kubectl(t *testing.T, args ...string) string {
 func proxmoxProvider(t *testing.T, name, creds, secret string, labels map[string]string) *v1alpha1.Provider {
 	t.Helper()
 	p, err := env.NewProxmoxProvider(context.Background(), c, devenv.ProxmoxProvider{Name: name, Labels: labels,
-		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: secret, Secret: creds, Grant: true,
+		Endpoint: simEndpoint, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: secret, Secret: creds, Grant: true,
 		Capabilities: v1alpha1.ProviderCapabilities{
 			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
 		}})

@@ -1,0 +1,176 @@
+/*
+Copyright The banlieue Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package monitoring
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/firestoned/banlieue/pkg/cmd/dev"
+	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
+)
+
+const ns = devenv.Namespace
+
+var (
+	root string
+	env  *devenv.Env
+	cs   *kubernetes.Clientset
+	c    client.Client
+	sim  *pvesim.Simulator
+	// simEndpoint is the simulator's API as the provider's pods reach it.
+	simEndpoint string
+	// scraperToken is a token of a ServiceAccount bound to the shipped
+	// banlieue-metrics-reader, as Prometheus's own in a cluster.
+	scraperToken string
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.NewKlogr())
+	root, _ = filepath.Abs(filepath.Join("..", ".."))
+	code := devenv.NodeSuite{Name: "monitoring", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+		Ready: install}.Run(m)
+	if sim != nil {
+		sim.Close()
+	}
+	os.Exit(code)
+}
+
+// install starts the Proxmox VE simulator the provider's pods reach,
+// makes the scraper's identity, and runs the shipped controller and
+// Proxmox VE provider Deployments with their metrics Services.
+func install(e *devenv.Env) error {
+	env = e
+	ctx := context.Background()
+	var err error
+	// The scrapes' discovery lists Services, EndpointSlices, Deployments
+	// and pods at each poll: more than client-go's default 5 per second.
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.QPS, cfg.Burst = 100, 200
+	if cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if c, err = env.ServedClient(ctx); err != nil {
+		return err
+	}
+	// The documented least-privilege token, on a release that imports
+	// disk images, reached on the bridge's gateway (its certificate names
+	// that address).
+	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
+		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes(), ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+	if simEndpoint, err = env.ExposeURL(sim.URL); err != nil {
+		return err
+	}
+	if scraperToken, err = prometheusToken(); err != nil {
+		return err
+	}
+	if err := applyController(); err != nil {
+		return err
+	}
+	if err := applyProxmoxProvider(); err != nil {
+		return err
+	}
+	for _, d := range []string{"deploy/banlieue-controller", "deploy/banlieue-provider-proxmox"} {
+		if out, err := env.Kubectl("", "-n", ns, "rollout", "status", d, "--timeout=120s"); err != nil {
+			return fmt.Errorf("kubectl rollout status %s: %v\n%s\n%s", d, err, out, env.PodsSummary(ctx))
+		}
+	}
+	return nil
+}
+
+// prometheusToken makes a ServiceAccount bound to the shipped
+// banlieue-metrics-reader, as docs/metrics.md has Prometheus's bound, and
+// returns a token of it.
+func prometheusToken() (string, error) {
+	for _, args := range [][]string{
+		{"-n", ns, "create", "serviceaccount", "prometheus"},
+		{"create", "clusterrolebinding", "monitoring-prometheus", "--clusterrole=banlieue-metrics-reader", "--serviceaccount=" + ns + ":prometheus"},
+	} {
+		if out, err := env.Kubectl("", args...); err != nil {
+			return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	out, err := env.Kubectl("", "-n", ns, "create", "token", "prometheus")
+	if err != nil {
+		return "", fmt.Errorf("kubectl create token: %v: %s", err, out)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// applyController applies the shipped controller Deployment and its
+// metrics Service (artifacts/deploy/base's kustomization) as they are.
+func applyController() error {
+	base := filepath.Join(root, "artifacts", "deploy", "base")
+	args := []string{"apply", "-f", filepath.Join(base, "deployment-controller.yaml"), "-f", filepath.Join(base, "service-controller.yaml")}
+	if out, err := env.Kubectl("", args...); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// providerSettings are what this suite changes of the shipped Proxmox VE
+// provider's ConfigMap, as its administrator would (each key a flag's
+// default): the inventory re-walked every 2s rather than 5m, so a
+// changed Secret is reconnected within the test; tasks polled every 50ms
+// rather than 500ms, so clones settle fast; and the console endpoint on,
+// which the shipped configuration leaves off (docs/console.md), so that
+// a refused attach can be counted.
+const providerSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
+
+// providerPodIP gives the provider's container its pod's address, which
+// the console endpoint publishes (--console-advertise-host's default);
+// the shipped Deployment has none, so it would publish its host name,
+// which nothing resolves.
+const providerPodIP = `{"spec":{"template":{"spec":{"containers":[{"name":"provider",` +
+	`"env":[{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}]}]}}}}`
+
+// applyProxmoxProvider applies the shipped Proxmox VE provider's
+// configuration, Deployment and metrics Service (its RBAC is the
+// environment's, dev.InstallRBAC), the first two edited as kubectl patch
+// --local edits a manifest before it is applied (providerSettings,
+// providerPodIP): one rollout, of the edited objects.
+func applyProxmoxProvider() error {
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox")
+	var manifests []string
+	for _, edit := range []struct{ file, kind, patch string }{
+		{"config.yaml", "merge", providerSettings},
+		{"deployment.yaml", "strategic", providerPodIP},
+	} {
+		out, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, edit.file), "--type="+edit.kind, "-p", edit.patch, "-o", "yaml")
+		if err != nil {
+			return fmt.Errorf("kubectl patch --local %s: %v\n%s", edit.file, err, out)
+		}
+		manifests = append(manifests, out)
+	}
+	if out, err := env.Kubectl(strings.Join(manifests, "---\n"), "apply", "-f", "-", "-f", filepath.Join(dir, "service.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	return nil
+}
