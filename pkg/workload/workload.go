@@ -397,6 +397,11 @@ func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedName
 	}
 	container := corev1ac.Container().WithName("provider").WithImage(class.Spec.Image).
 		WithArgs(Args(class, namespace, only, sharedNamespace)...).
+		// The pod's address, which a console endpoint publishes
+		// (--console-advertise-host's default), as the shipped
+		// Deployments give it.
+		WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP")))).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort)).
 		WithReadinessProbe(probe("/readyz")).

@@ -110,6 +110,12 @@ func TestForProvider(t *testing.T) {
 	if q := (*lim)["memory"]; q.String() != "512Mi" {
 		t.Errorf("memory limit %s", q.String())
 	}
+	// The address a console endpoint publishes, as in the static
+	// Deployments.
+	env := w.Deployment.Spec.Template.Spec.Containers[0].Env
+	if len(env) != 1 || *env[0].Name != "POD_IP" || *env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env %+v, want POD_IP from status.podIP", env)
+	}
 }
 
 func TestShared(t *testing.T) {

@@ -84,7 +84,7 @@ func install(e *devenv.Env) error {
 	// disk images, reached on the bridge's gateway (its certificate names
 	// that address).
 	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
-		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes(), ServingIPs: []net.IP{net.ParseIP(devenv.NodeGateway)}})
+		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes(), ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}})
 	if simEndpoint, err = env.ExposeURL(sim.URL); err != nil {
 		return err
 	}
@@ -144,32 +144,19 @@ func applyController() error {
 // a refused attach can be counted.
 const providerSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
 
-// providerPodIP gives the provider's container its pod's address, which
-// the console endpoint publishes (--console-advertise-host's default);
-// the shipped Deployment has none, so it would publish its host name,
-// which nothing resolves.
-const providerPodIP = `{"spec":{"template":{"spec":{"containers":[{"name":"provider",` +
-	`"env":[{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}]}]}}}}`
-
 // applyProxmoxProvider applies the shipped Proxmox VE provider's
-// configuration, Deployment and metrics Service (its RBAC is the
-// environment's, dev.InstallRBAC), the first two edited as kubectl patch
-// --local edits a manifest before it is applied (providerSettings,
-// providerPodIP): one rollout, of the edited objects.
+// configuration (edited as kubectl patch --local edits a manifest before
+// it is applied: providerSettings), Deployment and metrics Service (its
+// RBAC is the environment's, dev.InstallRBAC): one rollout, of the edited
+// configuration. The console endpoint publishes the pod's address, which
+// the shipped Deployment gives it (POD_IP).
 func applyProxmoxProvider() error {
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox")
-	var manifests []string
-	for _, edit := range []struct{ file, kind, patch string }{
-		{"config.yaml", "merge", providerSettings},
-		{"deployment.yaml", "strategic", providerPodIP},
-	} {
-		out, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, edit.file), "--type="+edit.kind, "-p", edit.patch, "-o", "yaml")
-		if err != nil {
-			return fmt.Errorf("kubectl patch --local %s: %v\n%s", edit.file, err, out)
-		}
-		manifests = append(manifests, out)
+	config, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, "config.yaml"), "--type=merge", "-p", providerSettings, "-o", "yaml")
+	if err != nil {
+		return fmt.Errorf("kubectl patch --local config.yaml: %v\n%s", err, config)
 	}
-	if out, err := env.Kubectl(strings.Join(manifests, "---\n"), "apply", "-f", "-", "-f", filepath.Join(dir, "service.yaml")); err != nil {
+	if out, err := env.Kubectl(config, "apply", "-f", "-", "-f", filepath.Join(dir, "deployment.yaml"), "-f", filepath.Join(dir, "service.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	return nil
