@@ -101,7 +101,7 @@ test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separa
 	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-monitoring
-test-monitoring: build tools libvirt ## artifacts/monitoring (rules, dashboard, ServiceMonitor) against the running controller and Proxmox provider; an image import reads bin/guest (separate module, test/monitoring).
+test-monitoring: build tools libvirt ## artifacts/monitoring (rules, dashboard, ServiceMonitor) against the shipped controller and Proxmox VE provider Deployments as pods on a real node (root), scraped through the ServiceMonitor's EndpointSlices; an image import reads bin/guest (separate module, test/monitoring).
 	cd test/monitoring && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test
