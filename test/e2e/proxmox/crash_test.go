@@ -21,19 +21,21 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
 
 // TestProviderCrashes: the provider is SIGKILLed while a clone runs, and
-// again while the destroy runs; started again each time, it waits for the
-// recorded task: exactly one VM for the machine, none after the delete.
+// again while the destroy runs; started again each time (the kubelet
+// restarts its container), it waits for the recorded task: exactly one VM for the machine, none after the delete.
 func TestProviderCrashes(t *testing.T) {
 	ctx := context.Background()
 	if err := c.Create(ctx, proxmoxProvider(t, "crash-proxmox", "proxmox-token", map[string]string{"crash": "yes"})); err != nil {
@@ -98,21 +100,41 @@ func TestProviderCrashes(t *testing.T) {
 	}
 }
 
-// crashWhile SIGKILLs the provider once a task of taskType runs, and
-// starts it again.
+// crashWhile SIGKILLs the provider once a task of taskType runs: the main
+// process of the leading pod's container, as the kernel's OOM killer or a
+// node's crash would end it; it waits for the kubelet to have started it
+// again. Whichever replica takes the Lease next (once the killed one's
+// expires) finds the recorded task.
 func crashWhile(t *testing.T, taskType string) {
 	t.Helper()
+	ctx := context.Background()
 	eventually(t, time.Minute, func() error {
 		if sim.RunningTasks(taskType) == 0 {
 			return fmt.Errorf("no %s task running yet", taskType)
 		}
 		return nil
 	})
-	provider.Kill()
-	var err error
-	if provider, err = startProvider(); err != nil {
+	leader, err := providerLeader(ctx, "proxmox")
+	if err != nil {
 		t.Fatal(err)
 	}
+	restarts, err := devenv.KillContainer(leader, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sim.RunningTasks(taskType) == 0 {
+		t.Fatalf("the %s task ended before the provider was killed: a crash after it proves nothing", taskType)
+	}
+	eventually(t, time.Minute, func() error {
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(leader), p); err != nil {
+			return err
+		}
+		if !devenv.RestartedSince(p, 0, restarts) {
+			return fmt.Errorf("pod %s: the killed container is not running and ready again", p.Name)
+		}
+		return nil
+	})
 }
 
 func vmsNamed(name string) []pvesim.VM {

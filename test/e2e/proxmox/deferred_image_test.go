@@ -61,7 +61,7 @@ func TestProxmoxDeferredTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
-	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
+	url, sum := servedToPods(t, map[string]string{"/installer.iso": isoFile})+"/installer.iso", imagetest.Checksum(t, isoFile)
 	p := proxmoxProvider(t, "deferred-proxmox", "proxmox-token", map[string]string{"role": "deferred"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)

@@ -38,12 +38,12 @@ import (
 
 // imageServer serves the repo's test guest (hack/build-guest-image.sh),
 // as a mirror would, from loopback: GET /guest.qcow2 with its length
-// (http.ServeFile).
+// (http.ServeFile). It returns the server's root as the provider's pods
+// reach it (servedToPods) and the guest's checksum.
 func imageServer(t *testing.T) (url, checksum string) {
 	t.Helper()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	return imagetest.Serve(t, map[string]string{"/guest.qcow2": guest}).Base, imagetest.Checksum(t, guest)
+	return servedToPods(t, map[string]string{"/guest.qcow2": guest}), imagetest.Checksum(t, guest)
 }
 
 // imported counts, per node, the templates named name on the simulator,

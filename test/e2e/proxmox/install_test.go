@@ -73,9 +73,9 @@ func TestProxmoxInstallerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Served as a mirror would, from loopback.
+	// Served as a mirror would, from loopback, to the provider's pods.
 	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
-	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
+	url, sum := servedToPods(t, map[string]string{"/installer.iso": isoFile})+"/installer.iso", imagetest.Checksum(t, isoFile)
 	p := proxmoxProvider(t, "install-proxmox", "proxmox-token", map[string]string{"role": "install"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)

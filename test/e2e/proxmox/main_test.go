@@ -14,13 +14,28 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package proxmox drives the Proxmox VE provider binary against the
-// simulator (pkg/providers/proxmox/pvesim) through the real control plane.
+// Package proxmox drives the shipped Proxmox VE provider against the
+// simulator (pkg/providers/proxmox/pvesim) through the real control plane,
+// in pod mode (devenv.NodeSuite). The shipped controller Deployment and
+// the shipped Proxmox VE provider Deployment (its ConfigMap edited as an
+// administrator would: proxmoxSettings) run as pods of the release image
+// on a real node, as does the shipped vSphere provider Deployment the
+// migration tests add (migrate_test.go); banlieue's API server is the
+// environment's, a process, as in test/e2e/node (installing it as pods is
+// test/e2e/nodestatic's and nodeinstall's). The simulators and the image
+// mirrors run in the test process, their ports exposed on the bridge's
+// gateway, the simulators' certificates naming it. A crash is the leading
+// provider pod's container SIGKILLed (devenv.KillContainer) and started
+// again by the kubelet, so no test here runs a component as a process.
+// TestMain fails when a pod logged a lost optimistic-concurrency race as a
+// reconcile error (its logs copied as they are written,
+// devenv.FollowPodLogs).
 package proxmox
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,17 +44,23 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/devenv/logscan"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
 )
@@ -47,57 +68,157 @@ import (
 const ns = devenv.Namespace
 
 var (
-	env        *devenv.Env
-	provider   devenv.Process
-	sim        *pvesim.Simulator
-	c          client.Client
-	kubectlBin string
+	env *devenv.Env
+	sim *pvesim.Simulator
+	// simEndpoint is the simulator's API as the provider's pods reach it;
+	// the test itself reads the simulator at sim.URL.
+	simEndpoint string
+	c           client.Client
+	root        string
+	kubectlBin  string
+	// podLogs holds the banlieue pods' logs, one file per container run
+	// (devenv.FollowPodLogs).
+	podLogs string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	ctrllog.SetLogger(klog.NewKlogr())
+	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	// The token holds the documented least-privilege grants only; 8.4
-	// with import content on local takes imported images (spec.import).
-	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
-		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes()})
-	defer sim.Close()
-	dir, err := os.MkdirTemp("", "banlieue-proxmox-")
-	if err != nil {
-		panic(err)
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 1})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		return 1
-	}
-	defer env.Stop()
-	if provider, err = startProvider(); err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: provider: %v\n", err)
-		return 1
-	}
-	if c, err = env.ServedClient(context.Background()); err != nil {
+	var err error
+	if podLogs, err = os.MkdirTemp("", "banlieue-proxmox-pods-"); err != nil {
 		fmt.Fprintf(os.Stderr, "proxmox: %v\n", err)
 		return 1
 	}
-	code := m.Run()
-	if err := env.NoConflictErrors("*"); err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: %v\n", err)
+	stopLogs := func() {}
+	code := devenv.NodeSuite{Name: "proxmox", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+		Ready: func(e *devenv.Env) error {
+			env = e
+			stop, err := install()
+			if stop != nil {
+				stopLogs = stop
+			}
+			return err
+		}}.Run(m)
+	// The copies end with the environment; what they wrote is complete.
+	stopLogs()
+	if sim != nil {
+		sim.Close()
+	}
+	if err := logscan.NoConflictErrors(podLogs, "*"); err != nil {
+		fmt.Fprintf(os.Stderr, "proxmox: banlieue pods: %v\n", err)
 		code = 1
 	}
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "proxmox: logs in %s\n", filepath.Join(dir, "logs"))
+		fmt.Fprintf(os.Stderr, "proxmox: banlieue pods' logs in %s\n", podLogs)
 		return code
 	}
-	_ = os.RemoveAll(dir)
+	_ = os.RemoveAll(podLogs)
 	return 0
 }
 
-// startProvider starts "banlieue provider proxmox" (again, after a kill).
-func startProvider() (devenv.Process, error) {
-	return env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
+// install starts the simulator the provider's pods reach, copies the
+// banlieue pods' logs into podLogs from then on, and runs the shipped
+// controller and Proxmox VE provider Deployments; it returns what stops
+// the copying.
+func install() (stopLogs func(), err error) {
+	ctx := context.Background()
+	if c, err = env.ServedClient(ctx); err != nil {
+		return nil, err
+	}
+	// The token holds the documented least-privilege grants only; 8.4
+	// with import content on local takes imported images (spec.import).
+	// Reached on the bridge's gateway, which its certificate names.
+	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
+		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes(), ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}})
+	if simEndpoint, err = env.ExposeURL(sim.URL); err != nil {
+		return nil, err
+	}
+	if stopLogs, err = env.FollowPodLogs(ns, "app.kubernetes.io/name=banlieue", podLogs, "pod"); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(root, "artifacts", "deploy", "base")
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(base, "deployment-controller.yaml")); err != nil {
+		return stopLogs, fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	if err := applyProvider("proxmox", proxmoxSettings); err != nil {
+		return stopLogs, err
+	}
+	return stopLogs, rolledOut("banlieue-controller", "banlieue-provider-proxmox")
+}
+
+// proxmoxSettings are what this package changes of the shipped Proxmox VE
+// provider's ConfigMap, as its administrator would (each key a flag's
+// default): inventories and image checks re-walked every 2s rather than
+// 5m, so what a test changes on the simulator (a template, a fixed
+// Secret) shows within its deadlines; tasks polled every 50ms rather than
+// 500ms, so clones settle fast; and the console endpoint on, which the
+// shipped configuration leaves off (docs/console.md), for the console
+// tests: it publishes the pod's address (POD_IP, from the shipped
+// Deployment), which banlieue's API server reaches on the node's bridge.
+const proxmoxSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
+
+// applyProvider applies the shipped configuration of backend's provider,
+// edited by settings (a merge patch, as kubectl patch --local edits a
+// manifest before it is applied), and its Deployment: one rollout, of the
+// edited configuration. Its RBAC is the environment's (dev.InstallRBAC).
+func applyProvider(backend, settings string) error {
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
+	config, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, "config.yaml"), "--type=merge", "-p", settings, "-o", "yaml")
+	if err != nil {
+		return fmt.Errorf("kubectl patch --local %s config.yaml: %v\n%s", backend, err, config)
+	}
+	if out, err := env.Kubectl(config, "apply", "-f", "-", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
+	}
+	return nil
+}
+
+// rolledOut waits for the rollout of each Deployment named.
+func rolledOut(deployments ...string) error {
+	for _, d := range deployments {
+		if out, err := env.Kubectl("", "-n", ns, "rollout", "status", "deploy/"+d, "--timeout=120s"); err != nil {
+			return fmt.Errorf("kubectl rollout status %s: %v\n%s\n%s", d, err, out, env.PodsSummary(context.Background()))
+		}
+	}
+	return nil
+}
+
+// providerLeader is the provider pod of class holding its Lease, which
+// does the work (the other replica waits for the Lease): a
+// controller-runtime manager's identity is its host name (the pod's
+// name), "_" and a UUID.
+func providerLeader(ctx context.Context, class string) (*corev1.Pod, error) {
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "banlieue-provider-" + class}, lease); err != nil {
+		return nil, err
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return nil, fmt.Errorf("Lease %s is not held", lease.Name)
+	}
+	name, _, ok := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	if !ok {
+		return nil, fmt.Errorf("Lease %s held by %q, not a pod", lease.Name, *lease.Spec.HolderIdentity)
+	}
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		return nil, fmt.Errorf("Lease %s holder: %w", lease.Name, err)
+	}
+	return pod, nil
+}
+
+// servedToPods serves files as imagetest.Serve does (a mirror's URL
+// paths to local files) and returns the server's root as the provider's
+// pods reach it.
+func servedToPods(t *testing.T, files map[string]string) string {
+	t.Helper()
+	base, err := env.ExposeURL(imagetest.Serve(t, files).Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
@@ -117,7 +238,7 @@ func proxmoxProvider(t *testing.T, name, creds string, labels map[string]string)
 	// The static install reads credentials by name: the administrator
 	// names this one in the provider's credentials Role.
 	p, err := env.NewProxmoxProvider(context.Background(), c, devenv.ProxmoxProvider{Name: name, Labels: labels,
-		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: creds, Grant: true,
+		Endpoint: simEndpoint, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: creds, Grant: true,
 		Capabilities: v1alpha1.ProviderCapabilities{
 			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
 			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr1", VLAN: 20}}},

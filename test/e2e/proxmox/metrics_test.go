@@ -19,6 +19,7 @@ package proxmox
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,39 +33,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/loopback"
 	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
-// TestProviderMetrics scrapes the running provider's authenticated
-// metrics endpoint once it has built a VM: its backend calls are timed
-// by operation (an EnsureMachine and an Inventory at least), an image
-// imported by URL counted (its bytes, its attempts by result), its session
-// to the simulator is open and was logged in, a Ready Provider exports
-// status True with its reason, an unready one False with the reason its
+// TestProviderMetrics scrapes the leading provider pod's authenticated
+// metrics endpoint (the shipped Deployment's metrics port, at the pod's
+// address) with a token bound to the shipped banlieue-metrics-reader,
+// once it has built a VM: its backend calls are timed by operation (an
+// EnsureMachine and an Inventory at least), an image imported by URL
+// counted (its bytes, its attempts by result), its session to the
+// simulator is open and was logged in, a Ready Provider exports status
+// True with its reason, an unready one False with the reason its
 // condition has, and a deleted Provider's series go.
 func TestProviderMetrics(t *testing.T) {
 	ctx := context.Background()
-	// The shared provider runs without a metrics endpoint: this test runs
-	// it with one on loopback while it lasts, then as before.
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider.Stop()
-	withMetrics, err := env.StartProvider("proxmox", "provider-proxmox-metrics", 2*time.Second, "--task-poll=50ms",
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		withMetrics.Stop()
-		if provider, err = startProvider(); err != nil {
-			t.Errorf("restarting the shared provider: %v", err)
-		}
-	})
-	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	token := scraperToken(t)
+	// The leader serves the Providers, so its series are theirs; asked
+	// at each scrape, as a crash elsewhere may have moved the Lease.
+	scrape := func() (metricstest.Families, error) {
+		url, err := leaderMetricsURL(ctx, "proxmox")
+		if err != nil {
+			return nil, err
+		}
+		return metricstest.Scrape(url, token)
+	}
 
 	if err := c.Create(ctx, proxmoxProvider(t, "metrics-pve", "proxmox-token", map[string]string{"metrics": "yes"})); err != nil {
 		t.Fatal(err)
@@ -123,7 +115,6 @@ func TestProviderMetrics(t *testing.T) {
 
 	// An image imported by URL on each of the Provider's nodes.
 	base, sum := imageServer(t)
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	guest, err := os.Stat(filepath.Join(root, "bin", "guest", "guest.qcow2"))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +140,7 @@ func TestProviderMetrics(t *testing.T) {
 	var mfs metricstest.Families
 	// The series follow the status writes; read until they show them.
 	eventually(t, time.Minute, func() error {
-		if mfs, err = metricstest.Scrape(url, token); err != nil {
+		if mfs, err = scrape(); err != nil {
 			return err
 		}
 		for _, c := range []struct {
@@ -202,7 +193,7 @@ func TestProviderMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, func() error {
-		if mfs, err = metricstest.Scrape(url, token); err != nil {
+		if mfs, err = scrape(); err != nil {
 			return err
 		}
 		if n := mfs.Count("banlieue_provider_ready", map[string]string{"provider": notReady}) +
@@ -214,6 +205,24 @@ func TestProviderMetrics(t *testing.T) {
 	if v, _ := mfs.Value("banlieue_provider_ready", map[string]string{"provider": ready, "status": "True"}); v != 1 {
 		t.Errorf("%s's series went with another Provider's", ready)
 	}
+}
+
+// leaderMetricsURL is the metrics endpoint of class's leading provider
+// pod: its address, the port its container names metrics.
+func leaderMetricsURL(ctx context.Context, class string) (string, error) {
+	pod, err := providerLeader(ctx, class)
+	if err != nil {
+		return "", err
+	}
+	if pod.Status.PodIP == "" {
+		return "", fmt.Errorf("pod %s has no IP", pod.Name)
+	}
+	for _, p := range pod.Spec.Containers[0].Ports {
+		if p.Name == "metrics" {
+			return "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(p.ContainerPort))) + "/metrics", nil
+		}
+	}
+	return "", fmt.Errorf("pod %s names no metrics port", pod.Name)
 }
 
 // scraperToken is a token of a ServiceAccount bound to the shipped

@@ -19,6 +19,7 @@ package proxmox
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -40,8 +41,9 @@ import (
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
-// The migration tests run a vcsim and a vSphere provider process beside
-// the package's Proxmox VE simulator and provider: Providers mig-vsphere
+// The migration tests run a vcsim and the shipped vSphere provider
+// Deployment (as pods, reaching vcsim on the bridge's gateway) beside the
+// package's Proxmox VE simulator and provider: Providers mig-vsphere
 // and mig-proxmox (labels mig=yes, backend=vsphere|proxmox), image
 // mig-image (a source on each), class mig-class (eth0 from IPPool
 // mig-pool; one interface: vcsim refuses to customize a clone whose NIC
@@ -67,11 +69,23 @@ func migrationBackends(t *testing.T) {
 func startMigrationBackends() error {
 	ctx := context.Background()
 	var err error
-	// Closed with the test binary: every migration test uses it.
-	if migSim, err = vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: migPassword, DHCP: true}); err != nil {
+	// Closed with the test binary: every migration test uses it. The
+	// provider's pods reach it on the bridge's gateway, which its
+	// certificate names; the test reads it on loopback.
+	if migSim, err = vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local",
+		Password: migPassword, DHCP: true, ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}}); err != nil {
 		return err
 	}
-	if _, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second); err != nil {
+	endpoint, err := env.ExposeURL(migSim.Endpoint)
+	if err != nil {
+		return err
+	}
+	// Its inventory re-walked every 2s rather than 5m, as the Proxmox VE
+	// provider's (proxmoxSettings).
+	if err := applyProvider("vsphere", `{"data":{"BANLIEUE_RESYNC":"2s"}}`); err != nil {
+		return err
+	}
+	if err := rolledOut("banlieue-provider-vsphere"); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere-creds", Namespace: ns},
@@ -92,7 +106,7 @@ func startMigrationBackends() error {
 		ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere", Namespace: ns, Labels: map[string]string{"mig": "yes", "backend": "vsphere"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: migSim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "mig-vsphere-creds"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "mig-vsphere-creds"},
 				CABundle: &v1alpha1.CABundleSource{Inline: string(migSim.CABundle)}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
@@ -128,7 +142,7 @@ func migProxmoxProvider(name, backend string) *v1alpha1.Provider {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"mig": "yes", "backend": backend}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "mig-proxmox-token"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: simEndpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "mig-proxmox-token"},
 				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
