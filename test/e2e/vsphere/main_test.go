@@ -40,7 +40,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,30 +86,10 @@ var (
 	// (devenv.FollowPodLogs): controller-*, provider-vsphere-*,
 	// operator-*, workload-*.
 	podLogs string
-	// stopLogs ends the copies of pod logs (each FollowPodLogs's stop).
-	stopLogs logStops
+	// stopLogs end the copies of pod logs (each FollowPodLogs's stop);
+	// the tests run one at a time.
+	stopLogs []func()
 )
-
-// logStops collects the stops of the pod log copies a test started.
-type logStops struct {
-	mu    sync.Mutex
-	stops []func()
-}
-
-func (l *logStops) add(stop func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.stops = append(l.stops, stop)
-}
-
-func (l *logStops) stopAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, stop := range l.stops {
-		stop()
-	}
-	l.stops = nil
-}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -151,7 +130,9 @@ func run(m *testing.M) int {
 			return nil
 		}}.Run(m)
 	// The copies end with the environment; what they wrote is complete.
-	stopLogs.stopAll()
+	for _, stop := range stopLogs {
+		stop()
+	}
 	stopVCSim()
 	if err := logscan.NoConflictErrors(podLogs, "*"); err != nil {
 		fmt.Fprintf(os.Stderr, "vsphere: pods: %v\n", err)
@@ -279,7 +260,7 @@ func followLogs(namespace, selector, prefix string) error {
 	if err != nil {
 		return err
 	}
-	stopLogs.add(stop)
+	stopLogs = append(stopLogs, stop)
 	return nil
 }
 
