@@ -60,7 +60,7 @@ func TestVSphereDeferredTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
-	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
+	url, sum := podURL(t, imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso")), imagetest.Checksum(t, isoFile)
 	secret(t, ns, "deferred-vsphere-creds", map[string]string{"username": user, "password": password})
 	p := provider("deferred-vsphere", "deferred-vsphere-creds", func(s *v1alpha1.ProviderSpec) {
 		s.Capabilities = v1alpha1.ProviderCapabilities{

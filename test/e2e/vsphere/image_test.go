@@ -37,7 +37,7 @@ import (
 // test ends.
 func vcLogin(t *testing.T) *govmomi.Client {
 	t.Helper()
-	gc, err := vcsim.Login(context.Background(), endpoint, user, password)
+	gc, err := vcsim.Login(context.Background(), vcURL, user, password)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,10 @@ import (
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/mo"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,11 +47,11 @@ import (
 )
 
 // importServer serves the repo's test guest, as a mirror would, from
-// loopback, in the three formats vSphere imports: /guest.qcow2 (the
-// image itself), /guest.raw (qemu-img's raw copy of it) and /guest.ova
-// (an OVA built here: a one-disk descriptor and the guest as a
-// streamOptimized VMDK, images.QCOW2ToStreamOptimized's). It returns the
-// base URL and each file's checksum.
+// loopback (exposed to the provider pods), in the three formats vSphere
+// imports: /guest.qcow2 (the image itself), /guest.raw (qemu-img's raw
+// copy of it) and /guest.ova (an OVA built here: a one-disk descriptor and
+// the guest as a streamOptimized VMDK, images.QCOW2ToStreamOptimized's).
+// It returns the base URL the pods use and each file's checksum.
 func importServer(t *testing.T) (string, map[string]string) {
 	t.Helper()
 	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
@@ -95,7 +97,7 @@ func importServer(t *testing.T) (string, map[string]string) {
 		files["/"+f] = filepath.Join(dir, f)
 		sums[f] = imagetest.Checksum(t, files["/"+f])
 	}
-	return imagetest.Serve(t, files).Base, sums
+	return podURL(t, imagetest.Serve(t, files).Base), sums
 }
 
 // namedInVCSim counts the VMs and the templates named name in datacenter
@@ -165,15 +167,27 @@ func destroyImported(t *testing.T, artifacts map[v1alpha1.ImageFormat]string) {
 	}
 }
 
-// scratchFiles counts the qcow2 imports' scratch files in the temporary
-// directory, which the provider process shares with the test.
+// scratchFiles counts the qcow2 imports' scratch files in the provider
+// pods' temporary directories (their /tmp volume, read on the host).
 func scratchFiles(t *testing.T) int {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(os.TempDir(), "banlieue-import-*"))
+	pods := &corev1.PodList{}
+	sel, err := labels.Parse(providerSelector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(m)
+	if err := c.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range pods.Items {
+		m, err := filepath.Glob(filepath.Join(env.EmptyDir(&pods.Items[i], "tmp"), "banlieue-import-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(m)
+	}
+	return n
 }
 
 // TestVSphereImageImportByURL: VMImages that are only a URL and a
@@ -332,7 +346,7 @@ func TestVSphereImageImportByURL(t *testing.T) {
 		}
 	}
 	if n := scratchFiles(t); n != scratch {
-		t.Errorf("%d banlieue-import-* files in %s after the failed import, %d before", n, os.TempDir(), scratch)
+		t.Errorf("%d banlieue-import-* files in the provider pods' /tmp after the failed import, %d before", n, scratch)
 	}
 	_ = c.Delete(ctx, bad)
 }

@@ -137,9 +137,9 @@ func TestVSphereInstallerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Served as a mirror would, from loopback.
+	// Served as a mirror would, from loopback, exposed to the provider pods.
 	isoFile := imagetest.WriteFile(t, "installer.iso", iso)
-	url, sum := imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso"), imagetest.Checksum(t, isoFile)
+	url, sum := podURL(t, imagetest.Serve(t, map[string]string{"/installer.iso": isoFile}).URL("/installer.iso")), imagetest.Checksum(t, isoFile)
 	secret(t, ns, "install-vsphere-creds", map[string]string{"username": user, "password": password})
 	p := provider("install-vsphere", "install-vsphere-creds", func(s *v1alpha1.ProviderSpec) {
 		s.Capabilities = v1alpha1.ProviderCapabilities{

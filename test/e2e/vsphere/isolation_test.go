@@ -24,6 +24,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,43 @@ func vcHasInstance(t *testing.T, uuid string) bool {
 	return ref != nil
 }
 
+// homeDeployment is the Deployment serving namespace rogue-home.
+const homeDeployment = "banlieue-provider-vsphere-rogue-home"
+
+// runHomeProvider runs the shipped provider Deployment a second time,
+// renamed, with one replica, serving namespace home (its
+// BANLIEUE_NAMESPACE, which wins over the ConfigMap's), until the test
+// ends. It serves no console: none of its machines is asked for one.
+func runHomeProvider(t *testing.T, home string) {
+	t.Helper()
+	ctx := context.Background()
+	const component = "provider-vsphere-rogue-home"
+	patch := `[
+	  {"op":"replace","path":"/metadata/name","value":"` + homeDeployment + `"},
+	  {"op":"replace","path":"/metadata/labels/app.kubernetes.io~1component","value":"` + component + `"},
+	  {"op":"replace","path":"/spec/replicas","value":1},
+	  {"op":"replace","path":"/spec/selector/matchLabels/app.kubernetes.io~1component","value":"` + component + `"},
+	  {"op":"replace","path":"/spec/template/metadata/labels/app.kubernetes.io~1component","value":"` + component + `"},
+	  {"op":"add","path":"/spec/template/spec/containers/0/env",
+	   "value":[{"name":"BANLIEUE_NAMESPACE","value":"` + home + `"},{"name":"BANLIEUE_CONSOLE_BIND_ADDRESS","value":"0"}]}
+	]`
+	file := filepath.Join(root, "artifacts", "deploy", "providers", "vsphere", "deployment.yaml")
+	if err := env.ApplyPatched(file, "json", patch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if out, err := env.Kubectl("", "-n", ns, "delete", "deployment", homeDeployment, "--wait=true", "--timeout=60s"); err != nil {
+			t.Errorf("deleting %s: %v: %s", homeDeployment, err, out)
+		}
+	})
+	if err := followLogs(ns, "app.kubernetes.io/component="+component, component); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.RolloutStatus(ctx, ns, homeDeployment, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRogueMachinesRefused: VSphereMachines written by hand in a tenant
 // namespace that ask for more than their Provider publishes (a Provider of
 // another namespace, an unknown datacenter, a datastore or port group
@@ -97,9 +135,9 @@ func TestRogueMachinesRefused(t *testing.T) {
 	createNamespace(t, rogue)
 	servingProvider(t, "rogue-vsphere", publishing([]string{"VM Network"}, []string{"LocalDS_0"}))
 
-	// A second provider process serves the Providers of namespace
-	// rogue-home, as a team running its own would (the shipped namespace
-	// ClusterRole bound there): its Provider is not for namespace rogue.
+	// A second provider serves the Providers of namespace rogue-home, as
+	// a team running its own would (the shipped namespace ClusterRole
+	// bound there): its Provider is not for namespace rogue.
 	createNamespace(t, home)
 	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-vsphere", Namespace: home},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-vsphere-namespace"},
@@ -112,11 +150,7 @@ func TestRogueMachinesRefused(t *testing.T) {
 	if err := c.Create(ctx, homeProvider); err != nil {
 		t.Fatal(err)
 	}
-	homeProc, err := env.StartVSphereProvider("provider-vsphere-rogue-home", 2*time.Second, "--namespace="+home, "--leader-elect=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer homeProc.Stop()
+	runHomeProvider(t, home)
 
 	shared := ns + "/rogue-vsphere"
 	machines := []struct {
@@ -251,7 +285,7 @@ func TestRogueMachinesRefused(t *testing.T) {
 		}
 		return nil
 	})
-	if lines, err := env.ReconcileErrors("provider-vsphere*", "rogue"); err != nil || len(lines) > 0 {
+	if lines, err := reconcileErrors("provider-vsphere*", "rogue"); err != nil || len(lines) > 0 {
 		t.Errorf("reconcile errors about the rogue machines (%v): %v", err, lines)
 	}
 }

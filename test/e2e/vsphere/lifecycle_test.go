@@ -43,7 +43,7 @@ import (
 // vcVM reads a VM from vcsim by name (nil when absent).
 func vcVM(t *testing.T, dc, name string) *mo.VirtualMachine {
 	t.Helper()
-	m, err := vcsim.ReadVM(context.Background(), endpoint, user, password, dc, name)
+	m, err := vcsim.ReadVM(context.Background(), vcURL, user, password, dc, name)
 	if err != nil {
 		t.Fatal(err)
 	}

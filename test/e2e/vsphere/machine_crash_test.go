@@ -78,23 +78,31 @@ func isReady(vsm *infrav1.VSphereMachine) bool {
 	return meta.IsStatusConditionTrue(vsm.Status.Conditions, infrav1.ReadyCondition)
 }
 
-// killProviderWhen SIGKILLs the provider once inFlight finds a vCenter task
-// it has started and recorded, and starts it again under a new log name.
-func killProviderWhen(t *testing.T, logName string, inFlight func() error) {
+// killProviderWhen SIGKILLs the leading provider pod's container once
+// inFlight finds a vCenter task it has started and recorded, and waits
+// until the kubelet has started it again and it is ready. The leader is
+// looked for once the task is in flight: after a kill, no replica leads
+// until the dead one's Lease expires.
+func killProviderWhen(t *testing.T, inFlight func() error) {
 	t.Helper()
+	ctx := context.Background()
 	eventually(t, time.Minute, inFlight)
-	providerProc.Kill()
-	var err error
-	if providerProc, err = env.StartVSphereProvider(logName, 2*time.Second); err != nil {
+	leader, err := env.LeadingPod(ctx, ns, providerSelector, providerDeployment, 10*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
+	took, err := env.CrashContainer(ctx, leader, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod %s: the killed provider container running and ready again after %s", leader.Name, took.Round(100*time.Millisecond))
 }
 
 // vcTasksRunning counts the tasks of kind (a vSphere description ID such
 // as VirtualMachine.powerOff) that vcsim has queued or running on the VMs
 // of these machines.
 func vcTasksRunning(ctx context.Context, kind string, machines []string) (int, error) {
-	gc, err := vcsim.Login(ctx, endpoint, user, password)
+	gc, err := vcsim.Login(ctx, vcURL, user, password)
 	if err != nil {
 		return 0, err
 	}
@@ -271,9 +279,10 @@ func deleteAndWaitGone(t *testing.T, prefix string, machines []string) {
 	})
 }
 
-// TestCrashMidClone: the provider is SIGKILLed while clones are in flight
-// (vcsim holds each clone for 2 s), restarted, and vcsim ends with exactly
-// one VM per VSphereMachine; deleting them leaves none.
+// TestCrashMidClone: the leading provider pod's container is SIGKILLed
+// while clones are in flight (vcsim holds each clone for 2 s), the kubelet
+// starts it again, and vcsim ends with exactly one VM per VSphereMachine;
+// deleting them leaves none.
 func TestCrashMidClone(t *testing.T) {
 	ctx := context.Background()
 	servingProvider(t, "crash-vsphere", nil)
@@ -295,7 +304,7 @@ func TestCrashMidClone(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		killProviderWhen(t, fmt.Sprintf("provider-vsphere-clone-kill-%d", k), func() error {
+		killProviderWhen(t, func() error {
 			machines, err := listMachines()
 			if err != nil {
 				return err
@@ -331,17 +340,18 @@ func TestCrashMidClone(t *testing.T) {
 		}
 	}
 	cloned, lost, dup := vcLostAndDuplicated(t, names)
-	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-clone (task recorded in status.taskRef), restarted: exactly one VM per VSphereMachine (counted by instance UUID)",
-		Operations: cloned, Faults: sigkills(kills) + " of the provider during clones", Lost: table.Counted(lost), Dup: table.Counted(dup)})
+	reliability.Record(t, table.Row{Scenario: "vSphere provider container SIGKILLed mid-clone (task recorded in status.taskRef), restarted by the kubelet: exactly one VM per VSphereMachine (counted by instance UUID)",
+		Operations: cloned, Faults: sigkills(kills) + " of the leading provider pod's container during clones", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash-", names)
 }
 
-// TestCrashMidDeleteAndPowerChange: the provider is SIGKILLed while it
-// destroys VMs and powers others off (vcsim holds a destroy 4 s, a power-off
-// 2 s: the power-offs, asked for once a destroy runs, fit inside it).
-// After a restart vcsim ends with exactly the VMs whose VSphereMachines
-// exist, in the power state they ask for.
+// TestCrashMidDeleteAndPowerChange: the leading provider pod's container
+// is SIGKILLed while it destroys VMs and powers others off (vcsim holds a
+// destroy 4 s, a power-off 2 s: the power-offs, asked for once a destroy
+// runs, fit inside it). After the kubelet restarts it vcsim ends with
+// exactly the VMs whose VSphereMachines exist, in the power state they ask
+// for.
 func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 	ctx := context.Background()
 	servingProvider(t, "crash2-vsphere", nil)
@@ -412,7 +422,7 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		// A destroy (task recorded on a deleted machine that still exists)
 		// and a power-off (a PowerOff task vcsim runs on one of the batch's
 		// VMs) are both in flight.
-		killProviderWhen(t, fmt.Sprintf("provider-vsphere-destroy-kill-%d", k), func() error {
+		killProviderWhen(t, func() error {
 			d, err := destroying()
 			if err != nil {
 				return err
@@ -468,8 +478,8 @@ func TestCrashMidDeleteAndPowerChange(t *testing.T) {
 		t.Errorf("vcsim still holds the VMs of deleted machines (by instance UUID): %v", left)
 	}
 	_, lost, dup := vcLostAndDuplicated(t, poweredOff)
-	reliability.Record(t, table.Row{Scenario: "vSphere provider SIGKILLed mid-destroy and mid-power-off, restarted: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state (counted by instance UUID)",
-		Operations: done.N(), Faults: sigkills(kills) + " of the provider during destroys and power-offs", Lost: table.Counted(lost), Dup: table.Counted(dup)})
+	reliability.Record(t, table.Row{Scenario: "vSphere provider container SIGKILLed mid-destroy and mid-power-off, restarted by the kubelet: vcsim holds exactly the VMs whose VSphereMachines exist, in their power state (counted by instance UUID)",
+		Operations: done.N(), Faults: sigkills(kills) + " of the leading provider pod's container during destroys and power-offs", Lost: table.Counted(lost), Dup: table.Counted(dup)})
 	simulator.TaskDelay.MethodDelay = nil
 	deleteAndWaitGone(t, "crash2-", poweredOff)
 }

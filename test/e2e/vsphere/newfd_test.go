@@ -130,7 +130,7 @@ func TestVSphereImageReachesNewFailureDomain(t *testing.T) {
 	key := ns + "/" + p.Name
 
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "newfd-guest"}, Spec: v1alpha1.VMImageSpec{
-		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: srv.URL("/guest.qcow2"), Checksum: imagetest.Checksum(t, guest),
+		OSFamily: "linux", Import: &v1alpha1.ImageImport{URL: podURL(t, srv.URL("/guest.qcow2")), Checksum: imagetest.Checksum(t, guest),
 			Format: v1alpha1.ImageFormatQCOW2}}}
 	if err := c.Create(ctx, img); err != nil {
 		t.Fatal(err)

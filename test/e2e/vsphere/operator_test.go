@@ -17,10 +17,13 @@ package vsphere
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +45,7 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/controllers/operator"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/loopback"
+	"github.com/firestoned/banlieue/pkg/metricstest"
 	"github.com/firestoned/banlieue/pkg/workload"
 )
 
@@ -50,22 +53,26 @@ import (
 // banlieue-system, which this package's static provider serves.
 const opNS = "operator-e2e"
 
-// TestOperatorWorkloads: "banlieue operator" runs, per Provider of the
-// vsphere ProviderClass, a Deployment, its metrics Service, ServiceAccount,
-// Role and bindings by server-side apply; the generated identity may read its own Provider's
-// credentials and no other's, and list or watch no Secret; hand edits are
-// undone; the provider started exactly as the generated pod spec says, with
-// a token of the generated ServiceAccount, makes its Provider Ready on vcsim
-// (and only it); deleting a Provider removes its workload; a Provider whose
-// class does not exist is told so in status.workload.
+// TestOperatorWorkloads: the shipped operator Deployment, run as pods
+// (managing namespace operator-e2e), runs per Provider of the vsphere
+// ProviderClass a Deployment, its metrics Service, ServiceAccount, Role and
+// bindings by server-side apply; the generated identity may read its own
+// Provider's credentials and no other's, and list or watch no Secret; hand
+// edits are undone; the generated Deployment runs as a pod of the release
+// image, with a token of the generated ServiceAccount, reaches vcsim from
+// the pod network and makes its Provider Ready (and serves only it); the
+// operator records it Available; deleting a Provider removes its
+// workload; a Provider whose class does not exist is told so in
+// status.workload.
 func TestOperatorWorkloads(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, opNS)
 	// The operator manages a namespace bound to banlieue-operator-namespace.
 	kubectlOut(t, "-n", opNS, "create", "rolebinding", "banlieue-operator", "--clusterrole=banlieue-operator-namespace",
 		"--serviceaccount=banlieue-system:banlieue-operator")
+	// The release image, which the node has: the workloads run.
 	class := &v1alpha1.ProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "vsphere"},
-		Spec: v1alpha1.ProviderClassSpec{Backend: "vsphere", Image: "ghcr.io/firestoned/banlieue:e2e", Namespace: opNS}}
+		Spec: v1alpha1.ProviderClassSpec{Backend: "vsphere", Image: devenv.ReleaseImage, Namespace: opNS}}
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +80,7 @@ func TestOperatorWorkloads(t *testing.T) {
 	if *class.Spec.Replicas != 1 || class.Spec.DeploymentStrategy != v1alpha1.ProviderDeploymentPerProvider {
 		t.Errorf("ProviderClass defaults: replicas %d, strategy %q", *class.Spec.Replicas, class.Spec.DeploymentStrategy)
 	}
-	op, err := env.StartOperator("operator", []string{opNS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(op.Stop)
+	runOperator(t)
 
 	for _, name := range []string{"op-a", "op-b"} {
 		secret(t, opNS, name+"-creds", map[string]string{"username": user, "password": password})
@@ -125,16 +128,20 @@ func TestOperatorWorkloads(t *testing.T) {
 			d.Spec.Template.Spec.ServiceAccountName != sa {
 			t.Errorf("the workload does not run as ServiceAccount %s", sa)
 		}
+		// Progressing until its pod is ready, then Available: the pod
+		// may be ready already ("the generated workload runs" waits).
 		eventually(t, time.Minute, func() error {
 			w := getProvider(t, "op-a").Status.Workload
-			if w == nil || w.DeploymentName != a || w.Namespace != opNS || w.Reason != operator.ReasonProgressing {
+			if w == nil || w.DeploymentName != a || w.Namespace != opNS || (w.Reason != operator.ReasonProgressing && w.Reason != operator.ReasonAvailable) {
 				return fmt.Errorf("status.workload = %+v", w)
 			}
 			return nil
 		})
-		// The operator's field only: the Provider has no condition of its.
-		if conds := getProvider(t, "op-a").Status.Conditions; len(conds) != 0 {
-			t.Errorf("conditions written before any provider ran: %+v", conds)
+		// The operator's field only: what it applies to the Provider's
+		// status is status.workload, never a condition (the workload's
+		// own pod may be writing those by now).
+		if owned := statusFieldsOf(t, getProvider(t, "op-a"), workload.FieldManager); !slices.Equal(owned, []string{"f:workload"}) {
+			t.Errorf("the operator's field manager owns status fields %v, want f:workload only", owned)
 		}
 	})
 
@@ -291,18 +298,11 @@ func TestOperatorWorkloads(t *testing.T) {
 
 	// The workload runs on until its Provider's deletion: its finalizer
 	// cleans up there.
-	parent := t
 	t.Run("the generated workload runs", func(t *testing.T) {
 		d := waitDeployment(t, a)
-		token := strings.TrimSpace(kubectlOut(t, "-n", opNS, "create", "token", d.Spec.Template.Spec.ServiceAccountName))
-		metrics, _ := loopback.FreePort()
-		health, _ := loopback.FreePort()
-		p, err := env.StartContainer("workload-op-a", d.Spec.Template.Spec.Containers[0], nil, token,
-			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metrics), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(health))
-		if err != nil {
+		if err := env.RolloutStatus(ctx, opNS, a, 2*time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		parent.Cleanup(p.Stop)
 		eventually(t, 90*time.Second, func() error {
 			cond := meta.FindStatusCondition(getProvider(t, "op-a").Status.Conditions, v1alpha1.ProviderReady)
 			if cond == nil || cond.Status != metav1.ConditionTrue {
@@ -310,18 +310,29 @@ func TestOperatorWorkloads(t *testing.T) {
 			}
 			return nil
 		})
-		// The provider's status writes keep the operator's field.
-		if w := getProvider(t, "op-a").Status.Workload; w == nil || w.DeploymentName != a {
-			t.Errorf("status.workload after the provider wrote its status: %+v", w)
-		}
+		// The provider's status writes keep the operator's field, which
+		// records the pod ready.
+		eventually(t, time.Minute, func() error {
+			if w := getProvider(t, "op-a").Status.Workload; w == nil || w.DeploymentName != a || w.Reason != operator.ReasonAvailable || w.ReadyReplicas != 1 {
+				return fmt.Errorf("status.workload after the provider wrote its status: %+v", w)
+			}
+			return nil
+		})
 		if got := len(getProvider(t, "op-a").Status.FailureDomains); got != 6 {
 			t.Errorf("op-a has %d failure domains, want vcsim's 6", got)
 		}
-		// The workload serves op-a only.
-		if conds := getProvider(t, "op-b").Status.Conditions; len(conds) != 0 {
-			t.Errorf("op-b, not served by this workload, has conditions %+v", conds)
+		pod := workloadPod(t, d)
+		// It runs with a token of the generated ServiceAccount.
+		sa := "system:serviceaccount:" + opNS + ":" + workload.ServiceAccountName("vsphere", "op-a")
+		if who := podIdentity(t, ctx, pod); who != sa {
+			t.Errorf("the workload pod %s is %q to kube-apiserver, want %s", pod.Name, who, sa)
 		}
-		if lines, err := env.ReconcileErrors("workload-op-a", "forbidden"); err != nil || len(lines) > 0 {
+		// The workload serves op-a only: it holds one vCenter session, op-a's
+		// (one per Provider served); op-b's is its own workload's.
+		if n := vsphereSessions(t, pod); n != 1 {
+			t.Errorf("the workload of op-a holds %v vCenter sessions, want 1 (op-a's)", n)
+		}
+		if lines, err := reconcileErrors("workload-"+a+"-*", "forbidden"); err != nil || len(lines) > 0 {
 			t.Errorf("the workload was refused something (%v): %q", err, lines)
 		}
 	})
@@ -624,4 +635,121 @@ func kubectlAs(t *testing.T, user string, args ...string) (string, string, error
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	return stdout.String(), stderr.String(), err
+}
+
+// operatorPatch is the administrator's edit of the shipped operator
+// Deployment: it manages namespace operator-e2e (the ProviderClass's), not
+// banlieue-system, whose Providers the static provider serves. The test
+// op fails the patch if the shipped args change.
+const operatorPatch = `[
+  {"op":"test","path":"/spec/template/spec/containers/0/args/3","value":"--namespaces=banlieue-system"},
+  {"op":"replace","path":"/spec/template/spec/containers/0/args/3","value":"--namespaces=` + opNS + `"}
+]`
+
+// runOperator runs the shipped operator Deployment (operatorPatch) until
+// the test ends, and copies its pods' logs and its workloads' (operator-*,
+// workload-*) from then on.
+func runOperator(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.ApplyPatched(filepath.Join(root, "artifacts", "deploy", "operator", "deployment.yaml"), "json", operatorPatch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if out, err := env.Kubectl("", "-n", ns, "delete", "deployment", "banlieue-operator", "--wait=true", "--timeout=60s"); err != nil {
+			t.Errorf("deleting the operator: %v: %s", err, out)
+		}
+	})
+	if err := followLogs(ns, "app.kubernetes.io/name=banlieue,app.kubernetes.io/component=operator", "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if err := followLogs(opNS, workload.ClassLabel+"=vsphere", "workload"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.RolloutStatus(ctx, ns, "banlieue-operator", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statusFieldsOf lists the top-level status fields manager owns on p
+// through the status subresource (its managedFields), sorted.
+func statusFieldsOf(t *testing.T, p *v1alpha1.Provider, manager string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range p.ManagedFields {
+		if f.Manager != manager || f.Subresource != "status" || f.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		if err := json.Unmarshal(f.FieldsV1.Raw, &fields); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, slices.Collect(maps.Keys(fields.Status))...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// workloadPod is the ready pod of the workload Deployment d.
+func workloadPod(t *testing.T, d *appsv1.Deployment) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, time.Minute, func() error {
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace(opNS), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && devenv.PodReady(p) {
+				pod = p
+				return nil
+			}
+		}
+		return fmt.Errorf("no ready pod of %s among %d", d.Name, len(pods.Items))
+	})
+	return pod
+}
+
+// podIdentity is who kube-apiserver takes pod's projected token for.
+func podIdentity(t *testing.T, ctx context.Context, pod *corev1.Pod) string {
+	t.Helper()
+	token, err := env.PodToken(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := env.TokenClient(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := devenv.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return who
+}
+
+// vsphereSessions reads, at the workload pod's metrics port, how many
+// vCenter sessions it holds (banlieue_provider_sessions), as a scraper
+// bound to the shipped banlieue-metrics-reader does.
+func vsphereSessions(t *testing.T, pod *corev1.Pod) float64 {
+	t.Helper()
+	kubectlOut(t, "-n", opNS, "create", "serviceaccount", "scraper")
+	kubectlOut(t, "create", "clusterrolebinding", "operator-e2e-scraper", "--clusterrole=banlieue-metrics-reader", "--serviceaccount="+opNS+":scraper")
+	t.Cleanup(func() {
+		_, _ = env.Kubectl("", "delete", "clusterrolebinding", "operator-e2e-scraper")
+		_, _ = env.Kubectl("", "-n", opNS, "delete", "serviceaccount", "scraper")
+	})
+	token := strings.TrimSpace(kubectlOut(t, "-n", opNS, "create", "token", "scraper"))
+	url := "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(workload.MetricsPort)) + "/metrics"
+	families, err := metricstest.Scrape(url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := families.Value("banlieue_provider_sessions", map[string]string{"backend": "vsphere"})
+	if !ok {
+		t.Fatalf("%s serves no banlieue_provider_sessions{backend=\"vsphere\"}", url)
+	}
+	return n
 }

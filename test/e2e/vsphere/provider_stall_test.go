@@ -61,7 +61,7 @@ func provisionAll(t *testing.T, prefix, provider string, n int) (names []string,
 }
 
 // TestDeadBackendStallsNobody (its file sorts before secrets_test.go,
-// whose leak search must run last): two Providers served by one provider process, one
+// whose leak search must run last): two Providers served by one provider pod, one
 // pointed at a black hole (a listener that accepts and never answers),
 // with machines of its own keeping the machine workers asking for it.
 // The live Provider's provisioning rate stays at least 0.8 of its rate
@@ -88,7 +88,7 @@ func TestDeadBackendStallsNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(p.DeepCopy())
-	p.Spec.Connection.Endpoint = "https://" + hole.Addr() + "/sdk"
+	p.Spec.Connection.Endpoint = podURL(t, "https://"+hole.Addr()+"/sdk")
 	if err := c.Patch(ctx, p, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDeadBackendStallsNobody(t *testing.T) {
 		}
 		return nil
 	})
-	reliability.Record(t, table.Row{Scenario: fmt.Sprintf("two vSphere Providers in one provider process, one at a listener that accepts and never answers (it was Ready; its %d new machines ask for it): the other provisions %d machines at %.2f of its rate alone (%.1f/s beside it, %.1f/s alone; ≥ 0.8 required)",
+	reliability.Record(t, table.Row{Scenario: fmt.Sprintf("two vSphere Providers in one provider pod, one at a listener that accepts and never answers (it was Ready; its %d new machines ask for it): the other provisions %d machines at %.2f of its rate alone (%.1f/s beside it, %.1f/s alone; ≥ 0.8 required)",
 		len(dead), n, rateWith/rateAlone, rateWith, rateAlone),
 		Operations: 2 * n, Faults: "a black-holed backend endpoint"})
 	deleteAndWaitGone(t, "rate-with-", with)

@@ -14,24 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package vsphere runs "banlieue provider vsphere" as a process against the
-// devenv harness and govmomi's vCenter simulator (vcsim, in the test
-// process, on loopback).
 package vsphere
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,126 +29,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
-	"github.com/firestoned/banlieue/pkg/cmd/dev"
-	"github.com/firestoned/banlieue/pkg/controllers"
-	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
-	"github.com/firestoned/banlieue/test/reliability/table"
 )
-
-const (
-	ns       = devenv.Namespace
-	user     = "administrator@vsphere.local"
-	password = "REPLACE-ME"
-)
-
-var (
-	model        *simulator.Model
-	providerProc devenv.Process
-	env          *devenv.Env
-	c            client.Client
-	endpoint     string
-	caPEM        []byte
-	kubectlBin   string
-)
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	// vcsim: 2 datacenters x 3 clusters = 6 failure domains, enforced credentials, TLS.
-	model = simulator.VPX()
-	model.Datacenter, model.Cluster = 2, 3
-	if err := model.Create(); err != nil {
-		panic(err)
-	}
-	defer model.Remove()
-	// AcquireTicket, which govmomi's simulator lacks, for the web console.
-	vcsim.AcquireTickets(model)
-	model.Service.Listen = &url.URL{User: url.UserPassword(user, password)}
-	model.Service.TLS = new(tls.Config)
-	vc := model.Service.NewServer()
-	// A provider SIGKILLed while it waited on a task leaves a long poll
-	// vcsim never ends: closing gives up on it (vcsim.CloseServer).
-	defer vcsim.CloseServer(vc, 30*time.Second)
-	vc.Server.Config.Handler = failLookups(vc.Server.Config.Handler)
-	endpoint = "https://" + vc.URL.Host + "/sdk"
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: vc.Certificate().Raw})
-
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	dir, err := os.MkdirTemp("", "banlieue-vsphere-")
-	if err != nil {
-		panic(err)
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 1})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vsphere: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		return 1
-	}
-	defer env.Stop()
-	if providerProc, err = env.StartVSphereProvider("provider-vsphere", 2*time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "vsphere: provider: %v\n", err)
-		return 1
-	}
-	scheme, _ := controllers.Scheme()
-	// No client-side throttling: the crash scenarios watch tasks of a
-	// couple of seconds across tens of machines.
-	cfg := rest.CopyConfig(env.Admin)
-	cfg.QPS = -1
-	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	if err := env.NoConflictErrors("*"); err != nil {
-		fmt.Fprintf(os.Stderr, "vsphere: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "vsphere: logs in %s\n", filepath.Join(dir, "logs"))
-		return code
-	}
-	if !table.Partial() {
-		if err := reliability.Write(table.Path(root)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return 0
-}
-
-// reliability holds this package's rows of the reliability table
-// (bin/reliability.md; docs/reliability.md once make reliability-doc
-// copies it).
-var reliability = &table.Table{Owner: "vsphere"}
-
-// lookupFault, while set, makes vcsim fail every read of a VM's
-// (summary.)config.template: what a template check does, and nothing else the
-// provider does (logging in, walking the inventory) needs. vcsim's own
-// fault rules match only the method and its target, the PropertyCollector
-// for every read.
-var lookupFault atomic.Bool
-
-func failLookups(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if lookupFault.Load() && r.Body != nil {
-			body, _ := io.ReadAll(r.Body)
-			if bytes.Contains(body, []byte("config.template</pathSet>")) {
-				w.Header().Set("Content-Type", "text/xml; charset=utf-8")
-				w.WriteHeader(http.StatusInternalServerError)
-				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/">`+
-					`<soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>injected lookup failure</faultstring>`+
-					`</soapenv:Fault></soapenv:Body></soapenv:Envelope>`)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 func provider(name, secret string, mutate func(*v1alpha1.ProviderSpec)) *v1alpha1.Provider {
 	p := &v1alpha1.Provider{
@@ -316,8 +188,10 @@ func TestProviderReasons(t *testing.T) {
 			if strings.Contains(cond.Message, password) {
 				t.Errorf("the password leaked into the status")
 			}
-			// Tenants read Providers: no endpoint or address in them.
-			if strings.Contains(cond.Message, "127.0.0.1") || strings.Contains(cond.Message, "https://") || strings.Contains(cond.Message, user) {
+			// Tenants read Providers: no endpoint or address in them (the
+			// pods reach vcsim at the node's gateway).
+			if strings.Contains(cond.Message, "127.0.0.1") || strings.Contains(cond.Message, env.NodeGateway()) ||
+				strings.Contains(cond.Message, "https://") || strings.Contains(cond.Message, user) {
 				t.Errorf("the endpoint or the user name leaked into the status: %q", cond.Message)
 			}
 			if tc.name == "overrides" {

@@ -41,7 +41,7 @@ import (
 // sorts last), when the provider has logged in to vcsim with the vCenter
 // password many times: the password appears in no banlieue.io response
 // (objects, /resolved, /placement), no infrastructure object, no Event and
-// no process log, in clear or base64. The vCenter username appears in
+// no process or pod log, in clear or base64. The vCenter username appears in
 // nothing a tenant reads (VMs and their subresources, Providers, VMImages,
 // infrastructure objects, Events): only in the provider's log, where a
 // failed login is explained.
@@ -60,10 +60,18 @@ func TestCredentialsNeverLeak(t *testing.T) {
 			}
 		}
 	}
-	logs, err := filepath.Glob(filepath.Join(env.Logs(), "*.log"))
-	if err != nil || len(logs) == 0 {
+	// The processes' logs (kube-apiserver, banlieue's API server, ...)
+	// and the pods' (the controller, the providers, the operator and its
+	// workloads), copied as they were written.
+	processLogs, err := filepath.Glob(filepath.Join(env.Logs(), "*.log"))
+	if err != nil || len(processLogs) == 0 {
 		t.Fatalf("no process logs in %s: %v", env.Logs(), err)
 	}
+	podLogFiles, err := filepath.Glob(filepath.Join(podLogs, "*.log"))
+	if err != nil || len(podLogFiles) == 0 {
+		t.Fatalf("no pod logs in %s: %v", podLogs, err)
+	}
+	logs := append(processLogs, podLogFiles...)
 	for _, l := range logs {
 		data, err := os.ReadFile(l)
 		if err != nil {
@@ -148,10 +156,10 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		inLog = inLog || bytes.Contains(data, []byte(user))
 	}
 	if !inLog {
-		t.Errorf("the failed login's details (the username) are in no process log: the search above proves nothing")
+		t.Errorf("the failed login's details (the username) are in no log: the search above proves nothing")
 	}
 	t.Logf("searched %d logs, banlieue.io and infrastructure objects, Events and the subresources of %d VMs", len(logs), len(vms.Items))
-	reliability.Record(t, table.Row{Scenario: "the vCenter password (clear or base64) in no process log, banlieue.io or infrastructure object, Event, /resolved or /placement; the username in nothing a tenant reads (after a failed login a VM waits on)",
+	reliability.Record(t, table.Row{Scenario: "the vCenter password (clear or base64) in no process or pod log, banlieue.io or infrastructure object, Event, /resolved or /placement; the username in nothing a tenant reads (after a failed login a VM waits on)",
 		Operations: searched.N(), Faults: "search after every other vSphere test"})
 }
 
