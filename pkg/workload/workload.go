@@ -408,8 +408,13 @@ func deployment(class *v1alpha1.ProviderClass, namespace, name, only, sharedName
 		WithLivenessProbe(probe("/healthz").WithInitialDelaySeconds(10)).
 		WithResources(resources(class.Spec.Resources)).
 		WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
+		// The only writable place, as in the shipped Deployments: the
+		// temporary directory, where a vSphere qcow2 import stages its
+		// image (the release image has no /tmp of its own).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"))
 	pod := corev1ac.PodSpec().WithServiceAccountName(ServiceAccountName(class.Name, only)).
+		WithVolumes(corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource())).
 		WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(65532).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(container)

@@ -116,6 +116,12 @@ func TestForProvider(t *testing.T) {
 	if len(env) != 1 || *env[0].Name != "POD_IP" || *env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
 		t.Errorf("env %+v, want POD_IP from status.podIP", env)
 	}
+	// A writable temporary directory on the read-only root.
+	spec := w.Deployment.Spec.Template.Spec
+	if m := spec.Containers[0].VolumeMounts; len(m) != 1 || *m[0].MountPath != "/tmp" || len(spec.Volumes) != 1 ||
+		*spec.Volumes[0].Name != *m[0].Name || spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("volumes %+v mounted %+v, want an emptyDir at /tmp", spec.Volumes, m)
+	}
 }
 
 func TestShared(t *testing.T) {

@@ -216,36 +216,16 @@ func installController() error {
 //     API server.
 const providerSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
 
-// providerPatch is the administrator's edit of the shipped provider
-// Deployment:
-//   - POD_IP from the downward API: the address the console endpoint
-//     publishes (--console-advertise-host's default), which banlieue's API
-//     server dials; without it the pod's host name is published, which
-//     nothing resolves.
-//   - an emptyDir at /tmp: a qcow2 import stages its image in a scratch
-//     file of the temporary directory, and the release image has no /tmp
-//     on its read-only root filesystem, so every qcow2 import of the
-//     Deployment as shipped fails ("creating a scratch file for the qcow2
-//     image: open /tmp/banlieue-import-...: no such file or directory").
-//     The shipped manifest and the operator's workloads (pkg/workload)
-//     need this volume; it is applied here until they have it.
-const providerPatch = `[
-  {"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}]},
-  {"op":"add","path":"/spec/template/spec/volumes","value":[{"name":"tmp","emptyDir":{}}]},
-  {"op":"add","path":"/spec/template/spec/containers/0/volumeMounts","value":[{"name":"tmp","mountPath":"/tmp"}]}
-]`
-
-// installProvider applies the shipped vSphere provider's ConfigMap and
-// Deployment, with this install's settings (providerSettings,
-// providerPatch), copies its pods' logs from then on and waits for its
+// installProvider applies the shipped vSphere provider's ConfigMap, with
+// this install's settings (providerSettings), and Deployment, copies its pods' logs from then on and waits for its
 // rollout.
 func installProvider() error {
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", "vsphere")
 	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", providerSettings); err != nil {
 		return err
 	}
-	if err := env.ApplyPatched(filepath.Join(dir, "deployment.yaml"), "json", providerPatch); err != nil {
-		return err
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	if err := followLogs(ns, providerSelector, "provider-vsphere"); err != nil {
 		return err
