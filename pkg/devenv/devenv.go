@@ -36,26 +36,37 @@ limitations under the License.
 //
 // Two modes run banlieue's Deployments.
 //
-// Process mode: each component is a process started with its container's
-// args, env and ServiceAccount identity (a client certificate), so a test
-// can SIGKILL, pause, partition or restart one precisely, and count what a
-// crash loses: test/reliability and the crash tests of test/e2e's vsphere,
-// libvirt and proxmox suites need it. The rest of those suites,
-// test/e2e/scheduling, test/capi, test/monitoring and the benchmarks run
-// in it too (they came before the node; moving them is open work), as does
-// make run's banlieue.
+// Pod mode (Config.Node, as root; NodeSuite): a real kubelet runs the
+// shipped Deployments as pods of the release image, with their probes,
+// security contexts, limits and projected ServiceAccount tokens; a test
+// crashes one by SIGKILLing its container's process (KillContainer,
+// CrashContainer: the kubelet starts it again within a second or two) and
+// reads its logs through the API (FollowPodLogs). banlieue's API server
+// is the environment's process (the control plane these suites run
+// against) except where the install itself is under test. In pod mode:
+// test/e2e/node (the controller and the three providers' Deployments; the
+// libvirt provider builds a VM that boots on a libvirtd in a namespace of
+// its own), test/e2e/scheduling (the controller), test/e2e/vsphere and
+// test/e2e/proxmox (controller, providers, operator and the workloads it
+// renders; their crash tests kill the leading provider's container),
+// test/monitoring (scraped through the ServiceMonitor's EndpointSlices),
+// test/e2e/nodestatic (everything as pods, installed as
+// docs/guides/static-install.md says, then the vSphere guide) and
+// test/e2e/nodeinstall (everything as pods, installed by banlieue
+// bootstrap operator). Environments that run at once each take a slot of
+// the machine (nodeslot.go): at most BANLIEUE_NODE_SLOTS (2) nodes.
 //
-// Pod mode (Config.Node, as root): a real kubelet runs the shipped
-// Deployments as pods of the release image, with their probes, security
-// contexts, limits and projected ServiceAccount tokens. test/e2e/node runs
-// the shipped controller and the three providers' Deployments on it, with
-// banlieue's API server as a process; test/e2e/nodestatic everything as
-// pods, installed by hand as docs/guides/static-install.md says, then the
-// vSphere guide; test/e2e/nodeinstall everything as pods, installed by
-// banlieue bootstrap operator (API server, etcd, controller, operator and
-// the workloads it renders). make run starts a node as root, beside its
-// processes. Nodes of environments that run at once each take a slot of
-// the machine (nodeslot.go): at most BANLIEUE_NODE_SLOTS (2) at a time.
+// Process mode: each component is a process started with its container's
+// args, env and ServiceAccount identity (a client certificate), where a
+// test needs what a pod does not give: test/reliability pauses, partitions
+// and SIGKILLs API server replicas and etcd members behind a loopback
+// Balancer and times outages to the second, and the benchmarks read each
+// component's CPU from its process. Not moved yet, and so in process mode
+// too: test/e2e/libvirt (its libvirtds listen on unix sockets; a pod
+// reaches one over TLS through a forwarder, as test/e2e/node shows),
+// test/capi, and two tests of test/e2e's own package (TestSecureMetrics,
+// TestStandbyTakesOver). make run starts a node as root, beside its
+// processes.
 package devenv
 
 import (

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -223,7 +222,7 @@ func checkDriven(t *testing.T, families metricstest.Families) {
 // pod holding a Lease, and from no other target.
 func checkLeaderCountsVMs(t *testing.T, scrapes []scraped) {
 	t.Helper()
-	holders, err := leaseHolders(context.Background())
+	leader, err := env.LeadingPod(context.Background(), ns, "app.kubernetes.io/component=controller", "banlieue-controllers", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +236,8 @@ func checkLeaderCountsVMs(t *testing.T, scrapes []scraped) {
 		t.Error("no target exports banlieue_virtualmachines")
 	}
 	for _, pod := range from {
-		if !holders[pod] || !strings.HasPrefix(pod, ns+"/banlieue-controller-") {
-			t.Errorf("banlieue_virtualmachines from %v: %s is not the controller's leader (Lease holders %v)", from, pod, holders)
+		if pod != ns+"/"+leader.Name {
+			t.Errorf("banlieue_virtualmachines from %v: %s is not the controller's leader %s", from, pod, leader.Name)
 		}
 	}
 }

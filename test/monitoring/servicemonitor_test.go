@@ -18,7 +18,6 @@ package monitoring
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -163,26 +162,4 @@ func servesMetrics(spec *corev1.PodSpec) bool {
 		}
 	}
 	return false
-}
-
-// leaseHolders are the pods (namespace/name) holding a Lease of ns: a
-// controller-runtime manager's identity is its host name (the pod's name),
-// "_" and a UUID.
-func leaseHolders(ctx context.Context) (map[string]bool, error) {
-	leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, l := range leases.Items {
-		if h := l.Spec.HolderIdentity; h != nil {
-			if pod, _, ok := strings.Cut(*h, "_"); ok {
-				out[ns+"/"+pod] = true
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no Lease of " + ns + " is held")
-	}
-	return out, nil
 }

@@ -44,7 +44,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -161,16 +160,15 @@ func install() (stopLogs func(), err error) {
 const proxmoxSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
 
 // applyProvider applies the shipped configuration of backend's provider,
-// edited by settings (a merge patch, as kubectl patch --local edits a
-// manifest before it is applied), and its Deployment: one rollout, of the
-// edited configuration. Its RBAC is the environment's (dev.InstallRBAC).
+// edited by settings (a merge patch, as an administrator edits a manifest
+// before applying it), and its Deployment: one rollout, of the edited
+// configuration. Its RBAC is the environment's (dev.InstallRBAC).
 func applyProvider(backend, settings string) error {
 	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
-	config, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, "config.yaml"), "--type=merge", "-p", settings, "-o", "yaml")
-	if err != nil {
-		return fmt.Errorf("kubectl patch --local %s config.yaml: %v\n%s", backend, err, config)
+	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", settings); err != nil {
+		return err
 	}
-	if out, err := env.Kubectl(config, "apply", "-f", "-", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
 	}
 	return nil
@@ -179,34 +177,17 @@ func applyProvider(backend, settings string) error {
 // rolledOut waits for the rollout of each Deployment named.
 func rolledOut(deployments ...string) error {
 	for _, d := range deployments {
-		if out, err := env.Kubectl("", "-n", ns, "rollout", "status", "deploy/"+d, "--timeout=120s"); err != nil {
-			return fmt.Errorf("kubectl rollout status %s: %v\n%s\n%s", d, err, out, env.PodsSummary(context.Background()))
+		if err := env.RolloutStatus(context.Background(), ns, d, 2*time.Minute); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // providerLeader is the provider pod of class holding its Lease, which
-// does the work (the other replica waits for the Lease): a
-// controller-runtime manager's identity is its host name (the pod's
-// name), "_" and a UUID.
+// does the work (the other replica waits for the Lease).
 func providerLeader(ctx context.Context, class string) (*corev1.Pod, error) {
-	lease := &coordinationv1.Lease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "banlieue-provider-" + class}, lease); err != nil {
-		return nil, err
-	}
-	if lease.Spec.HolderIdentity == nil {
-		return nil, fmt.Errorf("Lease %s is not held", lease.Name)
-	}
-	name, _, ok := strings.Cut(*lease.Spec.HolderIdentity, "_")
-	if !ok {
-		return nil, fmt.Errorf("Lease %s held by %q, not a pod", lease.Name, *lease.Spec.HolderIdentity)
-	}
-	pod := &corev1.Pod{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-		return nil, fmt.Errorf("Lease %s holder: %w", lease.Name, err)
-	}
-	return pod, nil
+	return env.LeadingPod(ctx, ns, "app.kubernetes.io/component=provider-"+class, "banlieue-provider-"+class, time.Minute)
 }
 
 // servedToPods serves files as imagetest.Serve does (a mirror's URL
