@@ -156,6 +156,8 @@ type Env struct {
 	ca       *pki.CA
 	issued   map[string]bool // kubeconfigs written since this start
 	procs    []*process
+	// logCopies stop the copies of pods' logs FollowLogs started.
+	logCopies []func()
 	banlieue []*process // by replica; nil when down
 	// banlieueExtra are RestartBanlieue's arguments, after BanlieueArgs.
 	banlieueExtra []string
@@ -245,6 +247,10 @@ func (p Process) Stop() { p.p.stop() }
 
 // Stop kills every process (by PID, in reverse start order) and waits for it.
 func (e *Env) Stop() {
+	for _, stop := range e.logCopies {
+		stop()
+	}
+	e.logCopies = nil
 	e.stopNode()
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].stop()

@@ -26,6 +26,7 @@ import (
 	"testing"
 
 	"github.com/firestoned/banlieue/hack/image/build"
+	"github.com/firestoned/banlieue/pkg/devenv/logscan"
 )
 
 // NodeSuite is a test package run against an environment with a real
@@ -46,6 +47,10 @@ type NodeSuite struct {
 	// Ready runs once the environment is up, before the tests: what the
 	// package installs on it. An error fails the suite without tests.
 	Ready func(*Env) error
+	// ScanPodLogs fails the suite when a pod whose logs it copied
+	// (Env.FollowLogs) logged a lost optimistic-concurrency race as a
+	// reconcile error (logscan.NoConflictErrors).
+	ScanPodLogs bool
 }
 
 // Run starts the environment, calls Ready, runs the tests, stops the
@@ -87,6 +92,12 @@ func (s NodeSuite) Run(m *testing.M) int {
 		code = m.Run()
 	}
 	env.Stop()
+	if s.ScanPodLogs {
+		if err := logscan.NoConflictErrors(env.PodLogs(), "*"); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: pods: %v\n", s.Name, err)
+			code = 1
+		}
+	}
 	if left := env.NodeLeftovers(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "%s: tearing the node down left the machine changed:\n  %s\n", s.Name, strings.Join(left, "\n  "))
 		code = 1

@@ -173,3 +173,20 @@ func (e *Env) FollowPodLogs(namespace, selector, dir, prefix string) (stop func(
 		c.wg.Wait()
 	}, nil
 }
+
+// PodLogs is the folder FollowLogs copies pods' logs into, beside the
+// environment's process logs (kept with them when a suite fails).
+func (e *Env) PodLogs() string { return filepath.Join(e.Logs(), "pods") }
+
+// FollowLogs is FollowPodLogs into PodLogs until the environment stops.
+func (e *Env) FollowLogs(namespace, selector, prefix string) error {
+	if err := os.MkdirAll(e.PodLogs(), 0o755); err != nil {
+		return err
+	}
+	stop, err := e.FollowPodLogs(namespace, selector, e.PodLogs(), prefix)
+	if err != nil {
+		return err
+	}
+	e.logCopies = append(e.logCopies, stop)
+	return nil
+}

@@ -28,8 +28,7 @@ limitations under the License.
 // provider pod's container SIGKILLed (devenv.KillContainer) and started
 // again by the kubelet, so no test here runs a component as a process.
 // TestMain fails when a pod logged a lost optimistic-concurrency race as a
-// reconcile error (its logs copied as they are written,
-// devenv.FollowPodLogs).
+// reconcile error (its logs copied as they are written, devenv.FollowLogs).
 package proxmox
 
 import (
@@ -58,7 +57,6 @@ import (
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/devenv/logscan"
 	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/proxmox/pvesim"
@@ -75,9 +73,6 @@ var (
 	c           client.Client
 	root        string
 	kubectlBin  string
-	// podLogs holds the banlieue pods' logs, one file per container run
-	// (devenv.FollowPodLogs).
-	podLogs string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -86,46 +81,24 @@ func run(m *testing.M) int {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	var err error
-	if podLogs, err = os.MkdirTemp("", "banlieue-proxmox-pods-"); err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: %v\n", err)
-		return 1
-	}
-	stopLogs := func() {}
-	code := devenv.NodeSuite{Name: "proxmox", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+	code := devenv.NodeSuite{Name: "proxmox", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC}, ScanPodLogs: true,
 		Ready: func(e *devenv.Env) error {
 			env = e
-			stop, err := install()
-			if stop != nil {
-				stopLogs = stop
-			}
-			return err
+			return install()
 		}}.Run(m)
-	// The copies end with the environment; what they wrote is complete.
-	stopLogs()
 	if sim != nil {
 		sim.Close()
 	}
-	if err := logscan.NoConflictErrors(podLogs, "*"); err != nil {
-		fmt.Fprintf(os.Stderr, "proxmox: banlieue pods: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "proxmox: banlieue pods' logs in %s\n", podLogs)
-		return code
-	}
-	_ = os.RemoveAll(podLogs)
-	return 0
+	return code
 }
 
 // install starts the simulator the provider's pods reach, copies the
-// banlieue pods' logs into podLogs from then on, and runs the shipped
-// controller and Proxmox VE provider Deployments; it returns what stops
-// the copying.
-func install() (stopLogs func(), err error) {
+// banlieue pods' logs (env.FollowLogs) from then on, and runs the shipped
+// controller and Proxmox VE provider Deployments.
+func install() (err error) {
 	ctx := context.Background()
 	if c, err = env.ServedClient(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	// The token holds the documented least-privilege grants only; 8.4
 	// with import content on local takes imported images (spec.import).
@@ -133,19 +106,19 @@ func install() (stopLogs func(), err error) {
 	sim = pvesim.New(pvesim.Options{TaskDelay: 100 * time.Millisecond, AgentDelay: 500 * time.Millisecond, ACL: dev.ProxmoxACL(),
 		Version: dev.ProxmoxVersion, Nodes: dev.ProxmoxNodes(), ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}})
 	if simEndpoint, err = env.ExposeURL(sim.URL); err != nil {
-		return nil, err
+		return err
 	}
-	if stopLogs, err = env.FollowPodLogs(ns, "app.kubernetes.io/name=banlieue", podLogs, "pod"); err != nil {
-		return nil, err
+	if err := env.FollowLogs(ns, "app.kubernetes.io/name=banlieue", "pod"); err != nil {
+		return err
 	}
 	base := filepath.Join(root, "artifacts", "deploy", "base")
 	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(base, "deployment-controller.yaml")); err != nil {
-		return stopLogs, fmt.Errorf("kubectl apply: %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	if err := applyProvider("proxmox", proxmoxSettings); err != nil {
-		return stopLogs, err
+		return err
 	}
-	return stopLogs, rolledOut("banlieue-controller", "banlieue-provider-proxmox")
+	return rolledOut("banlieue-controller", "banlieue-provider-proxmox")
 }
 
 // proxmoxSettings are what this package changes of the shipped Proxmox VE

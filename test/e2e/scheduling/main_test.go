@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/controllers"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/devenv/logscan"
 )
 
 const (
@@ -62,22 +62,13 @@ var (
 	c       client.Client
 	root    string
 	kubectl string
-	// podLogs holds the controller pods' logs, one file per container
-	// run, named controller-* (devenv.FollowPodLogs).
-	podLogs string
 )
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectl = filepath.Join(root, "bin", "kubectl")
-	var err error
-	if podLogs, err = os.MkdirTemp("", "banlieue-scheduling-pods-"); err != nil {
-		fmt.Fprintf(os.Stderr, "scheduling: %v\n", err)
-		os.Exit(1)
-	}
-	stopLogs := func() {}
-	code := devenv.NodeSuite{Name: "scheduling", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+	os.Exit(devenv.NodeSuite{Name: "scheduling", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC}, ScanPodLogs: true,
 		Ready: func(e *devenv.Env) error {
 			env = e
 			scheme, err := controllers.Scheme()
@@ -87,45 +78,26 @@ func TestMain(m *testing.M) {
 			if c, err = client.New(env.Admin, client.Options{Scheme: scheme}); err != nil {
 				return err
 			}
-			stop, err := installController()
-			if stop != nil {
-				stopLogs = stop
-			}
-			return err
-		}}.Run(m)
-	// The copies end with the environment; what they wrote is complete.
-	stopLogs()
-	if err := logscan.NoConflictErrors(podLogs, "controller-*"); err != nil {
-		fmt.Fprintf(os.Stderr, "scheduling: controller pods: %v\n", err)
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(podLogs)
-	} else {
-		fmt.Fprintf(os.Stderr, "scheduling: controller pods' logs in %s\n", podLogs)
-	}
-	os.Exit(code)
+			return installController()
+		}}.Run(m))
 }
 
 // installController applies the shipped controller Deployment, copies
-// its pods' logs into podLogs from then on, and waits for its rollout;
-// it returns what stops the copying.
-func installController() (stopLogs func(), err error) {
+// its pods' logs (controller-*, env.FollowLogs) from then on, and waits
+// for its rollout.
+func installController() error {
 	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
 	if out, err := env.Kubectl("", "apply", "-f", manifest); err != nil {
-		return nil, fmt.Errorf("kubectl apply: %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	d := &appsv1.Deployment{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deployment}, d); err != nil {
-		return nil, err
+		return err
 	}
-	if stopLogs, err = env.FollowPodLogs(ns, metav1.FormatLabelSelector(d.Spec.Selector), podLogs, "controller"); err != nil {
-		return nil, err
+	if err := env.FollowLogs(ns, metav1.FormatLabelSelector(d.Spec.Selector), "controller"); err != nil {
+		return err
 	}
-	if out, err := env.Kubectl("", "-n", ns, "rollout", "status", "deploy/"+deployment, "--timeout=120s"); err != nil {
-		return stopLogs, fmt.Errorf("kubectl rollout status: %v\n%s\n%s", err, out, env.PodsSummary(context.Background()))
-	}
-	return stopLogs, nil
+	return env.RolloutStatus(context.Background(), ns, deployment, 2*time.Minute)
 }
 
 // replica is a pod of the controller Deployment: its metrics (HTTPS,

@@ -410,7 +410,7 @@ func TestSpreadAndCleanup(t *testing.T) {
 // substr in the controller pods' logs (every container run so far).
 func controllerErrors(t *testing.T, substr string) []string {
 	t.Helper()
-	lines, err := logscan.ReconcileErrors(podLogs, "controller-*", substr)
+	lines, err := logscan.ReconcileErrors(env.PodLogs(), "controller-*", substr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func runHomeProvider(t *testing.T, home string) {
 			t.Errorf("deleting %s: %v: %s", homeDeployment, err, out)
 		}
 	})
-	if err := followLogs(ns, "app.kubernetes.io/component="+component, component); err != nil {
+	if err := env.FollowLogs(ns, "app.kubernetes.io/component="+component, component); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.RolloutStatus(ctx, ns, homeDeployment, 2*time.Minute); err != nil {

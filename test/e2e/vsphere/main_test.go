@@ -26,7 +26,7 @@ limitations under the License.
 // (devenv.KillContainer) and the kubelet starts it again. No test runs a
 // component as a process: each crash or stop a test needs is one a pod
 // can have too. The pods' logs are copied into files as they are written
-// (devenv.FollowPodLogs) for logscan and the credentials leak search.
+// (devenv.FollowLogs) for logscan and the credentials leak search.
 package vsphere
 
 import (
@@ -82,13 +82,6 @@ var (
 	caPEM           []byte
 	root            string
 	kubectlBin      string
-	// podLogs holds the pods' logs, one file per container run
-	// (devenv.FollowPodLogs): controller-*, provider-vsphere-*,
-	// operator-*, workload-*.
-	podLogs string
-	// stopLogs end the copies of pod logs (each FollowPodLogs's stop);
-	// the tests run one at a time.
-	stopLogs []func()
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -97,13 +90,8 @@ func run(m *testing.M) int {
 	ctrllog.SetLogger(klog.NewKlogr())
 	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	var err error
-	if podLogs, err = os.MkdirTemp("", "banlieue-vsphere-pods-"); err != nil {
-		fmt.Fprintf(os.Stderr, "vsphere: %v\n", err)
-		return 1
-	}
 	stopVCSim := func() {}
-	code := devenv.NodeSuite{Name: "vsphere", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC},
+	code := devenv.NodeSuite{Name: "vsphere", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC}, ScanPodLogs: true,
 		Ready: func(e *devenv.Env) error {
 			env = e
 			var err error
@@ -129,20 +117,10 @@ func run(m *testing.M) int {
 			}
 			return nil
 		}}.Run(m)
-	// The copies end with the environment; what they wrote is complete.
-	for _, stop := range stopLogs {
-		stop()
-	}
 	stopVCSim()
-	if err := logscan.NoConflictErrors(podLogs, "*"); err != nil {
-		fmt.Fprintf(os.Stderr, "vsphere: pods: %v\n", err)
-		code = 1
-	}
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "vsphere: the pods' logs in %s\n", podLogs)
 		return code
 	}
-	_ = os.RemoveAll(podLogs)
 	if !table.Partial() {
 		if err := reliability.Write(table.Path(root)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -198,7 +176,7 @@ func installController() error {
 	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
-	if err := followLogs(ns, "app.kubernetes.io/name=banlieue,app.kubernetes.io/component=controller", "controller"); err != nil {
+	if err := env.FollowLogs(ns, "app.kubernetes.io/name=banlieue,app.kubernetes.io/component=controller", "controller"); err != nil {
 		return err
 	}
 	return env.RolloutStatus(context.Background(), ns, "banlieue-controller", 2*time.Minute)
@@ -227,27 +205,16 @@ func installProvider() error {
 	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
-	if err := followLogs(ns, providerSelector, "provider-vsphere"); err != nil {
+	if err := env.FollowLogs(ns, providerSelector, "provider-vsphere"); err != nil {
 		return err
 	}
 	return env.RolloutStatus(context.Background(), ns, providerDeployment, 2*time.Minute)
 }
 
-// followLogs copies the logs of the pods selector picks in namespace into
-// podLogs, named prefix-POD-CONTAINER-RESTART.log, until the suite ends.
-func followLogs(namespace, selector, prefix string) error {
-	stop, err := env.FollowPodLogs(namespace, selector, podLogs, prefix)
-	if err != nil {
-		return err
-	}
-	stopLogs = append(stopLogs, stop)
-	return nil
-}
-
 // reconcileErrors are the "Reconciler error" lines containing substr in
 // the copied logs of the pods whose files match glob.
 func reconcileErrors(glob, substr string) ([]string, error) {
-	return logscan.ReconcileErrors(podLogs, glob, substr)
+	return logscan.ReconcileErrors(env.PodLogs(), glob, substr)
 }
 
 // podURL is rawURL, a server of the test on loopback, as the node's pods

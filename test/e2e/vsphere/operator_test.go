@@ -660,10 +660,10 @@ func runOperator(t *testing.T) {
 			t.Errorf("deleting the operator: %v: %s", err, out)
 		}
 	})
-	if err := followLogs(ns, "app.kubernetes.io/name=banlieue,app.kubernetes.io/component=operator", "operator"); err != nil {
+	if err := env.FollowLogs(ns, "app.kubernetes.io/name=banlieue,app.kubernetes.io/component=operator", "operator"); err != nil {
 		t.Fatal(err)
 	}
-	if err := followLogs(opNS, workload.ClassLabel+"=vsphere", "workload"); err != nil {
+	if err := env.FollowLogs(opNS, workload.ClassLabel+"=vsphere", "workload"); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.RolloutStatus(ctx, ns, "banlieue-operator", 2*time.Minute); err != nil {

@@ -67,9 +67,9 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	if err != nil || len(processLogs) == 0 {
 		t.Fatalf("no process logs in %s: %v", env.Logs(), err)
 	}
-	podLogFiles, err := filepath.Glob(filepath.Join(podLogs, "*.log"))
+	podLogFiles, err := filepath.Glob(filepath.Join(env.PodLogs(), "*.log"))
 	if err != nil || len(podLogFiles) == 0 {
-		t.Fatalf("no pod logs in %s: %v", podLogs, err)
+		t.Fatalf("no pod logs in %s: %v", env.PodLogs(), err)
 	}
 	logs := append(processLogs, podLogFiles...)
 	for _, l := range logs {
