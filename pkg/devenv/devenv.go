@@ -153,12 +153,12 @@ type Env struct {
 	// BanlieueCA is the CA of banlieue's serving certificate.
 	BanlieueCA []byte
 
-	ca       *pki.CA
-	issued   map[string]bool // kubeconfigs written since this start
-	procs    []*process
+	ca     *pki.CA
+	issued map[string]bool // kubeconfigs written since this start
+	procs  []*process
 	// logCopies stop the copies of pods' logs FollowLogs started.
 	logCopies []func()
-	banlieue []*process // by replica; nil when down
+	banlieue  []*process // by replica; nil when down
 	// banlieueExtra are RestartBanlieue's arguments, after BanlieueArgs.
 	banlieueExtra []string
 	balancer      *loopback.Balancer
