@@ -27,6 +27,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// PodIP is what a container run as a process gets for its pod's address
+// (valueFrom status.podIP): the loopback it serves on.
+const PodIP = "127.0.0.1"
+
 // Command is container c's arguments and environment (KEY=VALUE,
 // sorted) as a kubelet would start it, given the ConfigMaps of its
 // namespace by name. A ConfigMap it names and that is missing is an error,
@@ -49,10 +53,15 @@ func Command(c corev1.Container, configMaps map[string]*corev1.ConfigMap) (args,
 		}
 	}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			return nil, nil, fmt.Errorf("container %s: env %s: valueFrom is not supported here", c.Name, e.Name)
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = Expand(e.Value, vars)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			// The process listens on loopback, its pod's address.
+			vars[e.Name] = PodIP
+		default:
+			return nil, nil, fmt.Errorf("container %s: env %s: only valueFrom status.podIP is supported here", c.Name, e.Name)
 		}
-		vars[e.Name] = Expand(e.Value, vars)
 	}
 	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
 		args = append(args, Expand(a, vars))

@@ -48,7 +48,8 @@ func TestCommand(t *testing.T) {
 	c := corev1.Container{
 		Name: "provider", Args: []string{"provider", "vsphere", "--namespace=$(BANLIEUE_NAMESPACE)"},
 		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
-		Env:     []corev1.EnvVar{{Name: "BANLIEUE_V", Value: "4"}, {Name: "WHERE", Value: "in $(BANLIEUE_NAMESPACE)"}},
+		Env: []corev1.EnvVar{{Name: "BANLIEUE_V", Value: "4"}, {Name: "WHERE", Value: "in $(BANLIEUE_NAMESPACE)"},
+			{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 	}
 	args, env, err := Command(c, cms)
 	if err != nil {
@@ -58,9 +59,15 @@ func TestCommand(t *testing.T) {
 		t.Errorf("args = %q, want %q", args, want)
 	}
 	// env wins over envFrom, and may refer to it.
-	if want := []string{"BANLIEUE_NAMESPACE=ns1", "BANLIEUE_V=4", "WHERE=in ns1"}; !slices.Equal(env, want) {
+	if want := []string{"BANLIEUE_NAMESPACE=ns1", "BANLIEUE_V=4", "POD_IP=" + PodIP, "WHERE=in ns1"}; !slices.Equal(env, want) {
 		t.Errorf("env = %q, want %q", env, want)
 	}
+	// Of the pod's fields, only its address has a meaning for a process.
+	c.Env = append(c.Env, corev1.EnvVar{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
+	if _, _, err := Command(c, cms); err == nil || !strings.Contains(err.Error(), "env NODE") {
+		t.Errorf("an unsupported valueFrom: error = %v", err)
+	}
+	c.Env = c.Env[:len(c.Env)-1]
 	if _, _, err := Command(c, nil); err == nil || !strings.Contains(err.Error(), "ConfigMap cfg not found") {
 		t.Errorf("a missing ConfigMap: error = %v", err)
 	}
