@@ -148,15 +148,28 @@ func (s *slot) othersRunning() (bool, error) {
 		if i == s.index {
 			continue
 		}
-		f, err := tryLock(slotLock(i))
-		if err != nil {
-			return false, err
+		held, err := heldByOther(slotLock(i))
+		if err != nil || held {
+			return held, err
 		}
-		if f == nil {
-			return true, nil
-		}
-		_ = f.Close()
 	}
+	return false, nil
+}
+
+// heldByOther tells whether another holds the lock at path, without
+// making a lock file for a slot never used.
+func heldByOther(path string) (bool, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	f, err := tryLock(path)
+	if err != nil {
+		return false, err
+	}
+	if f == nil {
+		return true, nil
+	}
+	_ = f.Close()
 	return false, nil
 }
 
