@@ -189,21 +189,11 @@ func importedIn(t *testing.T, img *v1alpha1.VMImage, key string) v1alpha1.ImageF
 // name (the image and its marker).
 func importedVolumes(t *testing.T, l *golibvirt.Libvirt, name string) []string {
 	t.Helper()
-	pool, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	vols, err := libvirtd.PoolVolumes(l, func(v string) bool { return strings.HasPrefix(v, name) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols, _, err := l.StoragePoolListAllVolumes(pool, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, v := range vols {
-		if strings.HasPrefix(v.Name, name) {
-			out = append(out, v.Name)
-		}
-	}
-	return out
+	return vols
 }
 
 // hugeISO serves an installer that says it has 8 PiB: its first 64 KiB

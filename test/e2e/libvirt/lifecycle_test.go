@@ -273,23 +273,11 @@ func waitSerial(t *testing.T, name, want string) string {
 
 func volumesOf(t *testing.T, l *golibvirt.Libvirt, uid string) []string {
 	t.Helper()
-	p, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	vols, err := libvirtd.PoolVolumes(l, func(name string) bool { return strings.Contains(name, uid) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No refresh: the provider makes and deletes volumes through libvirt,
-	// which knows them (a refresh fails while it creates one).
-	vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, v := range vols {
-		if strings.Contains(v.Name, uid) {
-			out = append(out, v.Name)
-		}
-	}
-	return out
+	return vols
 }
 
 // ensureImage makes sure the VMImage "guest" has the test volume as its

@@ -234,23 +234,11 @@ func guestImage(t *testing.T, ctx context.Context, c client.Client, p *v1alpha1.
 // volumesOf lists the volumes of the daemon's pool named for uid.
 func volumesOf(t *testing.T, l *golibvirt.Libvirt, uid string) []string {
 	t.Helper()
-	pool, err := l.StoragePoolLookupByName(libvirtd.Pool)
+	vols, err := libvirtd.PoolVolumes(l, func(name string) bool { return strings.Contains(name, uid) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No refresh: the provider makes and deletes volumes through libvirt,
-	// which knows them.
-	vols, _, err := l.StoragePoolListAllVolumes(pool, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, v := range vols {
-		if strings.Contains(v.Name, uid) {
-			out = append(out, v.Name)
-		}
-	}
-	return out
+	return vols
 }
 
 // eventually polls f until it returns nil, failing the test with its last

@@ -276,6 +276,27 @@ func (d *Daemon) Connect() (*golibvirt.Libvirt, error) {
 	return l, nil
 }
 
+// PoolVolumes lists the names of Pool's volumes that match, as libvirt
+// knows them: no refresh, as a provider makes and deletes volumes through
+// libvirt (and a refresh fails while another client creates one).
+func PoolVolumes(l *golibvirt.Libvirt, match func(name string) bool) ([]string, error) {
+	pool, err := l.StoragePoolLookupByName(Pool)
+	if err != nil {
+		return nil, err
+	}
+	vols, _, err := l.StoragePoolListAllVolumes(pool, 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vols {
+		if match(v.Name) {
+			out = append(out, v.Name)
+		}
+	}
+	return out, nil
+}
+
 // setUp waits for the socket, then defines and starts Network and Pool.
 func (d *Daemon) setUp(ctx context.Context) error {
 	var l *golibvirt.Libvirt
