@@ -102,28 +102,15 @@ func (n *node) removeOwn() {
 	if err != nil {
 		klog.ErrorS(err, "Reading the node's mounts")
 	}
-	for _, mp := range mounts {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
-			klog.ErrorS(err, "Unmounting", "path", mp)
-		}
-	}
+	unmount(mounts)
 	if _, err := os.Stat("/sys/class/net/" + n.slot.bridge()); err == nil {
-		if out, err := exec.Command("ip", "link", "del", n.slot.bridge()).CombinedOutput(); err != nil {
-			klog.ErrorS(err, "Deleting the node's bridge", "output", string(out))
-		}
+		deleteLinks([]string{n.slot.bridge()})
 	}
 	rules, err := n.ownRules()
 	if err != nil {
 		klog.ErrorS(err, "Reading the node's iptables rules")
 	}
-	for family, script := range undoRules(rules) {
-		restore := map[string]string{"ip4": "iptables-restore", "ip6": "ip6tables-restore"}[family]
-		cmd := exec.Command(restore, "--noflush")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			klog.ErrorS(err, "Removing the node's iptables rules", "family", family, "output", string(out), "script", script)
-		}
-	}
+	removeRules(rules)
 	cgroups, err := n.ownCgroups()
 	if err != nil {
 		klog.ErrorS(err, "Reading the node's cgroups")
@@ -260,34 +247,25 @@ func makeCgroupRoot(name string) error {
 // restore undoes what nodes changed outside their directories, by what
 // differs from the state the first of them read before it started.
 func (n *node) restore() {
-	now, err := ReadMachineState(n.dir)
+	// Read as the first node read n.before: the mounts of nodes' own
+	// directories are each node's to remove (removeOwn).
+	now, err := ReadMachineState()
 	if err != nil {
 		klog.ErrorS(err, "Reading the machine's state")
 		return
 	}
 	addedMounts, _ := setDiff(n.before.Mounts, now.Mounts) // deepest first, as read
-	for _, mp := range addedMounts {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
-			klog.ErrorS(err, "Unmounting", "path", mp)
-		}
-	}
+	unmount(addedMounts)
 	added, _ := setDiff(n.before.Links, now.Links)
+	var links []string
 	for _, l := range added {
 		if nodeLink(l) {
-			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
-				klog.ErrorS(err, "Deleting a link", "link", l, "output", string(out))
-			}
+			links = append(links, l)
 		}
 	}
+	deleteLinks(links)
 	addedRules, _ := setDiff(n.before.Rules, now.Rules)
-	for family, script := range undoRules(addedRules) {
-		restore := map[string]string{"ip4": "iptables-restore", "ip6": "ip6tables-restore"}[family]
-		cmd := exec.Command(restore, "--noflush")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			klog.ErrorS(err, "Removing the node's iptables rules", "family", family, "output", string(out), "script", script)
-		}
-	}
+	removeRules(addedRules)
 	addedCgroups, _ := setDiff(n.before.Cgroups, now.Cgroups)
 	for _, cg := range addedCgroups {
 		removeCgroupTree(cg)
@@ -297,6 +275,37 @@ func (n *node) restore() {
 			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
 				klog.ErrorS(err, "Restoring a sysctl", "key", k)
 			}
+		}
+	}
+}
+
+// unmount detaches each mount point, in the order given (deepest first).
+func unmount(mounts []string) {
+	for _, mp := range mounts {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+			klog.ErrorS(err, "Unmounting", "path", mp)
+		}
+	}
+}
+
+// deleteLinks deletes each network link named.
+func deleteLinks(links []string) {
+	for _, l := range links {
+		if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
+			klog.ErrorS(err, "Deleting a link", "link", l, "output", string(out))
+		}
+	}
+}
+
+// removeRules deletes the iptables rules and chains given as
+// "FAMILY TABLE LINE" (undoRules).
+func removeRules(rules []string) {
+	for family, script := range undoRules(rules) {
+		restore := map[string]string{"ip4": "iptables-restore", "ip6": "ip6tables-restore"}[family]
+		cmd := exec.Command(restore, "--noflush")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			klog.ErrorS(err, "Removing iptables rules", "family", family, "output", string(out), "script", script)
 		}
 	}
 }
