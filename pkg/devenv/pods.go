@@ -212,3 +212,29 @@ func (e *Env) Kubectl(stdin string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// MetricsReaderToken makes the ServiceAccount namespace/name, binds it to
+// the shipped banlieue-metrics-reader (as docs/metrics.md has a
+// Prometheus's bound) and returns a token of it, and what removes both.
+func (e *Env) MetricsReaderToken(namespace, name string) (token string, remove func(), err error) {
+	binding := "metrics-reader:" + namespace + ":" + name
+	remove = func() {
+		_, _ = e.Kubectl("", "delete", "clusterrolebinding", binding, "--ignore-not-found")
+		_, _ = e.Kubectl("", "-n", namespace, "delete", "serviceaccount", name, "--ignore-not-found")
+	}
+	for _, args := range [][]string{
+		{"-n", namespace, "create", "serviceaccount", name},
+		{"create", "clusterrolebinding", binding, "--clusterrole=banlieue-metrics-reader", "--serviceaccount=" + namespace + ":" + name},
+	} {
+		if out, err := e.Kubectl("", args...); err != nil {
+			remove()
+			return "", nil, fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	out, err := e.Kubectl("", "-n", namespace, "create", "token", name)
+	if err != nil {
+		remove()
+		return "", nil, fmt.Errorf("kubectl create token: %v: %s", err, out)
+	}
+	return strings.TrimSpace(out), remove, nil
+}

@@ -22,7 +22,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,7 +87,9 @@ func install(e *devenv.Env) error {
 	if simEndpoint, err = env.ExposeURL(sim.URL); err != nil {
 		return err
 	}
-	if scraperToken, err = prometheusToken(); err != nil {
+	// Bound as docs/metrics.md has Prometheus's bound; it goes with the
+	// environment.
+	if scraperToken, _, err = env.MetricsReaderToken(ns, "prometheus"); err != nil {
 		return err
 	}
 	if err := applyController(); err != nil {
@@ -103,25 +104,6 @@ func install(e *devenv.Env) error {
 		}
 	}
 	return nil
-}
-
-// prometheusToken makes a ServiceAccount bound to the shipped
-// banlieue-metrics-reader, as docs/metrics.md has Prometheus's bound, and
-// returns a token of it.
-func prometheusToken() (string, error) {
-	for _, args := range [][]string{
-		{"-n", ns, "create", "serviceaccount", "prometheus"},
-		{"create", "clusterrolebinding", "monitoring-prometheus", "--clusterrole=banlieue-metrics-reader", "--serviceaccount=" + ns + ":prometheus"},
-	} {
-		if out, err := env.Kubectl("", args...); err != nil {
-			return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	out, err := env.Kubectl("", "-n", ns, "create", "token", "prometheus")
-	if err != nil {
-		return "", fmt.Errorf("kubectl create token: %v: %s", err, out)
-	}
-	return strings.TrimSpace(out), nil
 }
 
 // applyController applies the shipped controller Deployment and its

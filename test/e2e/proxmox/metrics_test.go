@@ -21,10 +21,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -229,27 +227,12 @@ func leaderMetricsURL(ctx context.Context, class string) (string, error) {
 // banlieue-metrics-reader, as a Prometheus in the cluster has.
 func scraperToken(t *testing.T) string {
 	t.Helper()
-	kubectl := func(args ...string) (string, error) {
-		out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("kubectl %v: %v: %s", args, err, out)
-		}
-		return string(out), nil
-	}
-	if _, err := kubectl("-n", ns, "create", "serviceaccount", "metrics-scraper"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = kubectl("-n", ns, "delete", "serviceaccount", "metrics-scraper") })
-	if _, err := kubectl("create", "clusterrolebinding", "proxmox-metrics-scraper", "--clusterrole=banlieue-metrics-reader",
-		"--serviceaccount="+ns+":metrics-scraper"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = kubectl("delete", "clusterrolebinding", "proxmox-metrics-scraper") })
-	token, err := kubectl("-n", ns, "create", "token", "metrics-scraper")
+	token, remove, err := env.MetricsReaderToken(ns, "metrics-scraper")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(token)
+	t.Cleanup(remove)
+	return token
 }
 
 func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -121,8 +120,11 @@ func TestDomainMetrics(t *testing.T) {
 		})
 		_ = c.Delete(ctx, &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider}})
 	})
-	mustKCRBAC(t, space)
-	token := strings.TrimSpace(kc(t, "-n", space, "create", "token", "scraper"))
+	token, remove, err := env.MetricsReaderToken(space, "scraper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
 
 	const n, ready = 3, 2
 	for i := 0; i < n; i++ {
@@ -231,15 +233,6 @@ func TestDomainMetrics(t *testing.T) {
 			t.Errorf("standby pod %s reports %d banlieue_virtualmachines series", r.pod, len(f.GetMetric()))
 		}
 	}
-}
-
-// mustKCRBAC makes the scraper ServiceAccount, bound to the shipped
-// banlieue-metrics-reader, in space.
-func mustKCRBAC(t *testing.T, space string) {
-	t.Helper()
-	kc(t, "-n", space, "create", "serviceaccount", "scraper")
-	kc(t, "create", "clusterrolebinding", "domain-metrics-scraper", "--clusterrole=banlieue-metrics-reader", "--serviceaccount="+space+":scraper")
-	t.Cleanup(func() { kc(t, "delete", "clusterrolebinding", "domain-metrics-scraper") })
 }
 
 func eq(want int) func(float64) bool      { return func(v float64) bool { return v == float64(want) } }

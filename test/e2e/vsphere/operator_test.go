@@ -735,13 +735,11 @@ func podIdentity(t *testing.T, ctx context.Context, pod *corev1.Pod) string {
 // bound to the shipped banlieue-metrics-reader does.
 func vsphereSessions(t *testing.T, pod *corev1.Pod) float64 {
 	t.Helper()
-	kubectlOut(t, "-n", opNS, "create", "serviceaccount", "scraper")
-	kubectlOut(t, "create", "clusterrolebinding", "operator-e2e-scraper", "--clusterrole=banlieue-metrics-reader", "--serviceaccount="+opNS+":scraper")
-	t.Cleanup(func() {
-		_, _ = env.Kubectl("", "delete", "clusterrolebinding", "operator-e2e-scraper")
-		_, _ = env.Kubectl("", "-n", opNS, "delete", "serviceaccount", "scraper")
-	})
-	token := strings.TrimSpace(kubectlOut(t, "-n", opNS, "create", "token", "scraper"))
+	token, remove, err := env.MetricsReaderToken(opNS, "scraper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
 	url := "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(workload.MetricsPort)) + "/metrics"
 	families, err := metricstest.Scrape(url, token)
 	if err != nil {
