@@ -19,15 +19,12 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,8 +33,6 @@ import (
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/devenv"
-	"github.com/firestoned/banlieue/pkg/loopback"
-	"github.com/firestoned/banlieue/pkg/pki"
 	"github.com/firestoned/banlieue/pkg/providers"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
@@ -66,14 +61,10 @@ func TestLibvirtProviderRunsAsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, endpoint, ca := podsLibvirtd(t, ctx)
+	d := podsLibvirtd(t, ctx)
 
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-creds", Namespace: devenv.Namespace}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: ca.clientCert, corev1.TLSPrivateKeyKey: ca.clientKey}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-ca", Namespace: devenv.Namespace}, Data: map[string]string{"ca.crt": string(ca.pem)}},
-	}
-	for _, o := range objs {
+	secret, ca := d.Credentials(devenv.Namespace, "libvirt-creds", "libvirt-ca")
+	for _, o := range []client.Object{secret, ca} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +72,7 @@ func TestLibvirtProviderRunsAsPods(t *testing.T) {
 	}
 	p := &v1alpha1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "pod-libvirt", Namespace: devenv.Namespace, Labels: map[string]string{"role": "pod-libvirt"}},
 		Spec: v1alpha1.ProviderSpec{ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: endpoint,
+			Connection: v1alpha1.ProviderConnection{Endpoint: d.Endpoint,
 				CredentialsRef: v1alpha1.LocalObjectReference{Name: "libvirt-creds"},
 				CABundle:       &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: "libvirt-ca"}}},
 			Capabilities: v1alpha1.ProviderCapabilities{
@@ -95,7 +86,7 @@ func TestLibvirtProviderRunsAsPods(t *testing.T) {
 	// The controller's pods make the VM into a LibvirtMachine.
 	installController(t)
 	runStaticProvider(t, ctx, c, p, "libvirt", map[string]string{"BANLIEUE_DOMAIN_TYPE": "qemu"})
-	bootOnPodProvider(t, ctx, c, d, p)
+	bootOnPodProvider(t, ctx, c, d.Daemon, p)
 }
 
 // bootOnPodProvider builds a VM of the test guest on p (the pod-run
@@ -254,65 +245,28 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 	}
 }
 
-// libvirtTLS is what a libvirt host's TLS takes: its CA (PEM) and a client
-// certificate it signed.
-type libvirtTLS struct{ pem, clientCert, clientKey []byte }
-
 // guestVolume is the test guest's image (bin/guest, hack/build-guest-image.sh)
 // in the daemon's pool.
 const guestVolume = "guest.qcow2"
 
-// podsLibvirtd starts a private libvirtd with its guest network, listening
-// for TLS, that pods reach (its forwarder's port exposed on the bridge's
-// gateway, its certificate naming that address), the test guest's image
-// in its pool; it returns the daemon, the endpoint pods use and its TLS
-// material. The daemon stops when the test ends, leaving nothing running
-// in its network namespace.
-func podsLibvirtd(t *testing.T, ctx context.Context) (*libvirtd.Daemon, string, libvirtTLS) {
+// podsLibvirtd starts a libvirtd pods reach (devenv.StartPodsLibvirtd),
+// the test guest's image in its pool; it stops when the test ends,
+// leaving nothing running in its network namespace.
+func podsLibvirtd(t *testing.T, ctx context.Context) *devenv.PodsLibvirtd {
 	t.Helper()
-	ca, err := pki.NewCA("libvirt-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(env.NodeGateway())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.IssueClient("banlieue-provider-libvirt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	// Beside the environment's logs, which a failed suite keeps.
-	log, err := os.Create(filepath.Join(env.Logs(), "libvirtd-pod-libvirt.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() })
 	start, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	d, err := libvirtd.StartTLS(start, filepath.Join(dir, "d"), filepath.Join(root, "bin", ".libvirt-cache"), log,
-		libvirtd.TLS{Port: port, CA: ca.CertPEM, ServerCert: server.CertPEM, ServerKey: server.KeyPEM})
+	d, err := env.StartPodsLibvirtd(start, "pod-libvirt")
 	if err != nil {
-		b, _ := os.ReadFile(log.Name())
-		t.Fatalf("libvirtd: %v\n%s", err, b)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		d.Stop()
-		if left := d.Processes(); len(left) > 0 {
-			t.Errorf("processes %v still in the libvirtd's network namespace after Stop", left)
+		if err := d.StopAndCheck(); err != nil {
+			t.Error(err)
 		}
 	})
 	if err := d.ImportVolume(filepath.Join(root, "bin", "guest", guestVolume), guestVolume); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := env.ExposeToPods(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, fmt.Sprintf("qemu+tls://%s/system", addr), libvirtTLS{pem: ca.CertPEM, clientCert: client.CertPEM, clientKey: client.KeyPEM}
+	return d
 }
