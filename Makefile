@@ -25,7 +25,7 @@ build: ## Build the banlieue binary and the kubectl plugin (kubectl-banlieue, do
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd and clusterctl from Go modules into bin/ (first run: 10+ minutes); as root, also kubelet, kube-scheduler, CoreDNS, the pause image and an etcd image of the local node, and install libvirt and QEMU (make libvirt) and containerd (hack/install-node.sh).
 	hack/build-tools.sh
 	@hack/install-libvirt.sh || echo "tools: libvirt and QEMU are not installed; make run leaves the local libvirt host out"
-	@hack/install-node.sh || echo "tools: containerd is not installed; make run runs banlieue's Deployments as processes, not pods"
+	@hack/install-node.sh || echo "tools: containerd is not installed; make run runs banlieue's controller and providers as processes, not pods"
 
 .PHONY: libvirt
 libvirt: ## Install libvirtd, QEMU and the guest-image tools from Debian packages (as root; otherwise prints the apt command); build the installer ISO bin/guest/installer.iso.

@@ -64,9 +64,10 @@ limitations under the License.
 // component's CPU from its process. Not moved yet, and so in process mode
 // too: test/e2e/libvirt (its libvirtds listen on unix sockets; a pod
 // reaches one over TLS through a forwarder, as test/e2e/node shows),
-// test/capi, and two tests of test/e2e's own package (TestSecureMetrics,
-// TestStandbyTakesOver). make run starts a node as root, beside its
-// processes.
+// test/capi. test/e2e's own package runs none of the Deployments (its
+// tests are of the API server, kubectl, the plugin and make run itself).
+// make run, as root, runs the controller and providers as the shipped
+// Deployments on its node, and as processes without one.
 package devenv
 
 import (

@@ -21,14 +21,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/firestoned/banlieue/pkg/devenv"
 )
 
 // TestMakeRun is the README's first command as a user runs it: "make run"
@@ -67,15 +71,14 @@ func TestMakeRun(t *testing.T) {
 		if out != "pve1 pve2 pve3" {
 			t.Errorf("lab-proxmox failure domains %q, want the nodes pve1 pve2 pve3", out)
 		}
-		// Its VMs' serial consoles: the provider publishes its endpoint,
-		// and the Secret names the simulator's console user (PVE 8.x takes
-		// no token at the console's handshake).
+		// Its VMs' serial consoles: the provider publishes its endpoint
+		// (as root at its pod's address, which banlieue's API server
+		// reaches on the node's bridge), and the Secret names the
+		// simulator's console user (PVE 8.x takes no token at the
+		// console's handshake).
 		eventually(t, time.Minute, func() error {
 			out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "provider", "lab-proxmox", "-n", "banlieue-system", "-o", "jsonpath={.status.console.endpoint}")
-			if !strings.HasPrefix(out, "https://127.0.0.1:") {
-				return fmt.Errorf("lab-proxmox console endpoint %q, want a loopback https URL", out)
-			}
-			return nil
+			return reachedWhereItRuns(t, kubeconfig, out, "https", "provider-proxmox")
 		})
 		if out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "secret", "lab-proxmox-token", "-n", "banlieue-system", "-o", "jsonpath={.data.consoleUsername}"); out == "" {
 			t.Error("lab-proxmox-token names no console user")
@@ -85,15 +88,17 @@ func TestMakeRun(t *testing.T) {
 		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Ready", "vmimage/banlieue-guest", "--timeout=3m")
 		out = mustKC(t, "--kubeconfig="+kubeconfig, "get", "vmimage", "banlieue-guest",
 			"-o", `jsonpath={.spec.import.url} {.status.perProvider[?(@.provider=="banlieue-system/lab-libvirt")].failureDomains[0].ref}`)
-		if f := strings.Fields(out); len(f) != 2 || !strings.HasPrefix(f[0], "http://127.0.0.1:") || !strings.Contains(f[1], "/banlieue-img-") {
-			t.Errorf("banlieue-guest: URL and what lab-libvirt built %q, want a loopback URL and an imported volume", out)
+		if f := strings.Fields(out); len(f) != 2 || !strings.Contains(f[1], "/banlieue-img-") {
+			t.Errorf("banlieue-guest: URL and what lab-libvirt built %q, want a URL and an imported volume", out)
+		} else if err := reachedWhereItRuns(t, kubeconfig, f[0], "http", ""); err != nil {
+			t.Errorf("banlieue-guest: %v", err)
 		}
 		// The seed guide's db-prod-02 (user data, in a namespace that
 		// consented to its reading) and the README's tour on lab-vm-01: a
 		// console session and a snapshot and restore with the plugin.
 		mustKC(t, "--kubeconfig="+kubeconfig, "wait", "-n", "banlieue-system", "--for=condition=Ready", "vm/db-prod-02", "vm/lab-vm-01", "--timeout=3m")
 		readmeTour(t, dir, kubeconfig)
-		checkRunNode(t, kubeconfig)
+		checkRunNode(t, dir, kubeconfig)
 	})
 	startMakeRun(t, dir, func(string) {
 		out := mustKC(t, "--kubeconfig="+kubeconfig, "get", "vm", "kept-vm", "-n", "banlieue-system", "-o", "name")
@@ -114,20 +119,60 @@ func TestMakeRun(t *testing.T) {
 	})
 }
 
-// checkRunNode: as root, make run's node is Ready and runs pods of the
-// release image: the shipped controller Deployment rolls out (its second
-// controller takes turns with make run's through the Lease).
-func checkRunNode(t *testing.T, kubeconfig string) {
+// checkRunNode: as root, make run's node is Ready and runs banlieue's
+// controller and providers as their shipped Deployments, pods of the
+// release image, and no process of make run's is one of them.
+func checkRunNode(t *testing.T, dir, kubeconfig string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Log("not root: make run has no real node, as it says")
 		return
 	}
 	mustKC(t, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Ready", "nodes", "--all", "--timeout=1m")
-	manifest := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
-	mustKC(t, "--kubeconfig="+kubeconfig, "apply", "-f", manifest)
-	mustKC(t, "--kubeconfig="+kubeconfig, "-n", "banlieue-system", "rollout", "status", "deploy/banlieue-controller", "--timeout=2m")
-	mustKC(t, "--kubeconfig="+kubeconfig, "delete", "-f", manifest, "--wait=true", "--timeout=1m")
+	for _, d := range runDeployments {
+		mustKC(t, "--kubeconfig="+kubeconfig, "-n", "banlieue-system", "rollout", "status", "deploy/"+d, "--timeout=2m")
+		images := mustKC(t, "--kubeconfig="+kubeconfig, "-n", "banlieue-system", "get", "deploy", d, "-o", "jsonpath={.spec.template.spec.containers[*].image}")
+		if images != devenv.ReleaseImage {
+			t.Errorf("deploy/%s runs %q, want the release image %s", d, images, devenv.ReleaseImage)
+		}
+	}
+	for _, p := range processesUnder(dir) {
+		if strings.Contains(p, " controller ") || strings.Contains(p, " provider ") {
+			t.Errorf("make run runs a component as a process beside its node: %s", p)
+		}
+	}
+}
+
+// runDeployments are the shipped Deployments make run runs on its node.
+var runDeployments = []string{"banlieue-controller", "banlieue-provider-vsphere", "banlieue-provider-proxmox", "banlieue-provider-libvirt"}
+
+// reachedWhereItRuns checks that rawURL (of scheme) is where make run's
+// components reach a server: loopback without a node; as root, not
+// loopback (pods reach the node's bridge), and, when component is named,
+// the address of one of its pods.
+func reachedWhereItRuns(t *testing.T, kubeconfig, rawURL, scheme, component string) error {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != scheme || net.ParseIP(u.Hostname()) == nil {
+		return fmt.Errorf("%q is no %s URL of an IP address", rawURL, scheme)
+	}
+	loopback := net.ParseIP(u.Hostname()).IsLoopback()
+	switch {
+	case os.Geteuid() != 0 && !loopback:
+		return fmt.Errorf("%q: without a node, want a loopback address", rawURL)
+	case os.Geteuid() != 0:
+		return nil
+	case loopback:
+		return fmt.Errorf("%q: pods do not reach loopback", rawURL)
+	case component == "":
+		return nil
+	}
+	ips := mustKC(t, "--kubeconfig="+kubeconfig, "-n", "banlieue-system", "get", "pods", "-l", "app.kubernetes.io/component="+component,
+		"-o", "jsonpath={.items[*].status.podIP}")
+	if !slices.Contains(strings.Fields(ips), u.Hostname()) {
+		return fmt.Errorf("%q is not at a pod of %s (%s)", rawURL, component, ips)
+	}
+	return nil
 }
 
 // startMakeRun runs "make run" with its state in dir, calls use with the
@@ -218,7 +263,12 @@ func processesUnder(dir string) []string {
 func readmeTour(t *testing.T, dir, kubeconfig string) {
 	t.Helper()
 	eventually(t, 2*time.Minute, func() error {
-		data, _ := os.ReadFile(filepath.Join(dir, "libvirtd", "log", "qemu", "banlieue-system.lab-vm-01.serial.log"))
+		// The daemon's folder: libvirtd, or libvirtd-lab as root (pods reach it over TLS).
+		logs, _ := filepath.Glob(filepath.Join(dir, "libvirtd*", "log", "qemu", "banlieue-system.lab-vm-01.serial.log"))
+		if len(logs) != 1 {
+			return fmt.Errorf("lab-vm-01's serial logs: %v, want one", logs)
+		}
+		data, _ := os.ReadFile(logs[0])
 		if !strings.Contains(string(data), "BANLIEUE-READY") {
 			return fmt.Errorf("lab-vm-01 has not booted to its shell yet")
 		}

@@ -102,13 +102,18 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 	if withNode {
 		images, noNode = nodeImages(binDir, filepath.Join(abs, "images"))
 	}
+	pods := images != nil
+	controllers := 1 // as a process, without a node
+	if pods {
+		controllers = 0 // the shipped Deployment
+	}
 	env, err := devenv.Start(ctx, devenv.Config{
 		Dir:         abs,
 		BinDir:      binDir,
 		Durable:     true,
 		Setup:       InstallRBAC,
-		Controllers: 1,
-		Node:        images != nil,
+		Controllers: controllers,
+		Node:        pods,
 		NodeImages:  images,
 	})
 	if err != nil {
@@ -120,9 +125,19 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 			fmt.Fprintf(out, "banlieue dev: the node left the machine changed: %s\n", l)
 		}
 	}()
+	comps := &components{env: env, pods: pods}
+	if pods {
+		// Beside the processes' logs: the pods' (kubectl logs reads them too).
+		if err := env.FollowLogs(devenv.Namespace, "app.kubernetes.io/name=banlieue", "pod"); err != nil {
+			return err
+		}
+	}
+	if err := comps.controller(ctx); err != nil {
+		return err
+	}
 	var sim *vcsim.Simulator
 	if simulate {
-		if sim, err = startSimulator(ctx, env); err != nil {
+		if sim, err = startSimulator(ctx, env, comps); err != nil {
 			return err
 		}
 		defer sim.Close()
@@ -147,17 +162,17 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 		}
 	}
 	if sim != nil {
-		if _, err := env.StartVSphereProvider("provider-vsphere", time.Minute); err != nil {
+		if err := comps.provider(ctx, "vsphere", nil); err != nil {
 			return fmt.Errorf("starting the vSphere provider: %w", err)
 		}
 	}
 	var pve *pvesim.Simulator
 	if withProxmox {
-		if pve, err = startProxmox(ctx, env); err != nil {
+		if pve, err = startProxmox(ctx, env, comps); err != nil {
 			return fmt.Errorf("starting the Proxmox VE simulator: %w", err)
 		}
 		defer pve.Close()
-		if _, err := env.StartProvider("proxmox", "provider-proxmox", time.Minute); err != nil {
+		if err := comps.provider(ctx, "proxmox", nil); err != nil {
 			return fmt.Errorf("starting the Proxmox provider: %w", err)
 		}
 	}
@@ -165,21 +180,25 @@ func run(ctx context.Context, out io.Writer, dir, binDir string, examples, simul
 	var noLibvirt string
 	if withLibvirt {
 		fmt.Fprintln(out, "banlieue dev: starting a private libvirtd...")
-		if daemon, noLibvirt, err = startLibvirt(ctx, env, abs, guestImage); err != nil {
+		var stop func()
+		if daemon, stop, noLibvirt, err = startLibvirt(ctx, env, comps, abs, guestImage); err != nil {
 			return fmt.Errorf("starting libvirtd: %w", err)
 		}
 		if daemon != nil {
-			defer daemon.Stop()
-			if _, err := env.StartProvider("libvirt", "provider-libvirt", time.Minute, "--domain-type=qemu", "--shutdown-grace=30s"); err != nil {
+			defer stop()
+			if err := comps.provider(ctx, "libvirt", map[string]string{"BANLIEUE_DOMAIN_TYPE": "qemu", "BANLIEUE_SHUTDOWN_GRACE": "30s"}); err != nil {
 				return fmt.Errorf("starting the libvirt provider: %w", err)
 			}
 		}
 	}
+	if err := comps.rolledOut(ctx); err != nil {
+		return err
+	}
 	kubectl := filepath.Join(binDir, "kubectl")
 	fmt.Fprintf(out, readyMessage, time.Since(start).Round(100*time.Millisecond), env.KubeAPIServerURL, devenv.APIServiceName, env.Logs(),
 		env.AdminKubeconfig, kubectl, kubectl, kubectl)
-	if images != nil {
-		fmt.Fprintf(out, nodeMessage, env.NodeName(), devenv.ReleaseImage, kubectl)
+	if pods {
+		fmt.Fprintf(out, nodeMessage, env.NodeName(), devenv.ReleaseImage, kubectl, kubectl)
 	} else {
 		fmt.Fprintf(out, noNodeMessage, noNode)
 	}

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -47,40 +48,96 @@ const (
 )
 
 // startLibvirt starts a private libvirtd (in namespaces of its own, its
-// state under dir/libvirtd), serves the guest image from loopback for the
-// provider to import, and
-// creates or updates the local libvirt Provider, image, class and VM. It
-// returns nil and why when this machine cannot run one.
-func startLibvirt(ctx context.Context, env *devenv.Env, dir, guestImage string) (*libvirtd.Daemon, string, error) {
+// state under dir), serves the guest image from loopback for the provider
+// to import, and creates or updates the local libvirt Provider, image,
+// class and VM. Pods reach the daemon over TLS (devenv.StartPodsLibvirtd,
+// its credentials by the names the shipped Role grants), a process on its
+// unix socket. It returns the daemon and what stops it, or nil and why
+// this machine cannot run one.
+func startLibvirt(ctx context.Context, env *devenv.Env, comps *components, dir, guestImage string) (*libvirtd.Daemon, func(), string, error) {
 	if m := libvirtd.Missing(); m != "" {
-		return nil, "needs " + m + "; as root: make libvirt", nil
+		return nil, nil, "needs " + m + "; as root: make libvirt", nil
 	}
 	if _, err := os.Stat(guestImage); err != nil {
-		return nil, "no guest image at " + guestImage + " (make run builds it: hack/build-guest-image.sh)", nil
-	}
-	log, err := os.OpenFile(filepath.Join(env.Logs(), "libvirtd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, "", err
+		return nil, nil, "no guest image at " + guestImage + " (make run builds it: hack/build-guest-image.sh)", nil
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	d, err := libvirtd.Start(startCtx, filepath.Join(dir, "libvirtd"), filepath.Join(dir, "libvirt-cache"), log)
+	d, conn, err := startDaemon(startCtx, env, comps, dir)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	source, err := serveImage(ctx, guestImage)
+	source, err := serveImage(ctx, guestImage, comps)
+	if err == nil {
+		err = applyLibvirtObjects(ctx, env, conn, source)
+	}
 	if err != nil {
-		d.Stop()
-		return nil, "", err
+		d.stop()
+		return nil, nil, "", err
 	}
-	if err := applyLibvirtObjects(ctx, env, d, source); err != nil {
-		d.Stop()
-		return nil, "", err
-	}
-	return d, "", nil
+	return d.daemon, d.stop, "", nil
 }
 
-func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemon, source *v1alpha1.ImageImport) error {
+// localLibvirtd is the daemon and what stops it.
+type localLibvirtd struct {
+	daemon *libvirtd.Daemon
+	stop   func()
+}
+
+// startDaemon starts the libvirtd comps reach and returns the connection
+// its Provider names.
+func startDaemon(ctx context.Context, env *devenv.Env, comps *components, dir string) (localLibvirtd, v1alpha1.ProviderConnection, error) {
+	if !comps.pods {
+		log, err := os.OpenFile(filepath.Join(env.Logs(), "libvirtd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return localLibvirtd{}, v1alpha1.ProviderConnection{}, err
+		}
+		d, err := libvirtd.Start(ctx, filepath.Join(dir, "libvirtd"), filepath.Join(dir, "libvirt-cache"), log)
+		if err != nil {
+			_ = log.Close()
+			return localLibvirtd{}, v1alpha1.ProviderConnection{}, err
+		}
+		return localLibvirtd{d, func() { d.Stop(); _ = log.Close() }}, v1alpha1.ProviderConnection{Endpoint: d.URI}, nil
+	}
+	d, err := env.StartPodsLibvirtd(ctx, "lab")
+	if err != nil {
+		return localLibvirtd{}, v1alpha1.ProviderConnection{}, err
+	}
+	stop := func() { _ = d.StopAndCheck() }
+	// The names the shipped provider Role grants (artifacts/deploy/providers/libvirt/rbac.yaml).
+	secret, ca := d.Credentials(devenv.Namespace, "libvirt-creds", "libvirt-ca")
+	c, err := adminClient(env)
+	if err != nil {
+		stop()
+		return localLibvirtd{}, v1alpha1.ProviderConnection{}, err
+	}
+	for _, o := range []client.Object{secret, ca} {
+		want := o.DeepCopyObject().(client.Object)
+		if _, err := controllerutil.CreateOrUpdate(ctx, c, o, func() error { return copyData(o, want) }); err != nil {
+			stop()
+			return localLibvirtd{}, v1alpha1.ProviderConnection{}, fmt.Errorf("applying %s: %w", o.GetName(), err)
+		}
+	}
+	return localLibvirtd{d.Daemon, stop}, v1alpha1.ProviderConnection{Endpoint: d.Endpoint,
+		CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
+		CABundle:       &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: ca.Name}}}, nil
+}
+
+// copyData sets o's data to want's (a Secret's or a ConfigMap's): this
+// start's certificates replace the last start's.
+func copyData(o, want client.Object) error {
+	switch o := o.(type) {
+	case *corev1.Secret:
+		o.Type, o.Data = want.(*corev1.Secret).Type, want.(*corev1.Secret).Data
+	case *corev1.ConfigMap:
+		o.Data = want.(*corev1.ConfigMap).Data
+	default:
+		return fmt.Errorf("unexpected %T", o)
+	}
+	return nil
+}
+
+func applyLibvirtObjects(ctx context.Context, env *devenv.Env, conn v1alpha1.ProviderConnection, source *v1alpha1.ImageImport) error {
 	c, err := adminClient(env)
 	if err != nil {
 		return err
@@ -96,7 +153,7 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 		{p, func() {
 			p.Labels = map[string]string{"env": "lab", "backend": "libvirt"}
 			p.Spec.ProviderClassRef.Name = "libvirt"
-			p.Spec.Connection = v1alpha1.ProviderConnection{Endpoint: d.URI}
+			p.Spec.Connection = conn
 			p.Spec.Capabilities = v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
 				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
@@ -132,8 +189,8 @@ func applyLibvirtObjects(ctx context.Context, env *devenv.Env, d *libvirtd.Daemo
 }
 
 // serveImage serves file from a loopback HTTP server until ctx ends, and
-// is the VMImage import of it.
-func serveImage(ctx context.Context, file string) (*v1alpha1.ImageImport, error) {
+// is the VMImage import of it, at the URL comps reach it at.
+func serveImage(ctx context.Context, file string, comps *components) (*v1alpha1.ImageImport, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -158,7 +215,12 @@ func serveImage(ctx context.Context, file string) (*v1alpha1.ImageImport, error)
 	})}
 	go func() { _ = srv.Serve(l) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	return &v1alpha1.ImageImport{URL: "http://" + l.Addr().String() + name, Checksum: "sha256:" + hex.EncodeToString(h.Sum(nil)),
+	url, err := comps.reach("http://" + l.Addr().String() + name)
+	if err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	return &v1alpha1.ImageImport{URL: url, Checksum: "sha256:" + hex.EncodeToString(h.Sum(nil)),
 		Format: v1alpha1.ImageFormatQCOW2}, nil
 }
 

@@ -29,8 +29,8 @@ import (
 // what make tools builds and installs) and, if so, the images it loads:
 // the release binary (make release-binary) packed as the image the
 // shipped manifests name, so that what they deploy runs this checkout.
-// Otherwise it says why not, and banlieue's components run as processes
-// only, as they do with a node too.
+// Otherwise it says why not, and the controller and providers run as
+// processes.
 func nodeImages(binDir, dir string) (images []string, why string) {
 	if err := devenv.CheckNodePrerequisites(binDir); err != nil {
 		return nil, err.Error()
@@ -52,14 +52,16 @@ func nodeImages(binDir, dir string) (images []string, why string) {
 const nodeMessage = `
 A real node (%s: the kubelet, containerd, runc and a CNI bridge) runs pods;
 this checkout's release binary is loaded as %s, the image
-the shipped manifests name, so Deployments you apply run as on a cluster
-(docs/guides/vsphere.md walks the static install). banlieue's own
-components here are processes:
+the shipped manifests name. banlieue's controller and providers run on it
+as their shipped Deployments (their logs are copied beside the others);
+etcd, kube-apiserver and banlieue's API server are processes:
 
   %s get nodes -o wide
+  %s -n banlieue-system get deploy,pods -o wide
 `
 
 const noNodeMessage = `
 No real node (%s): Deployments you apply stay Pending;
-banlieue's own components run as processes.
+banlieue's controller and providers run as processes, with their
+Deployments' arguments and identities.
 `

@@ -71,13 +71,19 @@ const proxmoxConsoleUser = "console@pve"
 // debian-12-cloud on pve1; its token holding only ProxmoxACL) with a
 // Provider lab-proxmox of banlieue-system on it, the token in Secret
 // lab-proxmox-token, and a VMImage of its template.
-func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, error) {
+func startProxmox(ctx context.Context, env *devenv.Env, comps *components) (*pvesim.Simulator, error) {
 	// The serial console's user (kubectl banlieue console): Proxmox VE
 	// 8.x takes no API token at the console's handshake; it may open
 	// VMs' consoles and nothing else.
 	consolePassword := rand.Text()
 	sim := pvesim.New(pvesim.Options{ACL: ProxmoxACL(), Version: ProxmoxVersion, Nodes: ProxmoxNodes(),
-		Users: []pvesim.User{{ID: proxmoxConsoleUser, Password: consolePassword, ACL: []pvesim.ACL{{Path: "/vms", Privileges: []string{"VM.Console"}}}}}})
+		Users:      []pvesim.User{{ID: proxmoxConsoleUser, Password: consolePassword, ACL: []pvesim.ACL{{Path: "/vms", Privileges: []string{"VM.Console"}}}}},
+		ServingIPs: comps.servingIPs()})
+	endpoint, err := comps.reach(sim.URL)
+	if err != nil {
+		sim.Close()
+		return nil, err
+	}
 	c, err := adminClient(env)
 	if err != nil {
 		sim.Close()
@@ -100,7 +106,7 @@ func startProxmox(ctx context.Context, env *devenv.Env) (*pvesim.Simulator, erro
 			p.Labels = map[string]string{"env": "lab", "backend": "proxmox"}
 			p.Spec = v1alpha1.ProviderSpec{
 				ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-				Connection: v1alpha1.ProviderConnection{Endpoint: sim.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
+				Connection: v1alpha1.ProviderConnection{Endpoint: endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
 					CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CA)}},
 				Capabilities: v1alpha1.ProviderCapabilities{
 					StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},

@@ -49,30 +49,38 @@ const (
 // password, stores it in the seed Provider's credentials Secret, and
 // creates or updates the seed Provider pointed at the simulator: its
 // endpoint and CA, and the simulator's names for the datastore and port
-// group its storage and network classes target.
-func startSimulator(ctx context.Context, env *devenv.Env) (*vcsim.Simulator, error) {
+// group its storage and network classes target. comps reach it where
+// they run (the node's bridge gateway for pods).
+func startSimulator(ctx context.Context, env *devenv.Env, comps *components) (*vcsim.Simulator, error) {
 	buf := make([]byte, 16)
 	if _, err := rand.Read(buf); err != nil {
 		return nil, err
 	}
 	password := hex.EncodeToString(buf)
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: simTemplate, Username: simUser, Password: password, DHCP: true})
+	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: simTemplate, Username: simUser, Password: password, DHCP: true,
+		ServingIPs: comps.servingIPs()})
 	if err != nil {
 		return nil, fmt.Errorf("starting the simulated vCenter: %w", err)
 	}
-	if err := pointSeedProvider(ctx, env, sim, password); err != nil {
+	endpoint, err := comps.reach(sim.Endpoint)
+	if err != nil {
+		sim.Close()
+		return nil, err
+	}
+	sim.ReachedAt(endpoint)
+	if err := pointSeedProvider(ctx, env, sim, endpoint, password); err != nil {
 		sim.Close()
 		return nil, err
 	}
 	return sim, nil
 }
 
-func pointSeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulator, password string) error {
+func pointSeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulator, endpoint, password string) error {
 	c, err := adminClient(env)
 	if err != nil {
 		return err
 	}
-	want, err := seedProvider(sim)
+	want, err := seedProvider(sim, endpoint)
 	if err != nil {
 		return err
 	}
@@ -93,7 +101,7 @@ func pointSeedProvider(ctx context.Context, env *devenv.Env, sim *vcsim.Simulato
 	return nil
 }
 
-func seedProvider(sim *vcsim.Simulator) (*v1alpha1.Provider, error) {
+func seedProvider(sim *vcsim.Simulator, endpoint string) (*v1alpha1.Provider, error) {
 	data, err := fs.ReadFile(examples.FS, seedProviderFile)
 	if err != nil {
 		return nil, err
@@ -102,7 +110,7 @@ func seedProvider(sim *vcsim.Simulator) (*v1alpha1.Provider, error) {
 	if err := yaml.Unmarshal(data, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", seedProviderFile, err)
 	}
-	p.Spec.Connection.Endpoint = sim.Endpoint
+	p.Spec.Connection.Endpoint = endpoint
 	p.Spec.Connection.CABundle = &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}
 	p.Spec.Connection.InsecureSkipTLSVerify = false
 	for i := range p.Spec.Capabilities.StorageClasses {

@@ -19,7 +19,6 @@ package scheduling
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -36,36 +35,14 @@ import (
 	"github.com/firestoned/banlieue/pkg/metricstest"
 )
 
-// leader waits until one of the Deployment's replicas' /readyz?verbose
-// says leading and every other's standby, all answering 200, at least one
-// of them standby, and returns the leader and all the replicas.
-func leader(t *testing.T) (replica, []replica) {
+// leader is the controller Deployment's leading replica and all of its
+// replicas (env.WaitLeadership).
+func leader(t *testing.T) (devenv.Replica, []devenv.Replica) {
 	t.Helper()
-	var lead replica
-	var all []replica
-	eventually(t, 2*time.Minute, func() error {
-		rs, err := replicas(context.Background())
-		if err != nil {
-			return err
-		}
-		leading, standby := []replica{}, 0
-		for _, r := range rs {
-			state, err := devenv.Leadership(r.health)
-			if err != nil {
-				return fmt.Errorf("pod %s: %w", r.pod, err)
-			}
-			if state == "leading" {
-				leading = append(leading, r)
-			} else {
-				standby++
-			}
-		}
-		if len(leading) != 1 || standby != len(rs)-1 || standby == 0 {
-			return fmt.Errorf("%d leading, %d standby of %d replicas, want 1 leading and the others (at least one) standby", len(leading), standby, len(rs))
-		}
-		lead, all = leading[0], rs
-		return nil
-	})
+	lead, all, err := env.WaitLeadership(context.Background(), ns, deployment, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return lead, all
 }
 
@@ -77,19 +54,9 @@ func TestStandbyReady(t *testing.T) {
 	ctx := context.Background()
 	_, all := leader(t)
 	for _, r := range all {
-		if code, body, err := metricstest.Get(r.health+"/healthz", ""); err != nil || code != http.StatusOK {
-			t.Errorf("pod %s: %s/healthz: %d %q %v", r.pod, r.health, code, body, err)
+		if err := env.LiveAndReady(ctx, ns, r, time.Minute); err != nil {
+			t.Error(err)
 		}
-		eventually(t, time.Minute, func() error {
-			p := &corev1.Pod{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.pod}, p); err != nil {
-				return err
-			}
-			if !devenv.PodReady(p) {
-				return fmt.Errorf("pod %s not Ready: %+v", p.Name, p.Status.Conditions)
-			}
-			return nil
-		})
 	}
 }
 
@@ -187,7 +154,7 @@ func TestDomainMetrics(t *testing.T) {
 
 	lead, all := leader(t)
 	eventually(t, time.Minute, func() error {
-		families, err := metricstest.Scrape(lead.metrics, token)
+		families, err := metricstest.Scrape(lead.Metrics, token)
 		if err != nil {
 			return err
 		}
@@ -225,12 +192,12 @@ func TestDomainMetrics(t *testing.T) {
 		if r == lead {
 			continue
 		}
-		families, err := metricstest.Scrape(r.metrics, token)
+		families, err := metricstest.Scrape(r.Metrics, token)
 		if err != nil {
-			t.Fatalf("standby pod %s: %v", r.pod, err)
+			t.Fatalf("standby pod %s: %v", r.Pod, err)
 		}
 		if f := families["banlieue_virtualmachines"]; len(f.GetMetric()) > 0 {
-			t.Errorf("standby pod %s reports %d banlieue_virtualmachines series", r.pod, len(f.GetMetric()))
+			t.Errorf("standby pod %s reports %d banlieue_virtualmachines series", r.Pod, len(f.GetMetric()))
 		}
 	}
 }

@@ -32,15 +32,12 @@ package scheduling
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,48 +95,4 @@ func installController() error {
 		return err
 	}
 	return env.RolloutStatus(context.Background(), ns, deployment, 2*time.Minute)
-}
-
-// replica is a pod of the controller Deployment: its metrics (HTTPS,
-// authenticated) and probes at its pod IP (the host reaches pods on the
-// node's bridge), on the ports its container names metrics and health.
-type replica struct{ pod, metrics, health string }
-
-// replicas returns the Deployment's pods, as many as it asks for, each
-// with an IP; an error while a rollout or a replacement is under way.
-func replicas(ctx context.Context) ([]replica, error) {
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: deployment}, d); err != nil {
-		return nil, err
-	}
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
-		return nil, err
-	}
-	var out []replica
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if p.Status.PodIP == "" {
-			return nil, fmt.Errorf("pod %s has no IP yet", p.Name)
-		}
-		ports := map[string]string{}
-		for _, ctr := range p.Spec.Containers {
-			for _, port := range ctr.Ports {
-				ports[port.Name] = strconv.Itoa(int(port.ContainerPort))
-			}
-		}
-		if ports["metrics"] == "" || ports["health"] == "" {
-			return nil, fmt.Errorf("pod %s names no metrics and health ports: %v", p.Name, ports)
-		}
-		out = append(out, replica{pod: p.Name,
-			metrics: "https://" + net.JoinHostPort(p.Status.PodIP, ports["metrics"]) + "/metrics",
-			health:  "http://" + net.JoinHostPort(p.Status.PodIP, ports["health"]),
-		})
-	}
-	if want := int(*d.Spec.Replicas); len(out) != want {
-		return nil, fmt.Errorf("%d pods of %s, it asks for %d", len(out), deployment, want)
-	}
-	return out, nil
 }

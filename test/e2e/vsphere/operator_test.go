@@ -63,7 +63,8 @@ const opNS = "operator-e2e"
 // the pod network and makes its Provider Ready (and serves only it); the
 // operator records it Available; deleting a Provider removes its
 // workload; a Provider whose class does not exist is told so in
-// status.workload.
+// status.workload; its standby replica leads once the leader's pod is
+// deleted (standbyTakesOver).
 func TestOperatorWorkloads(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, opNS)
@@ -556,6 +557,9 @@ func TestOperatorWorkloads(t *testing.T) {
 			})
 		}
 	})
+
+	// A drain or a rolling update of the operator: its standby carries on.
+	t.Run("a standby takes over", func(t *testing.T) { standbyTakesOver(t, "banlieue-operator") })
 }
 
 // setStrategy changes the vsphere ProviderClass's deployment strategy.

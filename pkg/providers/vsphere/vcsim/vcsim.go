@@ -126,6 +126,16 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	return s, nil
 }
 
+// ReachedAt tells the simulator the SDK URL its clients reach it at
+// (endpoint, https://HOST:PORT/sdk), when that is not its loopback one
+// (pods of a local node): an image import uploads its disks to the URLs
+// of an NFC lease, which vcsim makes of this URL where a vCenter names an
+// ESX host.
+func (s *Simulator) ReachedAt(endpoint string) {
+	s.model.Map().OptionManager().UpdateOptions(&types.UpdateOptions{ChangedValue: []types.BaseOptionValue{
+		&types.OptionValue{Key: "vcsim.server.url", Value: endpoint}}})
+}
+
 // Login opens a session on the simulator at endpoint, trusting its
 // certificate (tests and the simulator's own helpers; never the provider).
 func Login(ctx context.Context, endpoint, username, password string) (*govmomi.Client, error) {
