@@ -39,9 +39,10 @@ import (
 
 // TestProviderCrashes SIGKILLs the libvirt provider (the leading pod's
 // container, crashWhen) while it defines domains, while it starts them
-// and while it deletes them; the kubelet starts it again each time. Every machine must end with exactly one domain (its UUID the
-// object's UID), then with none and no volume after delete. The counts
-// are taken from libvirt, not from the provider.
+// and while it deletes them; the kubelet starts it again each time.
+// Every machine must end with exactly one domain (its UUID the object's
+// UID), then with none and no volume after delete. The counts are taken
+// from libvirt, not from the provider.
 func TestProviderCrashes(t *testing.T) {
 	ctx := context.Background()
 	if err := c.Create(ctx, libvirtProvider("crash-libvirt", nil)); err != nil {
