@@ -49,6 +49,10 @@ limitations under the License.
 // its own), test/e2e/scheduling (the controller), test/e2e/vsphere and
 // test/e2e/proxmox (controller, providers, operator and the workloads it
 // renders; their crash tests kill the leading provider's container),
+// test/e2e/libvirt (the controller and the libvirt provider, with the
+// vSphere and Proxmox VE providers for its tests of several backends; the
+// provider pods reach its libvirtds over TLS, StartPodsLibvirtd, and its
+// crash tests kill the leading provider's container),
 // test/monitoring (scraped through the ServiceMonitor's EndpointSlices),
 // test/e2e/nodestatic (everything as pods, installed as
 // docs/guides/static-install.md says, then the vSphere guide) and
@@ -62,9 +66,7 @@ limitations under the License.
 // and SIGKILLs API server replicas and etcd members behind a loopback
 // Balancer and times outages to the second, and the benchmarks read each
 // component's CPU from its process. Not moved yet, and so in process mode
-// too: test/e2e/libvirt (its libvirtds listen on unix sockets; a pod
-// reaches one over TLS through a forwarder, as test/e2e/node shows),
-// test/capi. test/e2e's own package runs none of the Deployments (its
+// too: test/capi. test/e2e's own package runs none of the Deployments (its
 // tests are of the API server, kubectl, the plugin and make run itself).
 // make run, as root, runs the controller and providers as the shipped
 // Deployments on its node, and as processes without one.

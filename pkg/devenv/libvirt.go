@@ -46,18 +46,31 @@ type PodsLibvirtd struct {
 	ClientCert, ClientKey []byte
 
 	log *os.File // the daemon's and its forwarder's
+	ca  *pki.CA
 }
 
 // StartPodsLibvirtd starts a PodsLibvirtd named name (its folder under
-// the environment's, its log beside the environment's logs). Stop it with
-// Stop; LeftProcesses says whether anything still runs in its namespace.
+// the environment's, its log beside the environment's logs), with a CA of
+// its own. Stop it with StopAndCheck.
 func (e *Env) StartPodsLibvirtd(ctx context.Context, name string) (*PodsLibvirtd, error) {
-	if e.node == nil {
-		return nil, fmt.Errorf("libvirtd %s: no real node for its pods (Config.Node)", name)
-	}
 	ca, err := pki.NewCA(name + "-ca")
 	if err != nil {
 		return nil, err
+	}
+	return e.startPodsLibvirtd(ctx, name, ca)
+}
+
+// StartPodsLibvirtdBeside starts a PodsLibvirtd named name as another
+// host of first's site: first's CA signs its certificate and takes its
+// clients, so that one Provider of both hosts, whose hosts share one
+// credentialsRef and caBundle, reaches both with first's Credentials.
+func (e *Env) StartPodsLibvirtdBeside(ctx context.Context, name string, first *PodsLibvirtd) (*PodsLibvirtd, error) {
+	return e.startPodsLibvirtd(ctx, name, first.ca)
+}
+
+func (e *Env) startPodsLibvirtd(ctx context.Context, name string, ca *pki.CA) (*PodsLibvirtd, error) {
+	if e.node == nil {
+		return nil, fmt.Errorf("libvirtd %s: no real node for its pods (Config.Node)", name)
 	}
 	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(e.NodeGateway())})
 	if err != nil {
@@ -89,7 +102,7 @@ func (e *Env) StartPodsLibvirtd(ctx context.Context, name string) (*PodsLibvirtd
 		return nil, err
 	}
 	return &PodsLibvirtd{Daemon: d, Endpoint: fmt.Sprintf("qemu+tls://%s/system", addr),
-		CA: ca.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM, log: log}, nil
+		CA: ca.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM, log: log, ca: ca}, nil
 }
 
 // Credentials are the objects a libvirt Provider of d names in

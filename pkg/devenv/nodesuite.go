@@ -47,6 +47,11 @@ type NodeSuite struct {
 	// Ready runs once the environment is up, before the tests: what the
 	// package installs on it. An error fails the suite without tests.
 	Ready func(*Env) error
+	// Stop, when set, runs after the tests (or a failed Ready), before
+	// the environment stops: it stops what Ready started beside the node
+	// that the node's tear-down check would otherwise find (a libvirtd in
+	// a namespace of its own, say). An error fails the suite.
+	Stop func() error
 	// ScanPodLogs fails the suite when a pod whose logs it copied
 	// (Env.FollowLogs) logged a lost optimistic-concurrency race as a
 	// reconcile error (logscan.NoConflictErrors).
@@ -90,6 +95,12 @@ func (s NodeSuite) Run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 	} else {
 		code = m.Run()
+	}
+	if s.Stop != nil {
+		if err := s.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
+			code = 1
+		}
 	}
 	env.Stop()
 	if s.ScanPodLogs {

@@ -36,7 +36,9 @@ import (
 
 // TestConsoleOnLibvirt: the libvirt backend's serial console (issue 34) on
 // a VM the provider built, reached as the provider reaches its backend (a
-// session of libvirt.Sessions for the Provider's connection). A command
+// session of libvirt.Sessions, opened here by the test process itself on
+// the daemon's local socket: the backend's own calls are under test, and
+// this process's goroutines are the ones it counts). A command
 // typed into the guest's shell runs there (its arithmetic comes back
 // worked out); a second session without force is ErrConsoleBusy, with
 // force it takes over and the first one's reads end; closing leaves no

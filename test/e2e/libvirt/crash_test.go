@@ -25,20 +25,24 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
 	"github.com/firestoned/banlieue/test/reliability/count"
 )
 
-// TestProviderCrashes SIGKILLs the libvirt provider while it defines
-// domains, while it starts them and while it deletes them, restarting it
-// each time. Every machine must end with exactly one domain (its UUID the
-// object's UID), then with none and no volume after delete. The counts
-// are taken from libvirt, not from the provider.
+// TestProviderCrashes SIGKILLs the libvirt provider (the leading pod's
+// container, crashWhen) while it defines domains, while it starts them
+// and while it deletes them; the kubelet starts it again each time.
+// Every machine must end with exactly one domain (its UUID the object's
+// UID), then with none and no volume after delete. The counts are taken
+// from libvirt, not from the provider.
 func TestProviderCrashes(t *testing.T) {
 	ctx := context.Background()
 	if err := c.Create(ctx, libvirtProvider("crash-libvirt", nil)); err != nil {
@@ -126,26 +130,62 @@ func TestProviderCrashes(t *testing.T) {
 }
 
 // crashWhen SIGKILLs the provider the moment when says so (polling
-// libvirt every 50 ms for up to a minute) and starts it again.
+// libvirt every 50 ms for up to a minute): the main process of the
+// leading pod's container, as the kernel's OOM killer or a node's crash
+// would end it. The leader is found before the polling, so that the kill
+// follows what when saw at once, and only once a replica holds the Lease
+// afresh after the previous kill (the killed one's expires first): the
+// kill hits the replica doing the work, not one waiting for the Lease.
+// crashWhen returns once the kubelet has started the container again.
 func crashWhen(t *testing.T, phase string, when func() (bool, string)) {
 	t.Helper()
+	ctx := context.Background()
+	leader, holder := freshLeader(t)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ok, state := when()
 		if ok {
-			providerProc.Kill()
-			t.Logf("provider SIGKILLed mid-%s: %s", phase, state)
-			break
+			took, err := env.CrashContainer(ctx, leader, 0, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killedHolder = holder
+			t.Logf("provider pod %s SIGKILLed mid-%s: %s (running again %s later)", leader.Name, phase, state, took.Round(time.Millisecond))
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("mid-%s never observed (last: %s)", phase, state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var err error
-	if providerProc, err = startProvider(); err != nil {
+}
+
+// killedHolder is the Lease holder identity (pod name, "_", a UUID of
+// the process) of the provider replica crashWhen last killed.
+var killedHolder string
+
+// freshLeader waits until a libvirt provider replica other than the one
+// crashWhen last killed holds the provider's Lease, and returns its pod
+// and holder identity.
+func freshLeader(t *testing.T) (*corev1.Pod, string) {
+	t.Helper()
+	ctx := context.Background()
+	var holder string
+	eventually(t, time.Minute, func() error {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "banlieue-provider-libvirt"}, l); err != nil {
+			return err
+		}
+		if holder = ptr.Deref(l.Spec.HolderIdentity, ""); holder == "" || holder == killedHolder {
+			return fmt.Errorf("the Lease is held by %q, the killed replica or none", holder)
+		}
+		return nil
+	})
+	leader, err := providerLeader(ctx, "libvirt")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return leader, holder
 }
 
 // domainsOf lists the domains whose UUID is one of uids'.

@@ -19,8 +19,6 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -32,8 +30,8 @@ import (
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/providers"
-	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
 // TestProviderOfTwoHosts: one libvirt Provider lists two hosts (two real
@@ -43,23 +41,22 @@ import (
 // becomes a domain on that host only.
 func TestProviderOfTwoHosts(t *testing.T) {
 	ctx := context.Background()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	dir := t.TempDir()
-	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	second, err := libvirtd.Start(startCtx, filepath.Join(dir, "d"), filepath.Join(root, "bin", ".libvirt-cache"), log)
+	// Another host of the same site: the Provider's hosts share its
+	// client certificate and CA.
+	second, err := env.StartPodsLibvirtdBeside(startCtx, "second", daemon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Stop()
-
+	defer func() {
+		if err := second.StopAndCheck(); err != nil {
+			t.Error(err)
+		}
+	}()
 	p := libvirtProvider("two-hosts", nil)
-	p.Spec.Connection = v1alpha1.ProviderConnection{Hosts: []v1alpha1.ProviderHost{
-		{Name: "host-a", Endpoint: daemon.URI}, {Name: "host-b", Endpoint: second.URI}}}
+	p.Spec.Connection.Endpoint = ""
+	p.Spec.Connection.Hosts = []v1alpha1.ProviderHost{{Name: "host-a", Endpoint: daemon.Endpoint}, {Name: "host-b", Endpoint: second.Endpoint}}
 	p.Spec.FailureDomainNameOverrides = []v1alpha1.FailureDomainNameOverride{{Host: "host-b", Name: "lab-b"}}
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -97,14 +94,13 @@ func TestProviderOfTwoHosts(t *testing.T) {
 	imageStatus(func(s v1alpha1.ImageProviderStatus) bool {
 		return !s.Ready && s.Reason == "VolumeNotFound" && strings.Contains(s.Message, "host-b") && !strings.Contains(s.Message, "host-a")
 	})
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
 	if err := second.ImportVolume(guest, "guest.qcow2"); err != nil {
 		t.Fatal(err)
 	}
 	imageStatus(func(s v1alpha1.ImageProviderStatus) bool { return s.Ready && strings.Contains(s.Message, "2 host(s)") })
 
 	// One machine per failure domain, each on its own host.
-	hosts := map[string]*libvirtd.Daemon{"two-hosts-host-a": daemon, "lab-b": second}
+	hosts := map[string]*devenv.PodsLibvirtd{"two-hosts-host-a": daemon, "lab-b": second}
 	for fd := range hosts {
 		m := &infrav1.LibvirtMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: "on-" + fd, Namespace: ns, Annotations: map[string]string{infrav1.ProviderAnnotation: ns + "/two-hosts"}},

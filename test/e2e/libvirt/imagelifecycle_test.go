@@ -47,12 +47,10 @@ import (
 // with retainOnDelete leaves its volume behind.
 func TestImageLifecycle(t *testing.T) {
 	ctx := context.Background()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
 	// The second revision: the same guest, other bytes (another cluster size).
 	second := filepath.Join(t.TempDir(), "guest2.qcow2")
 	imagetest.Run(t, imagetest.Tool(t, "qemu-img"), "convert", "-O", "qcow2", "-o", "cluster_size=131072", guest, second)
-	base := imagetest.Serve(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second}).Base
+	base := servedToPods(t, map[string]string{"/guest.qcow2": guest, "/guest2.qcow2": second})
 	sum1, sum2 := imagetest.Checksum(t, guest), imagetest.Checksum(t, second)
 	if sum1 == sum2 {
 		t.Fatal("the second image has the first's bytes")

@@ -22,7 +22,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,12 +42,11 @@ import (
 )
 
 // imageServer serves the repo's test guest, as a mirror would, from
-// loopback: GET /guest.qcow2 with its length (http.ServeFile).
+// loopback: GET /guest.qcow2 with its length (http.ServeFile). It
+// returns the server's root as the provider's pods reach it.
 func imageServer(t *testing.T) (url, checksum string) {
 	t.Helper()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
-	return imagetest.Serve(t, map[string]string{"/guest.qcow2": guest}).Base, imagetest.Checksum(t, guest)
+	return servedToPods(t, map[string]string{"/guest.qcow2": guest}), imagetest.Checksum(t, guest)
 }
 
 // TestImageImportByURL: a VMImage that is only a URL and a checksum
@@ -198,7 +196,8 @@ func importedVolumes(t *testing.T, l *golibvirt.Libvirt, name string) []string {
 
 // hugeISO serves an installer that says it has 8 PiB: its first 64 KiB
 // are an ISO's (so the format is right), then the answer stalls until the
-// client goes. No storage has room for it.
+// client goes. No storage has room for it. It returns the URL as the
+// provider's pods reach it.
 func hugeISO(t *testing.T) string {
 	t.Helper()
 	head, err := cloudinit.ISO("HUGE", map[string][]byte{"readme": []byte("huge\n")})
@@ -217,7 +216,7 @@ func hugeISO(t *testing.T) string {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String() + "/huge.iso"
+	return podURL(t, "http://"+l.Addr().String()+"/huge.iso")
 }
 
 // sameCounts tells whether a "READY/ALL" match has READY equal to ALL.

@@ -35,13 +35,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
 	"github.com/firestoned/banlieue/pkg/images"
 	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
 // slowServer serves file at /image in 256 KiB writes, one per tick: an
-// upload slow enough to kill the provider in the middle of.
+// upload slow enough to kill the provider in the middle of. It returns
+// the URL as the provider's pods reach it.
 func slowServer(t *testing.T, file string, tick time.Duration) string {
 	t.Helper()
 	data, err := os.ReadFile(file)
@@ -72,16 +74,15 @@ func slowServer(t *testing.T, file string, tick time.Duration) string {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String() + "/image"
+	return podURL(t, "http://"+l.Addr().String()+"/image")
 }
 
-// TestImportSurvivesProviderKill: the provider is SIGKILLed while it
-// uploads an image; started again, it re-imports: exactly the volume and
+// TestImportSurvivesProviderKill: the provider (the leading pod's
+// container, crashWhen) is SIGKILLed while it uploads an image; started
+// again by the kubelet, it re-imports: exactly the volume and
 // its marker are on the host, with exactly the source's bytes.
 func TestImportSurvivesProviderKill(t *testing.T) {
 	ctx := context.Background()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
 	url := slowServer(t, guest, 50*time.Millisecond)
 	p := libvirtProvider("crash-import", map[string]string{"role": "crash-import"})
 	if err := c.Create(ctx, p); err != nil {
@@ -132,7 +133,8 @@ func volumeSHA256(t *testing.T, name string) string {
 }
 
 // TestImportMemoryIsBounded: importing a 1 GiB image grows the provider's
-// resident memory by at most 64 MiB: the bytes stream, they are never
+// resident memory (its leading pod's container's main process, read from
+// the host's /proc) by at most 64 MiB: the bytes stream, they are never
 // held.
 func TestImportMemoryIsBounded(t *testing.T) {
 	ctx := context.Background()
@@ -153,14 +155,24 @@ func TestImportMemoryIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	base := imagetest.Serve(t, map[string]string{"/big.raw": file}).Base
+	base := servedToPods(t, map[string]string{"/big.raw": file})
 	p := libvirtProvider("memory-import", map[string]string{"role": "memory-import"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
 	waitProviderReady(t, p.Name)
-	pid := providerProc.PID()
+	// The leading replica's container does the import: its main process
+	// is the provider.
+	leader, err := providerLeader(ctx, "libvirt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := devenv.ContainerProcess(leader, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := proc.PID
 	before, err := rssOf(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,6 @@ import (
 //     leaves no build VM and no volume.
 func TestInstallerImages(t *testing.T) {
 	ctx := context.Background()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
 	iso := filepath.Join(root, "bin", "guest", "installer.iso")
 	if out, err := exec.Command(filepath.Join(root, "hack", "build-installer-iso.sh"), iso).CombinedOutput(); err != nil {
 		t.Fatalf("hack/build-installer-iso.sh (make libvirt installs its tools): %v\n%s", err, out)
@@ -64,7 +63,7 @@ func TestInstallerImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadISO := imagetest.WriteFile(t, "dead.iso", dead)
-	base := imagetest.Serve(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO}).Base
+	base := servedToPods(t, map[string]string{"/installer.iso": iso, "/dead.iso": deadISO})
 	p := libvirtProvider("install-libvirt", map[string]string{"role": "install"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)

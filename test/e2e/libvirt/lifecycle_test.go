@@ -39,14 +39,17 @@ import (
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
 )
 
-// libvirtProvider is a Provider of the test's libvirtd: its local socket,
-// the pool and the DHCP network as the gold and prod classes.
+// libvirtProvider is a Provider of the test's libvirtd: its qemu+tls://
+// endpoint as the provider's pods reach it, with the site's client
+// certificate and CA (siteCredentials), the pool and the DHCP network as
+// the gold and prod classes.
 func libvirtProvider(name string, labels map[string]string) *v1alpha1.Provider {
 	return &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "libvirt"},
-			Connection:       v1alpha1.ProviderConnection{Endpoint: daemon.URI},
+			Connection: v1alpha1.ProviderConnection{Endpoint: daemon.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds},
+				CABundle: &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: caConfigMap}}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
 				NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},

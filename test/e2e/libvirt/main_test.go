@@ -14,10 +14,26 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package libvirt runs "banlieue provider libvirt" as a process against the
-// devenv harness and a real libvirtd (pkg/providers/libvirt/libvirtd: in
-// network and mount namespaces of its own), whose QEMU guests boot the
-// repo's test image and report on their serial consoles.
+// Package libvirt drives the shipped libvirt provider against real
+// libvirtds (pkg/providers/libvirt/libvirtd: each in network and mount
+// namespaces of its own), whose QEMU guests boot the repo's test image and
+// report on their serial consoles, in pod mode (devenv.NodeSuite): the
+// shipped controller and libvirt provider Deployments (its ConfigMap
+// edited as an administrator would: libvirtSettings) run as pods of the
+// release image on a real node, as do the shipped vSphere and Proxmox VE
+// provider Deployments the tests of several backends add (backends.go);
+// banlieue's API server is the environment's, a process, as in
+// test/e2e/node. The provider pods reach each libvirtd over qemu+tls://
+// on the node's bridge gateway (devenv.StartPodsLibvirtd), with the
+// client certificate and CA the Providers name (libvirt-creds,
+// libvirt-ca); the tests look at what the provider did through the
+// daemon's own unix socket and serial log files. The simulators and the
+// image servers run in the test process, on loopback, exposed on the
+// bridge's gateway (devenv.ExposeURL). A crash is the leading provider
+// pod's container SIGKILLed and started again by the kubelet
+// (crashWhen), so no test here runs a component as a process. TestMain
+// fails when a pod logged a lost optimistic-concurrency race as a
+// reconcile error (its logs copied as they are written, devenv.FollowLogs).
 package libvirt
 
 import (
@@ -34,92 +50,181 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/cmd/dev"
 	"github.com/firestoned/banlieue/pkg/devenv"
+	"github.com/firestoned/banlieue/pkg/images/imagetest"
 	"github.com/firestoned/banlieue/pkg/providers/libvirt/libvirtd"
-	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
 
 const (
 	ns = devenv.Namespace
 	// image is the base volume every test VM's boot disk overlays.
 	image = libvirtd.Pool + "/guest.qcow2"
+	// creds and caConfigMap are the client certificate (a Secret) and the
+	// CA (a ConfigMap) every libvirt Provider here names: one site's, by
+	// the shipped names (siteCredentials).
+	creds, caConfigMap = "libvirt-creds", "libvirt-ca"
 )
 
 var (
-	daemon       *libvirtd.Daemon
-	providerProc devenv.Process
-	env          *devenv.Env
-	c            client.Client
-	kubectlBin   string
+	// daemon is the libvirtd every libvirt Provider here reaches (at
+	// daemon.Endpoint); the tests read it at its unix socket.
+	daemon     *devenv.PodsLibvirtd
+	env        *devenv.Env
+	c          client.Client
+	root       string
+	kubectlBin string
+	// guest is the test guest's image (hack/build-guest-image.sh).
+	guest string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	ctrllog.SetLogger(klog.NewKlogr())
+	root, _ = filepath.Abs(filepath.Join("..", "..", ".."))
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
-	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
+	guest = filepath.Join(root, "bin", "guest", "guest.qcow2")
 	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "libvirt: building the guest image: %v\n%s", err, out)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "banlieue-libvirt-")
-	if err != nil {
-		panic(err)
-	}
-	logs := filepath.Join(dir, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		panic(err)
-	}
-	log, err := os.Create(filepath.Join(logs, "libvirtd.log"))
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if daemon, err = libvirtd.Start(ctx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log); err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: %v (log in %s)\n", err, logs)
+	if why := libvirtd.Missing(); why != "" {
+		fmt.Fprintf(os.Stderr, "libvirt: a libvirtd needs %s\n", why)
 		return 1
 	}
-	defer daemon.Stop()
-	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err = devenv.Start(context.Background(), devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC, Controllers: 1})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: environment: %v (logs in %s)\n", err, logs)
-		return 1
-	}
-	defer env.Stop()
-	if providerProc, err = startProvider(); err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: provider: %v\n", err)
-		return 1
-	}
-	if c, err = env.ServedClient(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if err := env.NoConflictErrors("*"); err != nil {
-		fmt.Fprintf(os.Stderr, "libvirt: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "libvirt: logs in %s\n", logs)
-		return code
-	}
-	_ = os.RemoveAll(dir)
-	return 0
+	return devenv.NodeSuite{Name: "libvirt", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC}, ScanPodLogs: true,
+		Ready: func(e *devenv.Env) error {
+			env = e
+			return install()
+		},
+		Stop: stopDaemon}.Run(m)
 }
 
-// startProvider starts "banlieue provider libvirt" (again, after a kill).
-func startProvider() (devenv.Process, error) {
-	return env.StartProvider("libvirt", "provider-libvirt", 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
+// install starts the libvirtd the provider's pods reach, with the test
+// guest in its pool and its credentials in the namespace, copies the
+// banlieue pods' logs (env.FollowLogs) from then on, and runs the shipped
+// controller and libvirt provider Deployments.
+func install() (err error) {
+	ctx := context.Background()
+	if c, err = env.ServedClient(ctx); err != nil {
+		return err
+	}
+	start, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if daemon, err = env.StartPodsLibvirtd(start, "libvirt"); err != nil {
+		return err
+	}
+	if err := daemon.ImportVolume(guest, "guest.qcow2"); err != nil {
+		return err
+	}
+	if err := siteCredentials(ctx); err != nil {
+		return err
+	}
+	if err := env.FollowLogs(ns, "app.kubernetes.io/name=banlieue", "pod"); err != nil {
+		return err
+	}
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	if err := applyProvider("libvirt", libvirtSettings); err != nil {
+		return err
+	}
+	return rolledOut("banlieue-controller", "banlieue-provider-libvirt")
+}
+
+// siteCredentials creates the daemon's client certificate and CA as the
+// objects every libvirt Provider here names: by the names the shipped
+// provider's credentials Role grants (rbac.yaml), as a site that keeps
+// them needs no grant of its own.
+func siteCredentials(ctx context.Context) error {
+	secret, ca := daemon.Credentials(ns, creds, caConfigMap)
+	for _, o := range []client.Object{secret, ca} {
+		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// libvirtSettings are what this package changes of the shipped libvirt
+// provider's ConfigMap, as its administrator would (each key a flag's
+// default):
+//   - BANLIEUE_RESYNC 2s rather than 5m: inventories and image checks
+//     re-walked, so what a test changes on a host (a volume imported)
+//     shows within its deadlines;
+//   - BANLIEUE_DOMAIN_TYPE qemu: this machine has no working KVM;
+//   - BANLIEUE_SHUTDOWN_GRACE 20s rather than 2m: how long a power-off
+//     waits for the guest's ACPI shutdown, within the power tests'
+//     deadlines;
+//   - BANLIEUE_CONSOLE_BIND_ADDRESS: the console endpoint, off as
+//     shipped (docs/console.md), for the console tests: it publishes the
+//     pod's address (POD_IP, from the shipped Deployment), which
+//     banlieue's API server reaches on the node's bridge.
+const libvirtSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_DOMAIN_TYPE":"qemu","BANLIEUE_SHUTDOWN_GRACE":"20s",` +
+	`"BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
+
+// applyProvider applies the shipped configuration of backend's provider,
+// edited by settings (a merge patch, as an administrator edits a manifest
+// before applying it), and its Deployment: one rollout, of the edited
+// configuration. Its RBAC is the environment's (dev.InstallRBAC).
+func applyProvider(backend, settings string) error {
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
+	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", settings); err != nil {
+		return err
+	}
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
+	}
+	return nil
+}
+
+// rolledOut waits for the rollout of each Deployment named.
+func rolledOut(deployments ...string) error {
+	for _, d := range deployments {
+		if err := env.RolloutStatus(context.Background(), ns, d, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// providerLeader is the provider pod of class holding its Lease, which
+// does the work (the other replica waits for the Lease).
+func providerLeader(ctx context.Context, class string) (*corev1.Pod, error) {
+	return env.LeadingPod(ctx, ns, "app.kubernetes.io/component=provider-"+class, "banlieue-provider-"+class, time.Minute)
+}
+
+// servedToPods serves files as imagetest.Serve does (a mirror's URL
+// paths to local files) and returns the server's root as the provider's
+// pods reach it.
+func servedToPods(t *testing.T, files map[string]string) string {
+	t.Helper()
+	return podURL(t, imagetest.Serve(t, files).Base)
+}
+
+// podURL is rawURL, a server of the test on loopback, as the node's pods
+// reach it (devenv.ExposeURL).
+func podURL(t *testing.T, rawURL string) string {
+	t.Helper()
+	u, err := env.ExposeURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// stopDaemon stops, once the tests are done, the libvirtd install
+// started, checking it left nothing running in its namespace.
+func stopDaemon() error {
+	if daemon == nil {
+		return nil
+	}
+	return daemon.StopAndCheck()
 }
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
@@ -143,48 +248,6 @@ func lv(t *testing.T) *golibvirt.Libvirt {
 	}
 	t.Cleanup(func() { _ = l.Disconnect() })
 	return l
-}
-
-// vsphereBeside starts, for one test, a one-cluster vcsim holding the
-// guest's template and a vSphere provider process, and creates a Ready
-// Provider name for it (labels; network class prod on VM Network, its
-// Secret name-creds with password).
-func vsphereBeside(t *testing.T, name, password string, labels map[string]string) *vcsim.Simulator {
-	t.Helper()
-	ctx := context.Background()
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: password, DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
-	proc, err := env.StartVSphereProvider("provider-"+name, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proc.Stop)
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-creds", Namespace: ns},
-		StringData: map[string]string{"username": "admin@vsphere.local", "password": password}}); err != nil {
-		t.Fatal(err)
-	}
-	// The static install reads credentials by name: the administrator
-	// names this one in the provider's credentials Role.
-	if err := env.GrantCredentials(ctx, "vsphere", "secrets", name+"-creds"); err != nil {
-		t.Fatal(err)
-	}
-	p := &v1alpha1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: v1alpha1.ProviderSpec{
-			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: name + "-creds"},
-				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
-			Capabilities: v1alpha1.ProviderCapabilities{NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{PortGroup: "VM Network"}}}},
-		},
-	}
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	waitProviderReady(t, name)
-	return sim
 }
 
 // consentingNamespace creates namespace name, bound to

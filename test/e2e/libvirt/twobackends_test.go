@@ -52,16 +52,7 @@ import (
 // each.
 func TestOneManifestThreeBackends(t *testing.T) {
 	ctx := context.Background()
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 1, Template: "banlieue-guest", Username: "admin@vsphere.local", Password: "two-backends", DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	vsphere, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vsphere.Stop()
+	sim, vcEndpoint := vsphereSite(t, "two-backends")
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-vsphere-creds", Namespace: ns},
 		StringData: map[string]string{"username": "admin@vsphere.local", "password": "two-backends"}}
 	if err := c.Create(ctx, creds); err != nil {
@@ -76,7 +67,7 @@ func TestOneManifestThreeBackends(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "two-vsphere", Namespace: ns, Labels: map[string]string{"two": "yes", "backend": "vsphere"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds.Name},
+			Connection: v1alpha1.ProviderConnection{Endpoint: vcEndpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: creds.Name},
 				CABundle: &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Datastore: "LocalDS_0"}}},
@@ -85,13 +76,7 @@ func TestOneManifestThreeBackends(t *testing.T) {
 		},
 	}
 	lp := libvirtProvider("two-libvirt", map[string]string{"two": "yes", "backend": "libvirt"})
-	pve := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
-	defer pve.Close()
-	proxmoxProc, err := env.StartProvider("proxmox", "provider-proxmox", 2*time.Second, "--task-poll=50ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxmoxProc.Stop()
+	pve, pveEndpoint := proxmoxSite(t)
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "two-proxmox-token", Namespace: ns},
 		StringData: map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.Secret}}); err != nil {
 		t.Fatal(err)
@@ -105,7 +90,7 @@ func TestOneManifestThreeBackends(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "two-proxmox", Namespace: ns, Labels: map[string]string{"two": "yes", "backend": "proxmox"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "proxmox"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: pve.URL, CredentialsRef: v1alpha1.LocalObjectReference{Name: "two-proxmox-token"},
+			Connection: v1alpha1.ProviderConnection{Endpoint: pveEndpoint, CredentialsRef: v1alpha1.LocalObjectReference{Name: "two-proxmox-token"},
 				CABundle: &v1alpha1.CABundleSource{Inline: string(pve.CA)}},
 			Capabilities: v1alpha1.ProviderCapabilities{
 				StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
@@ -113,10 +98,13 @@ func TestOneManifestThreeBackends(t *testing.T) {
 			},
 		},
 	}
+	if err := c.Create(ctx, lp); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*v1alpha1.Provider{vp, pp} {
+		createProvider(t, p)
+	}
 	for _, p := range []*v1alpha1.Provider{vp, lp, pp} {
-		if err := c.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
 		waitProviderReady(t, p.Name)
 	}
 	// The image's cloud config, in the Providers' namespace, reaches both guests.
