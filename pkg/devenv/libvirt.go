@@ -49,21 +49,54 @@ type PodsLibvirtd struct {
 }
 
 // StartPodsLibvirtd starts a PodsLibvirtd named name (its folder under
-// the environment's, its log beside the environment's logs). Stop it with
-// Stop; LeftProcesses says whether anything still runs in its namespace.
+// the environment's, its log beside the environment's logs), with a CA of
+// its own. Stop it with StopAndCheck.
 func (e *Env) StartPodsLibvirtd(ctx context.Context, name string) (*PodsLibvirtd, error) {
-	if e.node == nil {
-		return nil, fmt.Errorf("libvirtd %s: no real node for its pods (Config.Node)", name)
-	}
-	ca, err := pki.NewCA(name + "-ca")
+	ds, err := e.StartPodsLibvirtds(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(e.NodeGateway())})
+	return ds[0], nil
+}
+
+// StartPodsLibvirtds starts a PodsLibvirtd for each name as the hosts of
+// one site: one CA signs every daemon's serving certificate and the one
+// client certificate they all take, so that one Provider of them all
+// names one credentials Secret and one CA bundle. On an error it stops
+// those it started.
+func (e *Env) StartPodsLibvirtds(ctx context.Context, names ...string) ([]*PodsLibvirtd, error) {
+	if e.node == nil {
+		return nil, fmt.Errorf("libvirtds %v: no real node for their pods (Config.Node)", names)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("libvirtds: no name given")
+	}
+	ca, err := pki.NewCA(names[0] + "-ca")
 	if err != nil {
 		return nil, err
 	}
 	client, err := ca.IssueClient("banlieue-provider-libvirt")
+	if err != nil {
+		return nil, err
+	}
+	var ds []*PodsLibvirtd
+	for _, name := range names {
+		d, err := e.startPodsLibvirtd(ctx, name, ca, client)
+		if err != nil {
+			for _, started := range ds {
+				_ = started.StopAndCheck()
+			}
+			return nil, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// startPodsLibvirtd starts the PodsLibvirtd name, its serving certificate
+// signed by ca, taking client.
+func (e *Env) startPodsLibvirtd(ctx context.Context, name string, ca *pki.CA, client *pki.KeyPair) (*PodsLibvirtd, error) {
+	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(e.NodeGateway())})
 	if err != nil {
 		return nil, err
 	}

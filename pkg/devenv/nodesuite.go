@@ -47,6 +47,11 @@ type NodeSuite struct {
 	// Ready runs once the environment is up, before the tests: what the
 	// package installs on it. An error fails the suite without tests.
 	Ready func(*Env) error
+	// Done, when set, runs after the tests (or Ready's error), before the
+	// environment stops: it stops what the package runs in its own
+	// process against the environment, which would otherwise outlive the
+	// control plane it talks to.
+	Done func()
 	// ScanPodLogs fails the suite when a pod whose logs it copied
 	// (Env.FollowLogs) logged a lost optimistic-concurrency race as a
 	// reconcile error (logscan.NoConflictErrors).
@@ -90,6 +95,9 @@ func (s NodeSuite) Run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 	} else {
 		code = m.Run()
+	}
+	if s.Done != nil {
+		s.Done()
 	}
 	env.Stop()
 	if s.ScanPodLogs {
