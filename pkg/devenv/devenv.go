@@ -50,6 +50,10 @@ limitations under the License.
 // test/e2e/proxmox (controller, providers, operator and the workloads it
 // renders; their crash tests kill the leading provider's container),
 // test/monitoring (scraped through the ServiceMonitor's EndpointSlices),
+// test/capi (the controller and the three providers' Deployments for the
+// whole package, Cluster API's reconcilers in the test process; the
+// libvirt provider builds on libvirtds reached over TLS, one CA for the
+// hosts of a Provider),
 // test/e2e/nodestatic (everything as pods, installed as
 // docs/guides/static-install.md says, then the vSphere guide) and
 // test/e2e/nodeinstall (everything as pods, installed by banlieue
@@ -63,8 +67,8 @@ limitations under the License.
 // Balancer and times outages to the second, and the benchmarks read each
 // component's CPU from its process. Not moved yet, and so in process mode
 // too: test/e2e/libvirt (its libvirtds listen on unix sockets; a pod
-// reaches one over TLS through a forwarder, as test/e2e/node shows),
-// test/capi, and two tests of test/e2e's own package (TestSecureMetrics,
+// reaches one over TLS through a forwarder, as test/e2e/node shows), and
+// two tests of test/e2e's own package (TestSecureMetrics,
 // TestStandbyTakesOver). make run starts a node as root, beside its
 // processes.
 package devenv
