@@ -473,8 +473,11 @@ func TestSchemaRejectsInvalidObjects(t *testing.T) {
 		if err := c.Create(ctx, vsm); err != nil {
 			t.Fatal(err)
 		}
+		// A patch, not an update: banlieue's controller may have written
+		// the machine since (a stale update would fail on its version).
+		patch := client.MergeFrom(vsm.DeepCopy())
 		vsm.Spec.ProviderID = "vsphere://b"
-		err := c.Update(ctx, vsm)
+		err := c.Patch(ctx, vsm, patch)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.providerID") {
 			t.Errorf("err = %v, want Invalid on spec.providerID", err)
 		}

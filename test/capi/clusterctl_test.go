@@ -522,13 +522,16 @@ func playKubelets(t *testing.T, ctx context.Context, ns, cluster string, machine
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), node) })
+		// A patch, not an update: the node lifecycle controller (taints)
+		// and Cluster API (annotations) write a new Node too.
+		patch := client.MergeFrom(node.DeepCopy())
 		node.Status.Conditions = []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now, LastTransitionTime: now},
 		}
-		if err := c.Status().Update(ctx, node); err != nil {
+		if err := c.Status().Patch(ctx, node, patch); err != nil {
 			t.Fatal(err)
 		}
 		heartbeat(t, node)
