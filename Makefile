@@ -97,7 +97,7 @@ reliability-doc: ## Copy the reliability tables passing runs left in bin/ (make 
 	hack/reliability-doc.sh
 
 .PHONY: test-capi
-test-capi: build tools ## Cluster API's own reconcilers against our CRDs (separate module, test/capi).
+test-capi: build tools libvirt ## Cluster API's own reconcilers (in the test process) against our CRDs, with the shipped controller and provider Deployments as pods on a real node (root) building on real libvirtds, pvesim and vcsim (separate module, test/capi).
 	cd test/capi && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-monitoring

@@ -54,6 +54,10 @@ limitations under the License.
 // provider pods reach its libvirtds over TLS, StartPodsLibvirtd, and its
 // crash tests kill the leading provider's container),
 // test/monitoring (scraped through the ServiceMonitor's EndpointSlices),
+// test/capi (the controller and the three providers' Deployments for the
+// whole package, Cluster API's reconcilers in the test process; the
+// libvirt provider builds on libvirtds reached over TLS, one CA for the
+// hosts of a Provider),
 // test/e2e/nodestatic (everything as pods, installed as
 // docs/guides/static-install.md says, then the vSphere guide) and
 // test/e2e/nodeinstall (everything as pods, installed by banlieue
@@ -65,8 +69,7 @@ limitations under the License.
 // test needs what a pod does not give: test/reliability pauses, partitions
 // and SIGKILLs API server replicas and etcd members behind a loopback
 // Balancer and times outages to the second, and the benchmarks read each
-// component's CPU from its process. Not moved yet, and so in process mode
-// too: test/capi. test/e2e's own package runs none of the Deployments (its
+// component's CPU from its process. test/e2e's own package runs none of the Deployments (its
 // tests are of the API server, kubectl, the plugin and make run itself).
 // make run, as root, runs the controller and providers as the shipped
 // Deployments on its node, and as processes without one.

@@ -46,37 +46,67 @@ type PodsLibvirtd struct {
 	ClientCert, ClientKey []byte
 
 	log *os.File // the daemon's and its forwarder's
-	ca  *pki.CA
+	// ca and client are its site's, for StartPodsLibvirtdBeside.
+	ca     *pki.CA
+	client *pki.KeyPair
 }
 
 // StartPodsLibvirtd starts a PodsLibvirtd named name (its folder under
 // the environment's, its log beside the environment's logs), with a CA of
 // its own. Stop it with StopAndCheck.
 func (e *Env) StartPodsLibvirtd(ctx context.Context, name string) (*PodsLibvirtd, error) {
-	ca, err := pki.NewCA(name + "-ca")
+	ds, err := e.StartPodsLibvirtds(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return e.startPodsLibvirtd(ctx, name, ca)
+	return ds[0], nil
 }
 
-// StartPodsLibvirtdBeside starts a PodsLibvirtd named name as another
-// host of first's site: first's CA signs its certificate and takes its
-// clients, so that one Provider of both hosts, whose hosts share one
-// credentialsRef and caBundle, reaches both with first's Credentials.
-func (e *Env) StartPodsLibvirtdBeside(ctx context.Context, name string, first *PodsLibvirtd) (*PodsLibvirtd, error) {
-	return e.startPodsLibvirtd(ctx, name, first.ca)
-}
-
-func (e *Env) startPodsLibvirtd(ctx context.Context, name string, ca *pki.CA) (*PodsLibvirtd, error) {
+// StartPodsLibvirtds starts a PodsLibvirtd for each name as the hosts of
+// one site: one CA signs every daemon's serving certificate and the one
+// client certificate they all take, so that one Provider of them all
+// names one credentials Secret and one CA bundle. On an error it stops
+// those it started.
+func (e *Env) StartPodsLibvirtds(ctx context.Context, names ...string) ([]*PodsLibvirtd, error) {
 	if e.node == nil {
-		return nil, fmt.Errorf("libvirtd %s: no real node for its pods (Config.Node)", name)
+		return nil, fmt.Errorf("libvirtds %v: no real node for their pods (Config.Node)", names)
 	}
-	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(e.NodeGateway())})
+	if len(names) == 0 {
+		return nil, fmt.Errorf("libvirtds: no name given")
+	}
+	ca, err := pki.NewCA(names[0] + "-ca")
 	if err != nil {
 		return nil, err
 	}
 	client, err := ca.IssueClient("banlieue-provider-libvirt")
+	if err != nil {
+		return nil, err
+	}
+	var ds []*PodsLibvirtd
+	for _, name := range names {
+		d, err := e.startPodsLibvirtd(ctx, name, ca, client)
+		if err != nil {
+			for _, started := range ds {
+				_ = started.StopAndCheck()
+			}
+			return nil, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// StartPodsLibvirtdBeside starts a PodsLibvirtd named name as another
+// host of first's site (StartPodsLibvirtds), when the test needs it only
+// later: first's CA signs it, and it takes first's client certificate.
+func (e *Env) StartPodsLibvirtdBeside(ctx context.Context, name string, first *PodsLibvirtd) (*PodsLibvirtd, error) {
+	return e.startPodsLibvirtd(ctx, name, first.ca, first.client)
+}
+
+// startPodsLibvirtd starts the PodsLibvirtd name, its serving certificate
+// signed by ca, taking client.
+func (e *Env) startPodsLibvirtd(ctx context.Context, name string, ca *pki.CA, client *pki.KeyPair) (*PodsLibvirtd, error) {
+	server, err := ca.IssueServing("libvirtd", nil, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(e.NodeGateway())})
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +132,7 @@ func (e *Env) startPodsLibvirtd(ctx context.Context, name string, ca *pki.CA) (*
 		return nil, err
 	}
 	return &PodsLibvirtd{Daemon: d, Endpoint: fmt.Sprintf("qemu+tls://%s/system", addr),
-		CA: ca.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM, log: log, ca: ca}, nil
+		CA: ca.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM, log: log, ca: ca, client: client}, nil
 }
 
 // Credentials are the objects a libvirt Provider of d names in

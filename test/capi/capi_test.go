@@ -63,59 +63,118 @@ var (
 	env    *devenv.Env
 	c      client.Client
 	scheme = runtime.NewScheme()
+	root   string
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// run runs the package in pod mode (devenv.NodeSuite): the shipped
+// controller and the three providers' Deployments run as pods of the
+// release image on a real node for the whole package (install), and
+// Cluster API's own reconcilers in the test process (startCAPI), stopped
+// before the environment. TestMain fails when a pod logged a lost
+// optimistic-concurrency race as a reconcile error.
 func run(m *testing.M) int {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, banlieuev1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
 	}
+	root, _ = filepath.Abs(filepath.Join("..", ".."))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir, err := os.MkdirTemp("", "banlieue-capi-")
-	if err != nil {
-		panic(err)
+	var mgrDone <-chan struct{}
+	return devenv.NodeSuite{Name: "capi", Root: root, Config: devenv.Config{Setup: dev.InstallRBAC}, ScanPodLogs: true,
+		Ready: func(e *devenv.Env) error {
+			env = e
+			// Cluster API's logs go next to the environment's.
+			logToFile(filepath.Join(env.Logs(), "capi-controllers.log"))
+			if err := installCRDs(ctx); err != nil {
+				return fmt.Errorf("CRDs: %w", err)
+			}
+			if err := install(ctx); err != nil {
+				return err
+			}
+			var err error
+			if mgrDone, err = startCAPI(ctx); err != nil {
+				return fmt.Errorf("Cluster API's controllers: %w", err)
+			}
+			return nil
+		},
+		// Cluster API's controllers first, then the control plane they talk to.
+		Stop: func() error {
+			cancel()
+			if mgrDone != nil {
+				<-mgrDone
+			}
+			return nil
+		}}.Run(m)
+}
+
+// providerSettings are what this package changes of each shipped
+// provider's ConfigMap, as its administrator would (each key a flag's
+// default): inventories walked every 2s rather than 5m, so that a
+// Provider a test creates is Ready within its deadlines; the libvirt
+// provider's domains of type qemu (this machine has no working KVM), and
+// a soft power-off waiting at most 20s rather than 2m for the guest (one
+// still booting under TCG answers no ACPI request) before its domain is
+// destroyed; Proxmox VE tasks
+// polled every 50ms rather than 500ms, so clones settle fast.
+var providerSettings = map[string]string{
+	"libvirt": `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_DOMAIN_TYPE":"qemu","BANLIEUE_SHUTDOWN_GRACE":"20s"}}`,
+	"proxmox": `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms"}}`,
+	"vsphere": `{"data":{"BANLIEUE_RESYNC":"2s"}}`,
+}
+
+// install copies the banlieue pods' logs from then on (env.FollowLogs),
+// applies the shipped controller Deployment and each provider's
+// configuration (edited: providerSettings) and Deployment, and waits for
+// their rollouts. One Deployment of each serves every test: each test
+// makes its own Providers and namespaces, and deletes its Providers.
+func install(ctx context.Context) error {
+	if err := env.FollowLogs(devenv.Namespace, "app.kubernetes.io/name=banlieue", "pod"); err != nil {
+		return err
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	env, err = devenv.Start(ctx, devenv.Config{Dir: dir, BinDir: filepath.Join(root, "bin"), Setup: dev.InstallRBAC})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "capi: environment: %v (logs in %s)\n", err, filepath.Join(dir, "logs"))
-		return 1
+	controller := filepath.Join(root, "artifacts", "deploy", "base", "deployment-controller.yaml")
+	if out, err := env.Kubectl("", "apply", "-f", controller); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
-	defer env.Stop() // on early returns; Stop is idempotent
-	// Cluster API's logs go next to the other processes' logs.
-	logToFile(filepath.Join(dir, "logs", "capi-controllers.log"))
-	if err := installCRDs(ctx, root); err != nil {
-		fmt.Fprintf(os.Stderr, "capi: CRDs: %v\n", err)
-		return 1
+	deployments := []string{"banlieue-controller"}
+	for _, backend := range []string{"libvirt", "proxmox", "vsphere"} {
+		if err := applyProvider(backend); err != nil {
+			return err
+		}
+		deployments = append(deployments, "banlieue-provider-"+backend)
 	}
-	mgrDone, err := startCAPI(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "capi: controllers: %v\n", err)
-		return 1
+	for _, d := range deployments {
+		if err := env.RolloutStatus(ctx, devenv.Namespace, d, 2*time.Minute); err != nil {
+			return err
+		}
 	}
-	code := m.Run()
-	// Controllers first, then the control plane they talk to.
-	cancel()
-	<-mgrDone
-	env.Stop()
-	if code == 0 {
-		defer os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "capi: logs in %s\n", filepath.Join(dir, "logs"))
+	return nil
+}
+
+// applyProvider applies the shipped configuration of backend's provider,
+// edited by its providerSettings (a merge patch, as an administrator
+// edits a manifest before applying it), and its Deployment. Its RBAC is
+// the environment's (dev.InstallRBAC).
+func applyProvider(backend string) error {
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
+	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", providerSettings[backend]); err != nil {
+		return err
 	}
-	return code
+	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
+	}
+	return nil
 }
 
 // installCRDs installs Cluster API's CRDs from its module and ours from
 // artifacts/crds (the generated files, as shipped), and waits until every
 // one is Established.
-func installCRDs(ctx context.Context, root string) error {
+func installCRDs(ctx context.Context) error {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
 	if err != nil {
 		return fmt.Errorf("locating the cluster-api module: %w", err)
@@ -252,7 +311,8 @@ func bindUserData(t *testing.T, ctx context.Context, ns, class string) {
 	}
 }
 
-// waitProviderReady waits until the provider (running) reports p Ready;
+// waitProviderReady waits until the provider (its pods, running for the
+// package) reports p Ready;
 // p then holds the status it wrote, its failure domains among it.
 func waitProviderReady(t *testing.T, ctx context.Context, p *banlieuev1alpha1.Provider) {
 	t.Helper()
@@ -318,8 +378,8 @@ func machineSpec() infrav1.VSphereMachineSpec {
 // createInfraCluster creates ic (a LibvirtCluster, ProxmoxCluster, ...
 // selecting its Providers) and a Cluster pointing at it, and waits until
 // Cluster API shows the cluster's infrastructure provisioned with the
-// failure domains want, which banlieue's controller (running, started by
-// the test) aggregated into ic's status: the test writes no status.
+// failure domains want, which banlieue's controller (its pods, running for
+// the package) aggregated into ic's status: the test writes no status.
 func createInfraCluster(t *testing.T, ctx context.Context, ic infrav1.Cluster, kind string, want []string) *clusterv1.Cluster {
 	t.Helper()
 	ic.CommonSpec().ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "192.0.2.30", Port: 6443}
@@ -414,8 +474,11 @@ func TestSchemaRejectsInvalidObjects(t *testing.T) {
 		if err := c.Create(ctx, vsm); err != nil {
 			t.Fatal(err)
 		}
+		// A patch, not an update: banlieue's controller may have written
+		// the machine since (a stale update would fail on its version).
+		patch := client.MergeFrom(vsm.DeepCopy())
 		vsm.Spec.ProviderID = "vsphere://b"
-		err := c.Update(ctx, vsm)
+		err := c.Patch(ctx, vsm, patch)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.providerID") {
 			t.Errorf("err = %v, want Invalid on spec.providerID", err)
 		}

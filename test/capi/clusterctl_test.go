@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -225,14 +228,20 @@ func TestClusterctlGenerateCluster(t *testing.T) {
 // installed), so the test records it in clusterctl's inventory as
 // clusterctl would have, and init installs banlieue alone instead of
 // fetching the core from GitHub. cert-manager is not served by the Go
-// module proxy and no pod runs here; clusterctl checks its API by
-// creating an Issuer and a Certificate, so the test installs those two
-// kinds as schemaless CRDs (banlieue's components use neither).
+// module proxy and its image is not on the node; clusterctl checks its
+// API by creating an Issuer and a Certificate, so the test installs those
+// two kinds as schemaless CRDs (banlieue's components use neither). The
+// package's static install already runs here (its pods serve the other
+// tests): init updates its objects in place, so what proves init wrote
+// them is clusterctl's label on them; its configuration, which init puts
+// back to the shipped defaults, is the package's again when the test ends
+// (keepProviderSettings).
 func TestClusterctlInit(t *testing.T) {
 	ctx := context.Background()
 	cfg := clusterctlRepositories(t)
 	recordCoreProvider(t, ctx)
 	installCertManagerKinds(t, ctx)
+	keepProviderSettings(t, ctx)
 
 	_, log, err := clusterctl(t, cfg, nil, "init", "--infrastructure", bootstrap.ClusterctlProvider+":"+bootstrap.ClusterctlVersion)
 	if err != nil {
@@ -307,6 +316,45 @@ func TestClusterctlInit(t *testing.T) {
 	}
 }
 
+// keepProviderSettings makes each provider's configuration the package's
+// again when the test ends (applyProvider), after clusterctl init wrote
+// the shipped one over it; a provider Deployment whose pod template init
+// changed (its generation moved), and whose pods so started with the
+// shipped settings, is restarted and waited for.
+func keepProviderSettings(t *testing.T, ctx context.Context) {
+	t.Helper()
+	generation := func(backend string) (int64, error) {
+		dep := &appsv1.Deployment{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: devenv.Namespace, Name: "banlieue-provider-" + backend}, dep)
+		return dep.Generation, err
+	}
+	before := map[string]int64{}
+	for backend := range providerSettings {
+		g, err := generation(backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[backend] = g
+	}
+	t.Cleanup(func() {
+		for backend, g := range before {
+			after, err := generation(backend)
+			if err == nil {
+				err = applyProvider(backend)
+			}
+			if err == nil && after != g {
+				_, err = env.Kubectl("", "-n", devenv.Namespace, "rollout", "restart", "deploy/banlieue-provider-"+backend)
+			}
+			if err == nil {
+				err = env.RolloutStatus(ctx, devenv.Namespace, "banlieue-provider-"+backend, 2*time.Minute)
+			}
+			if err != nil {
+				t.Errorf("restoring the %s provider's settings: %v", backend, err)
+			}
+		}
+	})
+}
+
 // recordCoreProvider writes the inventory entry clusterctl writes when it
 // installs Cluster API's core (see TestClusterctlInit for why).
 func recordCoreProvider(t *testing.T, ctx context.Context) {
@@ -372,20 +420,17 @@ func binDir() string {
 // kubelet registers a Node. The test plays each guest's kubelet: the
 // workload cluster's kubeconfig Secret points at this control plane, where
 // the test registers a Node per Machine with the Machine's providerID and
-// the conditions a healthy kubelet reports. Cluster API's own Machine
-// reconciler matches them (nodeRef, NodeHealthy) and sets Ready; the test
-// writes no Machine, infrastructure machine or cluster status.
+// the conditions a healthy kubelet reports, and renews each Node's Lease as
+// a kubelet does (the environment's node lifecycle controller, there for
+// the real node, would otherwise mark them NotReady). Cluster API's own
+// Machine reconciler matches them (nodeRef, NodeHealthy) and sets Ready;
+// the test writes no Machine, infrastructure machine or cluster status.
 func TestClusterctlDescribeCluster(t *testing.T) {
 	ctx := context.Background()
 	cfg := clusterctlRepositories(t)
 	sim, _ := startProxmoxProvider(t, ctx, "clusterctl-proxmox", map[string]string{"banlieue.io/provider-set": "clusterctl-describe"})
 	ns := newNamespace(t, "clusterctl-describe")
 	bindUserData(t, ctx, ns, "proxmox")
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrlProc.Stop()
 
 	vars := append(append([]string{}, commonVariables...), "PROXMOX_TEMPLATE=debian-12-cloud", "BANLIEUE_PROVIDER_SET=clusterctl-describe")
 	rendered := runClusterctl(t, cfg, vars, "generate", "cluster", "cc", "-n", ns,
@@ -456,8 +501,8 @@ func TestClusterctlDescribeCluster(t *testing.T) {
 // playKubelets stands in for the kubelet of each Machine's guest (see
 // TestClusterctlDescribeCluster for why): the workload cluster's
 // kubeconfig Secret names this control plane, and each Machine gets a Node
-// with its providerID, Ready and without pressure, as a kubelet reports;
-// the Nodes go when the test ends.
+// with its providerID, Ready and without pressure, as a kubelet reports,
+// its Lease renewed (heartbeat); the Nodes go when the test ends.
 func playKubelets(t *testing.T, ctx context.Context, ns, cluster string, machines []clusterv1.Machine) {
 	t.Helper()
 	kubeconfig, err := os.ReadFile(env.AdminKubeconfig)
@@ -477,16 +522,58 @@ func playKubelets(t *testing.T, ctx context.Context, ns, cluster string, machine
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), node) })
+		// A patch, not an update: the node lifecycle controller (taints)
+		// and Cluster API (annotations) write a new Node too.
+		patch := client.MergeFrom(node.DeepCopy())
 		node.Status.Conditions = []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now, LastTransitionTime: now},
 		}
-		if err := c.Status().Update(ctx, node); err != nil {
+		if err := c.Status().Patch(ctx, node, patch); err != nil {
 			t.Fatal(err)
 		}
+		heartbeat(t, node)
 	}
+}
+
+// heartbeat creates node's Lease in kube-node-lease, owned by the Node as
+// a kubelet's is, and renews it every 10s, a kubelet's interval, until the
+// test ends.
+func heartbeat(t *testing.T, node *corev1.Node) {
+	t.Helper()
+	ctx := context.Background()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node.Name), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if err := c.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
+				if err := c.Update(ctx, lease); err != nil {
+					t.Logf("renewing the Lease of Node %s: %v", node.Name, err)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
 }
 
 // lineNaming is the first line of out that contains name.

@@ -40,10 +40,11 @@ import (
 // TestMachineDeploymentOnTwoLibvirtHosts: a MachineDeployment of two
 // replicas, its LibvirtMachineTemplate naming no failure domain, against a
 // LibvirtCluster selecting one libvirt Provider of two hosts (two real
-// libvirtds, each in a network namespace of its own): banlieue's
-// controller gives each LibvirtMachine a failure domain of its own, the
-// provider (the binary, as a process) builds each guest on that host
-// alone, each guest boots under TCG and runs Cluster API's bootstrap data
+// libvirtds, each in a network namespace of its own, reached over
+// qemu+tls:// with one client certificate, as the hosts of one site):
+// banlieue's controller gives each LibvirtMachine a failure domain of its
+// own, the provider (the shipped Deployment's pods) builds each guest on
+// that host alone, each guest boots under TCG and runs Cluster API's bootstrap data
 // (its serial console shows it), and each Machine reaches Provisioned with
 // libvirt://<its domain's UUID> as providerID. Scaled to zero, the
 // deployment leaves no domain on either host. The test writes no status:
@@ -51,13 +52,14 @@ import (
 // provider's and the controller's, the Machines' Cluster API's.
 func TestMachineDeploymentOnTwoLibvirtHosts(t *testing.T) {
 	ctx := context.Background()
-	hosts := map[string]*libvirtd.Daemon{"host-a": startLibvirtd(t), "host-b": startLibvirtd(t)}
+	site := startLibvirtds(t, "capi-md-host-a", "capi-md-host-b")
+	hosts := map[string]*libvirtd.Daemon{"host-a": site[0].Daemon, "host-b": site[1].Daemon}
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt-md", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "libvirt-md"}},
 		Spec: v1alpha1.ProviderSpec{Connection: v1alpha1.ProviderConnection{Hosts: []v1alpha1.ProviderHost{
-			{Name: "host-a", Endpoint: hosts["host-a"].URI}, {Name: "host-b", Endpoint: hosts["host-b"].URI}}}},
+			{Name: "host-a", Endpoint: site[0].Endpoint}, {Name: "host-b", Endpoint: site[1].Endpoint}}}},
 	}
-	startLibvirtProvider(t, ctx, p, "provider-libvirt-md")
+	startLibvirtProvider(t, ctx, p, site[0])
 	// The libvirtd of each failure domain.
 	daemons := map[string]*libvirtd.Daemon{}
 	for _, fd := range p.Status.FailureDomains {
@@ -73,12 +75,6 @@ func TestMachineDeploymentOnTwoLibvirtHosts(t *testing.T) {
 	bindUserData(t, ctx, ns, "libvirt")
 	// banlieue's controller aggregates the Provider's failure domains into
 	// the LibvirtCluster's status and spreads the deployment's machines.
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stopped cleanly, it hands its lease over at once to the next test's.
-	defer ctrlProc.Stop()
 	createInfraCluster(t, ctx, &infrav1.LibvirtCluster{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns},
 		Spec: infrav1.LibvirtClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "libvirt-md"}}}}},
 		"LibvirtCluster", failureDomainNames(p))
@@ -190,7 +186,8 @@ func TestMachineDeploymentOnTwoLibvirtHosts(t *testing.T) {
 	})
 
 	// The Provider, no longer used, goes (the provider lifts its
-	// protection), and the next test's provider does not serve it.
+	// protection), and the provider's pods, which serve the next tests,
+	// serve it no more.
 	if err := c.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}

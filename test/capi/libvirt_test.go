@@ -19,7 +19,6 @@ package capi
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -43,31 +42,27 @@ import (
 )
 
 // TestMachineOnLibvirt: a Cluster API Machine whose infrastructureRef is a
-// LibvirtMachine is built by banlieue's libvirt provider (the binary, as a
-// process) on a real libvirtd: the guest boots and runs the Machine's
+// LibvirtMachine is built by banlieue's libvirt provider (the shipped
+// Deployment's pods) on a real libvirtd, reached over qemu+tls:// as a
+// host of a real site: the guest boots and runs the Machine's
 // bootstrap data, the Machine reaches Provisioned through Cluster API's
 // own reconcilers with libvirt://<domain UUID> as providerID and the
 // guest's DHCP address; deleting the Machine destroys the domain.
 func TestMachineOnLibvirt(t *testing.T) {
 	ctx := context.Background()
-	daemon := startLibvirtd(t)
+	d := startLibvirtds(t, "capi-libvirt")[0]
+	daemon := d.Daemon
 	p := &v1alpha1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-libvirt", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "libvirt"}},
-		Spec:       v1alpha1.ProviderSpec{Connection: v1alpha1.ProviderConnection{Endpoint: daemon.URI}},
+		Spec:       v1alpha1.ProviderSpec{Connection: v1alpha1.ProviderConnection{Endpoint: d.Endpoint}},
 	}
-	startLibvirtProvider(t, ctx, p, "provider-libvirt")
+	startLibvirtProvider(t, ctx, p, d)
 
 	ns := newNamespace(t, "capi-libvirt")
 	bindUserData(t, ctx, ns, "libvirt")
 	// banlieue's controller serves the LibvirtCluster: it aggregates the
 	// Provider's failure domains, and gives the machine below, which names
 	// none, its Machine's.
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stopped cleanly, it hands its lease over at once to the next test's.
-	defer ctrlProc.Stop()
 	createInfraCluster(t, ctx, &infrav1.LibvirtCluster{ObjectMeta: metav1.ObjectMeta{Name: "c4", Namespace: ns},
 		Spec: infrav1.LibvirtClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "libvirt"}}}}},
 		"LibvirtCluster", failureDomainNames(p))
@@ -143,46 +138,67 @@ func TestMachineOnLibvirt(t *testing.T) {
 }
 
 // guestImage is the volume of the repository's guest image that
-// startLibvirtd imports on each libvirtd.
+// startLibvirtds imports on each libvirtd.
 const guestImage = libvirtd.Pool + "/guest.qcow2"
 
-// startLibvirtd starts a private libvirtd (its own network with DHCP, its
-// own pool) holding the repository's guest image (built if need be) as
-// guestImage; it is stopped, its domains destroyed, when the test ends.
-func startLibvirtd(t *testing.T) *libvirtd.Daemon {
+// startLibvirtds starts a private libvirtd for each name (its own network
+// with DHCP, its own pool, in a network namespace of its own), the hosts
+// of one site that the provider's pods reach over qemu+tls:// with one
+// client certificate (devenv.StartPodsLibvirtds), each holding the
+// repository's guest image (built if need be) as guestImage. They stop
+// when the test ends, their domains destroyed, leaving nothing running in
+// their namespaces.
+func startLibvirtds(t *testing.T, names ...string) []*devenv.PodsLibvirtd {
 	t.Helper()
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	guest := filepath.Join(root, "bin", "guest", "guest.qcow2")
 	if out, err := exec.Command(filepath.Join(root, "hack", "build-guest-image.sh"), guest).CombinedOutput(); err != nil {
 		t.Fatalf("building the guest image: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	log, err := os.Create(filepath.Join(dir, "libvirtd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	daemon, err := libvirtd.Start(ctx, filepath.Join(dir, "libvirtd"), filepath.Join(root, "bin", ".libvirt-cache"), log)
+	ds, err := env.StartPodsLibvirtds(ctx, names...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(daemon.Stop)
-	if err := daemon.ImportVolume(guest, path.Base(guestImage)); err != nil {
-		t.Fatal(err)
+	for _, d := range ds {
+		t.Cleanup(func() {
+			if err := d.StopAndCheck(); err != nil {
+				t.Error(err)
+			}
+		})
+		if err := d.ImportVolume(guest, path.Base(guestImage)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return daemon
+	return ds
 }
 
 // startLibvirtProvider creates p, a libvirt Provider of the test's
-// libvirtds (its connection set), publishing their pool and network as the
-// classes gold and prod, and the VMImage capi-guest of guestImage; starts
-// the libvirt provider (the binary, as the process name, killed when the
-// test ends) and waits until it reports p Ready.
-func startLibvirtProvider(t *testing.T, ctx context.Context, p *v1alpha1.Provider, name string) {
+// libvirtds (its endpoints set; d is any of them, as they share their
+// credentials), publishing their pool and network as the classes gold and
+// prod, the client certificate and CA its connection names (granted to
+// the provider by name, as the static install's administrator does), and
+// the VMImage capi-guest of guestImage; it waits until banlieue's libvirt
+// provider (the package's pods) reports p Ready. p and its credentials
+// are deleted when the test ends, before the libvirtds stop.
+func startLibvirtProvider(t *testing.T, ctx context.Context, p *v1alpha1.Provider, d *devenv.PodsLibvirtd) {
 	t.Helper()
+	secret, ca := d.Credentials(devenv.Namespace, p.Name+"-creds", p.Name+"-ca")
+	for _, o := range []client.Object{secret, ca} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+	if err := env.GrantCredentials(ctx, "libvirt", "secrets", secret.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.GrantCredentials(ctx, "libvirt", "configmaps", ca.Name); err != nil {
+		t.Fatal(err)
+	}
 	p.Spec.ProviderClassRef = v1alpha1.LocalObjectReference{Name: "libvirt"}
+	p.Spec.Connection.CredentialsRef = v1alpha1.LocalObjectReference{Name: secret.Name}
+	p.Spec.Connection.CABundle = &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: ca.Name}}
 	p.Spec.Capabilities = v1alpha1.ProviderCapabilities{
 		StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Pool: libvirtd.Pool}}},
 		NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Network: libvirtd.Network}}},
@@ -190,16 +206,12 @@ func startLibvirtProvider(t *testing.T, ctx context.Context, p *v1alpha1.Provide
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { devenv.DeleteProvider(context.Background(), c, p) })
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-guest"},
 		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "libvirt", Kind: "Volume", Ref: guestImage}}}}
 	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	proc, err := env.StartProvider("libvirt", name, 2*time.Second, "--domain-type=qemu", "--shutdown-grace=20s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proc.Kill)
 	waitProviderReady(t, ctx, p)
 }
 

@@ -19,6 +19,7 @@ package capi
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +40,10 @@ import (
 )
 
 // TestMachineOnProxmox: a Cluster API Machine whose infrastructureRef is a
-// ProxmoxMachine is built by banlieue's Proxmox provider (the binary, as a
-// process) on the Proxmox VE simulator, and reaches Provisioned through
-// Cluster API's own reconcilers with proxmox://<UID> as providerID and the
-// guest agent's address; deleting the Machine destroys the VM.
+// ProxmoxMachine is built by banlieue's Proxmox provider (the shipped
+// Deployment's pods) on the Proxmox VE simulator, and reaches Provisioned
+// through Cluster API's own reconcilers with proxmox://<UID> as providerID
+// and the guest agent's address; deleting the Machine destroys the VM.
 func TestMachineOnProxmox(t *testing.T) {
 	ctx := context.Background()
 	sim, p := startProxmoxProvider(t, ctx, "capi-proxmox", map[string]string{"capi": "proxmox"})
@@ -52,12 +53,6 @@ func TestMachineOnProxmox(t *testing.T) {
 	// banlieue's controller serves the ProxmoxCluster: it aggregates the
 	// Provider's failure domains, and gives the machine below, which names
 	// none, its Machine's.
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stopped cleanly, it hands its lease over at once to the next test's.
-	defer ctrlProc.Stop()
 	createInfraCluster(t, ctx, &infrav1.ProxmoxCluster{ObjectMeta: metav1.ObjectMeta{Name: "c5", Namespace: ns},
 		Spec: infrav1.ProxmoxClusterSpec{CommonClusterSpec: infrav1.CommonClusterSpec{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"capi": "proxmox"}}}}},
 		"ProxmoxCluster", failureDomainNames(p))
@@ -139,19 +134,26 @@ func TestMachineOnProxmox(t *testing.T) {
 	})
 }
 
-// startProxmoxProvider starts a Proxmox VE simulator, a Provider named
-// name (labelled labels) of its two nodes with its credentials granted by
-// name, the VMImage publishing its template, and banlieue's Proxmox
-// provider (the binary, as a process, killed when the test ends); it
-// waits until the provider reports the Provider Ready.
+// startProxmoxProvider starts a Proxmox VE simulator that the provider's
+// pods reach (its port exposed on the node's bridge gateway, its
+// certificate naming that address), a Provider named name (labelled
+// labels) of its two nodes with its credentials granted by name, and the
+// VMImage publishing its template; it waits until banlieue's Proxmox
+// provider (the package's pods) reports the Provider Ready. The Provider
+// is deleted, then the simulator closed, when the test ends.
 func startProxmoxProvider(t *testing.T, ctx context.Context, name string, labels map[string]string) (*pvesim.Simulator, *v1alpha1.Provider) {
 	t.Helper()
-	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond})
+	sim := pvesim.New(pvesim.Options{TaskDelay: 50 * time.Millisecond, AgentDelay: 200 * time.Millisecond,
+		ServingIPs: []net.IP{net.ParseIP(env.NodeGateway())}})
 	t.Cleanup(sim.Close)
+	endpoint, err := env.ExposeURL(sim.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The static install reads credentials by name: the administrator
 	// names this one in the provider's credentials Role.
 	p, err := env.NewProxmoxProvider(ctx, c, devenv.ProxmoxProvider{Name: name, Labels: labels,
-		Endpoint: sim.URL, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: name + "-token", Grant: true,
+		Endpoint: endpoint, CA: sim.CA, TokenID: sim.TokenID, TokenSecret: sim.Secret, Secret: name + "-token", Grant: true,
 		Capabilities: v1alpha1.ProviderCapabilities{
 			StorageClasses: []v1alpha1.StorageClassCapability{{Name: "gold", Target: v1alpha1.StorageTarget{Storage: "local-lvm"}}},
 			NetworkClasses: []v1alpha1.NetworkClassCapability{{Name: "prod", Target: v1alpha1.NetworkTarget{Bridge: "vmbr0"}}},
@@ -162,17 +164,13 @@ func startProxmoxProvider(t *testing.T, ctx context.Context, name string, labels
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { devenv.DeleteProvider(context.Background(), c, p) })
 	// Machines may clone only templates a VMImage publishes.
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "capi-debian"},
 		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "proxmox", Kind: "Template", Ref: "debian-12-cloud"}}}}
 	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	proc, err := env.StartProvider("proxmox", "provider-"+name, 2*time.Second, "--task-poll=50ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proc.Kill)
 	waitProviderReady(t, ctx, p)
 	return sim, p
 }

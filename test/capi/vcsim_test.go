@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -56,19 +57,15 @@ func simVM(t *testing.T, sim *vcsim.Simulator, dc, name string) *mo.VirtualMachi
 }
 
 // TestMachineOnVCSim: a Cluster API Machine whose infrastructureRef is a
-// VSphereMachine is built by banlieue's vSphere provider (the binary, as a
-// process) in vcsim: the VM gets the Machine's bootstrap data as
+// VSphereMachine is built by banlieue's vSphere provider (the shipped
+// Deployment's pods) in vcsim: the VM gets the Machine's bootstrap data as
 // guestinfo.userdata, the Machine reaches Provisioned with the VM's BIOS
 // UUID as providerID and the guest's address; deleting the Machine
 // destroys the VM.
 func TestMachineOnVCSim(t *testing.T) {
 	ctx := context.Background()
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 2, Template: "ubuntu-22.04-cloudinit",
+	sim, endpoint := startVCSim(t, vcsim.Config{Datacenters: 1, Clusters: 2, Template: "ubuntu-22.04-cloudinit",
 		Username: simUser, Password: simPassword, DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "capi-vcsim-creds", Namespace: devenv.Namespace},
 		StringData: map[string]string{"username": simUser, "password": simPassword}}); err != nil {
 		t.Fatal(err)
@@ -82,7 +79,7 @@ func TestMachineOnVCSim(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "capi-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"capi": "vcsim"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint,
+			Connection: v1alpha1.ProviderConnection{Endpoint: endpoint,
 				CredentialsRef: v1alpha1.LocalObjectReference{Name: "capi-vcsim-creds"},
 				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
 			// The provider builds only what the Provider publishes.
@@ -95,27 +92,18 @@ func TestMachineOnVCSim(t *testing.T) {
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { devenv.DeleteProvider(context.Background(), c, p) })
 	img := &v1alpha1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-22.04-cloudinit"},
 		Spec: v1alpha1.VMImageSpec{Sources: []v1alpha1.ImageSource{{ProviderClass: "vsphere", Kind: "Template", Ref: "ubuntu-22.04-cloudinit"}}}}
 	if err := c.Create(ctx, img); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	proc, err := env.StartVSphereProvider("provider-vsphere", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Kill()
 	waitProviderReady(t, ctx, p)
 
 	ns := newNamespace(t, "capi-vcsim")
 	bindUserData(t, ctx, ns, "vsphere")
 	// banlieue's controller, not the test, fills the VSphereCluster's
 	// status from the Provider's failure domains.
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrlProc.Kill()
 	target := "" // the failure domain of cluster DC0_C1
 	for _, fd := range p.Status.FailureDomains {
 		if fd.Cluster == "DC0_C1" {
@@ -219,6 +207,25 @@ func TestMachineOnVCSim(t *testing.T) {
 	})
 }
 
+// startVCSim starts vcsim as cfg says, its certificate also naming the
+// node's bridge gateway, where its port is exposed to the provider's pods;
+// it returns the simulator (the test reads it on loopback) and the
+// endpoint the pods use, and closes it when the test ends.
+func startVCSim(t *testing.T, cfg vcsim.Config) (*vcsim.Simulator, string) {
+	t.Helper()
+	cfg.ServingIPs = []net.IP{net.ParseIP(env.NodeGateway())}
+	sim, err := vcsim.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	endpoint, err := env.ExposeURL(sim.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, endpoint
+}
+
 // vmCluster is the compute cluster the VM named name of datacenter dc runs
 // in, as vcsim says ("" when there is no such VM).
 func vmCluster(t *testing.T, sim *vcsim.Simulator, dc, name string) string {
@@ -261,15 +268,13 @@ func vmCluster(t *testing.T, sim *vcsim.Simulator, dc, name string) string {
 // failure domains banlieue's controller aggregated from a shared Provider
 // (2 datacenters x 3 clusters of vcsim): banlieue gives each machine the
 // least used failure domain (Cluster API's MachineSets do not spread) and
-// the real provider builds each VM in its own compute cluster.
+// the real provider (the shipped Deployment's pods) builds each VM in its
+// own compute cluster. The machines stay when the test ends, and so does
+// their Provider, which they hold.
 func TestMachineDeploymentSpreads(t *testing.T) {
 	ctx := context.Background()
-	sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 2, Clusters: 3, Template: "spread-template",
+	sim, endpoint := startVCSim(t, vcsim.Config{Datacenters: 2, Clusters: 3, Template: "spread-template",
 		Username: simUser, Password: simPassword, DHCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "spread-creds", Namespace: devenv.Namespace},
 		StringData: map[string]string{"username": simUser, "password": simPassword}}); err != nil {
 		t.Fatal(err)
@@ -283,7 +288,7 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "spread-vsphere", Namespace: devenv.Namespace, Labels: map[string]string{"spread": "capi"}},
 		Spec: v1alpha1.ProviderSpec{
 			ProviderClassRef: v1alpha1.LocalObjectReference{Name: "vsphere"},
-			Connection: v1alpha1.ProviderConnection{Endpoint: sim.Endpoint,
+			Connection: v1alpha1.ProviderConnection{Endpoint: endpoint,
 				CredentialsRef: v1alpha1.LocalObjectReference{Name: "spread-creds"},
 				CABundle:       &v1alpha1.CABundleSource{Inline: string(sim.CABundle)}},
 		},
@@ -296,16 +301,6 @@ func TestMachineDeploymentSpreads(t *testing.T) {
 	if err := c.Create(ctx, img); err != nil {
 		t.Fatal(err)
 	}
-	proc, err := env.StartVSphereProvider("provider-vsphere-spread", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Kill()
-	ctrlProc, err := env.StartController(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrlProc.Kill()
 
 	ns := newNamespace(t, "capi-spread")
 	bindUserData(t, ctx, ns, "vsphere")
