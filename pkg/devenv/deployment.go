@@ -56,6 +56,40 @@ func (e *Env) ApplyPatched(file, patchType, patch string) error {
 	return nil
 }
 
+// ApplyProvider applies backend's shipped provider configuration (of the
+// repository at root) edited by settings, a merge patch of its ConfigMap
+// as an administrator edits the manifest before applying it, and then its
+// Deployment: one rollout, of the edited configuration. Its RBAC is the
+// environment's (Config.Setup).
+func (e *Env) ApplyProvider(root, backend, settings string) error {
+	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
+	if err := e.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", settings); err != nil {
+		return err
+	}
+	if out, err := e.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply of the %s provider's Deployment: %v\n%s", backend, err, out)
+	}
+	return nil
+}
+
+// RolledOut waits for the rollout of each Deployment of namespace named
+// (RolloutStatus, at most two minutes each).
+func (e *Env) RolledOut(ctx context.Context, namespace string, deployments ...string) error {
+	for _, d := range deployments {
+		if err := e.RolloutStatus(ctx, namespace, d, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProviderLeader is the pod of class's shipped provider Deployment that
+// holds its Lease, and so does the work (the other replica waits for the
+// Lease); at most a minute.
+func (e *Env) ProviderLeader(ctx context.Context, class string) (*corev1.Pod, error) {
+	return e.LeadingPod(ctx, Namespace, "app.kubernetes.io/component=provider-"+class, "banlieue-provider-"+class, time.Minute)
+}
+
 // RolloutStatus waits, as kubectl rollout status does, until the
 // Deployment namespace/name runs its replicas of its latest template, at
 // most timeout; the error says where each pod is.

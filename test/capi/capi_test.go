@@ -143,7 +143,7 @@ func install(ctx context.Context) error {
 	}
 	deployments := []string{"banlieue-controller"}
 	for _, backend := range []string{"libvirt", "proxmox", "vsphere"} {
-		if err := applyProvider(backend); err != nil {
+		if err := env.ApplyProvider(root, backend, providerSettings[backend]); err != nil {
 			return err
 		}
 		deployments = append(deployments, "banlieue-provider-"+backend)
@@ -152,21 +152,6 @@ func install(ctx context.Context) error {
 		if err := env.RolloutStatus(ctx, devenv.Namespace, d, 2*time.Minute); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// applyProvider applies the shipped configuration of backend's provider,
-// edited by its providerSettings (a merge patch, as an administrator
-// edits a manifest before applying it), and its Deployment. Its RBAC is
-// the environment's (dev.InstallRBAC).
-func applyProvider(backend string) error {
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
-	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", providerSettings[backend]); err != nil {
-		return err
-	}
-	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
-		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
 	}
 	return nil
 }

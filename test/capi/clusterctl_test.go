@@ -317,7 +317,7 @@ func TestClusterctlInit(t *testing.T) {
 }
 
 // keepProviderSettings makes each provider's configuration the package's
-// again when the test ends (applyProvider), after clusterctl init wrote
+// again when the test ends (env.ApplyProvider), after clusterctl init wrote
 // the shipped one over it; a provider Deployment whose pod template init
 // changed (its generation moved), and whose pods so started with the
 // shipped settings, is restarted and waited for.
@@ -340,7 +340,7 @@ func keepProviderSettings(t *testing.T, ctx context.Context) {
 		for backend, g := range before {
 			after, err := generation(backend)
 			if err == nil {
-				err = applyProvider(backend)
+				err = env.ApplyProvider(root, backend, providerSettings[backend])
 			}
 			if err == nil && after != g {
 				_, err = env.Kubectl("", "-n", devenv.Namespace, "rollout", "restart", "deploy/banlieue-provider-"+backend)

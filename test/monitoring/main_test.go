@@ -127,18 +127,17 @@ func applyController() error {
 const providerSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
 
 // applyProxmoxProvider applies the shipped Proxmox VE provider's
-// configuration (edited as kubectl patch --local edits a manifest before
-// it is applied: providerSettings), Deployment and metrics Service (its
-// RBAC is the environment's, dev.InstallRBAC): one rollout, of the edited
-// configuration. The console endpoint publishes the pod's address, which
-// the shipped Deployment gives it (POD_IP).
+// configuration (edited as an administrator edits a manifest before
+// applying it: providerSettings) and Deployment (env.ApplyProvider; its
+// RBAC is the environment's, dev.InstallRBAC), and its metrics Service.
+// The console endpoint publishes the pod's address, which the shipped
+// Deployment gives it (POD_IP).
 func applyProxmoxProvider() error {
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox")
-	config, err := env.Kubectl("", "patch", "--local", "-f", filepath.Join(dir, "config.yaml"), "--type=merge", "-p", providerSettings, "-o", "yaml")
-	if err != nil {
-		return fmt.Errorf("kubectl patch --local config.yaml: %v\n%s", err, config)
+	if err := env.ApplyProvider(root, "proxmox", providerSettings); err != nil {
+		return err
 	}
-	if out, err := env.Kubectl(config, "apply", "-f", "-", "-f", filepath.Join(dir, "deployment.yaml"), "-f", filepath.Join(dir, "service.yaml")); err != nil {
+	service := filepath.Join(root, "artifacts", "deploy", "providers", "proxmox", "service.yaml")
+	if out, err := env.Kubectl("", "apply", "-f", service); err != nil {
 		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	return nil

@@ -58,8 +58,8 @@ func shippedProvider(t *testing.T, class string) {
 	t.Helper()
 	err, done := shipped[class]
 	if !done {
-		if err = applyProvider(class, shippedSettings[class]); err == nil {
-			err = rolledOut("banlieue-provider-" + class)
+		if err = env.ApplyProvider(root, class, shippedSettings[class]); err == nil {
+			err = env.RolledOut(context.Background(), ns, "banlieue-provider-"+class)
 		}
 		shipped[class] = err
 	}

@@ -181,7 +181,7 @@ func freshLeader(t *testing.T) (*corev1.Pod, string) {
 		}
 		return nil
 	})
-	leader, err := providerLeader(ctx, "libvirt")
+	leader, err := env.ProviderLeader(ctx, "libvirt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestImportMemoryIsBounded(t *testing.T) {
 	waitProviderReady(t, p.Name)
 	// The leading replica's container does the import: its main process
 	// is the provider.
-	leader, err := providerLeader(ctx, "libvirt")
+	leader, err := env.ProviderLeader(ctx, "libvirt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func crashWhile(t *testing.T, taskType string) {
 		}
 		return nil
 	})
-	leader, err := providerLeader(ctx, "proxmox")
+	leader, err := env.ProviderLeader(ctx, "proxmox")
 	if err != nil {
 		t.Fatal(err)
 	}

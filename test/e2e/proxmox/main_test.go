@@ -43,7 +43,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,10 +114,10 @@ func install() (err error) {
 	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(base, "deployment-controller.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
-	if err := applyProvider("proxmox", proxmoxSettings); err != nil {
+	if err := env.ApplyProvider(root, "proxmox", proxmoxSettings); err != nil {
 		return err
 	}
-	return rolledOut("banlieue-controller", "banlieue-provider-proxmox")
+	return env.RolledOut(ctx, ns, "banlieue-controller", "banlieue-provider-proxmox")
 }
 
 // proxmoxSettings are what this package changes of the shipped Proxmox VE
@@ -131,37 +130,6 @@ func install() (err error) {
 // tests: it publishes the pod's address (POD_IP, from the shipped
 // Deployment), which banlieue's API server reaches on the node's bridge.
 const proxmoxSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_TASK_POLL":"50ms","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
-
-// applyProvider applies the shipped configuration of backend's provider,
-// edited by settings (a merge patch, as an administrator edits a manifest
-// before applying it), and its Deployment: one rollout, of the edited
-// configuration. Its RBAC is the environment's (dev.InstallRBAC).
-func applyProvider(backend, settings string) error {
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", backend)
-	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", settings); err != nil {
-		return err
-	}
-	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
-		return fmt.Errorf("kubectl apply %s: %v\n%s", backend, err, out)
-	}
-	return nil
-}
-
-// rolledOut waits for the rollout of each Deployment named.
-func rolledOut(deployments ...string) error {
-	for _, d := range deployments {
-		if err := env.RolloutStatus(context.Background(), ns, d, 2*time.Minute); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// providerLeader is the provider pod of class holding its Lease, which
-// does the work (the other replica waits for the Lease).
-func providerLeader(ctx context.Context, class string) (*corev1.Pod, error) {
-	return env.LeadingPod(ctx, ns, "app.kubernetes.io/component=provider-"+class, "banlieue-provider-"+class, time.Minute)
-}
 
 // servedToPods serves files as imagetest.Serve does (a mirror's URL
 // paths to local files) and returns the server's root as the provider's

@@ -208,7 +208,7 @@ func TestProviderMetrics(t *testing.T) {
 // leaderMetricsURL is the metrics endpoint of class's leading provider
 // pod: its address, the port its container names metrics.
 func leaderMetricsURL(ctx context.Context, class string) (string, error) {
-	pod, err := providerLeader(ctx, class)
+	pod, err := env.ProviderLeader(ctx, class)
 	if err != nil {
 		return "", err
 	}

@@ -82,10 +82,10 @@ func startMigrationBackends() error {
 	}
 	// Its inventory re-walked every 2s rather than 5m, as the Proxmox VE
 	// provider's (proxmoxSettings).
-	if err := applyProvider("vsphere", `{"data":{"BANLIEUE_RESYNC":"2s"}}`); err != nil {
+	if err := env.ApplyProvider(root, "vsphere", `{"data":{"BANLIEUE_RESYNC":"2s"}}`); err != nil {
 		return err
 	}
-	if err := rolledOut("banlieue-provider-vsphere"); err != nil {
+	if err := env.RolledOut(ctx, ns, "banlieue-provider-vsphere"); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere-creds", Namespace: ns},

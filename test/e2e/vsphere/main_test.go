@@ -195,15 +195,11 @@ func installController() error {
 const providerSettings = `{"data":{"BANLIEUE_RESYNC":"2s","BANLIEUE_CONSOLE_BIND_ADDRESS":":8444"}}`
 
 // installProvider applies the shipped vSphere provider's ConfigMap, with
-// this install's settings (providerSettings), and Deployment, copies its pods' logs from then on and waits for its
-// rollout.
+// this install's settings (providerSettings), and Deployment, copies its
+// pods' logs from then on and waits for its rollout.
 func installProvider() error {
-	dir := filepath.Join(root, "artifacts", "deploy", "providers", "vsphere")
-	if err := env.ApplyPatched(filepath.Join(dir, "config.yaml"), "merge", providerSettings); err != nil {
+	if err := env.ApplyProvider(root, "vsphere", providerSettings); err != nil {
 		return err
-	}
-	if out, err := env.Kubectl("", "apply", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
-		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
 	}
 	if err := env.FollowLogs(ns, providerSelector, "provider-vsphere"); err != nil {
 		return err
