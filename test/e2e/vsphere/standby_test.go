@@ -36,9 +36,10 @@ func TestStandbyTakesOver(t *testing.T) {
 
 // standbyTakesOver: every pod of the Deployment is live and Ready (a
 // standby can take over); the leader's /readyz?verbose says leading, the
-// other's standby; once the leader's pod is deleted (a drain, a rolling
-// update: the kubelet stops it), a former standby says leading, not only
-// the Deployment's replacement pod.
+// other's standby; once the leader's pod is deleted from the cordoned
+// node (a drain), the former standby says leading. Cordoned, because the
+// Deployment's replacement pod, started within a second, would otherwise
+// race the standby for a released Lease and may win.
 func standbyTakesOver(t *testing.T, deployment string) {
 	t.Helper()
 	ctx := context.Background()
@@ -51,6 +52,16 @@ func standbyTakesOver(t *testing.T, deployment string) {
 			t.Error(err)
 		}
 	}
+	node := env.NodeName()
+	uncordon := func() {
+		if out, err := env.Kubectl("", "uncordon", node); err != nil {
+			t.Errorf("kubectl uncordon: %v: %s", err, out)
+		}
+	}
+	if out, err := env.Kubectl("", "cordon", node); err != nil {
+		t.Fatalf("kubectl cordon: %v: %s", err, out)
+	}
+	t.Cleanup(uncordon)
 	if out, err := env.Kubectl("", "-n", ns, "delete", "pod", lead.Pod, "--wait=false"); err != nil {
 		t.Fatalf("kubectl delete pod %s: %v: %s", lead.Pod, err, out)
 	}
@@ -67,6 +78,7 @@ func standbyTakesOver(t *testing.T, deployment string) {
 	})
 	// The replacement joins as standby: the Deployment whole again for
 	// the tests after this one.
+	uncordon()
 	if err := env.RolloutStatus(ctx, ns, deployment, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
