@@ -18,11 +18,14 @@ package devenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/firestoned/banlieue/hack/image/build"
@@ -85,7 +88,7 @@ func (s NodeSuite) Run(m *testing.M) int {
 		cfg.ControlPlaneOnly = true
 		cfg.NodeImages = append(cfg.NodeImages, filepath.Join(binDir, "etcd-image.tar"))
 	}
-	env, err := Start(context.Background(), cfg)
+	env, err := startInterruptible(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: environment: %v (logs in %s)\n", s.Name, err, filepath.Join(dir, "logs"))
 		return 1 // Start stopped what it started
@@ -152,4 +155,29 @@ func BuildReleaseImage(root, dir string) (string, error) {
 		return "", fmt.Errorf("packing the release image: %w", err)
 	}
 	return tarball, nil
+}
+
+// startInterruptible starts the environment, and stops what it started
+// when an interrupt or SIGTERM comes while it starts (waiting for a node
+// slot, say), which go test's default handling would leave running; once
+// it is up, the default handling is back.
+func startInterruptible(cfg Config) (*Env, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	env, err := Start(ctx, cfg)
+	if err == nil && ctx.Err() != nil {
+		env.Stop()
+		return nil, errors.New("interrupted while starting")
+	}
+	return env, err
 }
