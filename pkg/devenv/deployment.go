@@ -73,10 +73,10 @@ func (e *Env) ApplyProvider(root, backend, settings string) error {
 }
 
 // RolledOut waits for the rollout of each Deployment of namespace named
-// (RolloutStatus, at most two minutes each).
-func (e *Env) RolledOut(ctx context.Context, namespace string, deployments ...string) error {
+// (RolloutStatus, at most timeout each).
+func (e *Env) RolledOut(ctx context.Context, namespace string, timeout time.Duration, deployments ...string) error {
 	for _, d := range deployments {
-		if err := e.RolloutStatus(ctx, namespace, d, 2*time.Minute); err != nil {
+		if err := e.RolloutStatus(ctx, namespace, d, timeout); err != nil {
 			return err
 		}
 	}

@@ -148,12 +148,7 @@ func install(ctx context.Context) error {
 		}
 		deployments = append(deployments, "banlieue-provider-"+backend)
 	}
-	for _, d := range deployments {
-		if err := env.RolloutStatus(ctx, devenv.Namespace, d, 2*time.Minute); err != nil {
-			return err
-		}
-	}
-	return nil
+	return env.RolledOut(ctx, devenv.Namespace, 2*time.Minute, deployments...)
 }
 
 // installCRDs installs Cluster API's CRDs from its module and ours from

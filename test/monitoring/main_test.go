@@ -98,12 +98,7 @@ func install(e *devenv.Env) error {
 	if err := applyProxmoxProvider(); err != nil {
 		return err
 	}
-	for _, d := range []string{"deploy/banlieue-controller", "deploy/banlieue-provider-proxmox"} {
-		if out, err := env.Kubectl("", "-n", ns, "rollout", "status", d, "--timeout=120s"); err != nil {
-			return fmt.Errorf("kubectl rollout status %s: %v\n%s\n%s", d, err, out, env.PodsSummary(ctx))
-		}
-	}
-	return nil
+	return env.RolledOut(ctx, ns, 2*time.Minute, "banlieue-controller", "banlieue-provider-proxmox")
 }
 
 // applyController applies the shipped controller Deployment and its

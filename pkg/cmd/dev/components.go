@@ -118,12 +118,7 @@ func (c *components) applyConfig(ctx context.Context, file string, settings map[
 
 // rolledOut waits for the rollout of every Deployment applied.
 func (c *components) rolledOut(ctx context.Context) error {
-	for _, d := range c.deployments {
-		if err := c.env.RolloutStatus(ctx, devenv.Namespace, d, 3*time.Minute); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.env.RolledOut(ctx, devenv.Namespace, 3*time.Minute, c.deployments...)
 }
 
 // reach is the URL at which the components reach the loopback server of

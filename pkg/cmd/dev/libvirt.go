@@ -111,30 +111,23 @@ func startDaemon(ctx context.Context, env *devenv.Env, comps *components, dir st
 		stop()
 		return localLibvirtd{}, v1alpha1.ProviderConnection{}, err
 	}
-	for _, o := range []client.Object{secret, ca} {
-		want := o.DeepCopyObject().(client.Object)
-		if _, err := controllerutil.CreateOrUpdate(ctx, c, o, func() error { return copyData(o, want) }); err != nil {
+	// This start's certificates replace the last start's.
+	s, cm := &corev1.Secret{ObjectMeta: secret.ObjectMeta}, &corev1.ConfigMap{ObjectMeta: ca.ObjectMeta}
+	for _, o := range []struct {
+		obj    client.Object
+		mutate controllerutil.MutateFn
+	}{
+		{s, func() error { s.Type, s.Data = secret.Type, secret.Data; return nil }},
+		{cm, func() error { cm.Data = ca.Data; return nil }},
+	} {
+		if _, err := controllerutil.CreateOrUpdate(ctx, c, o.obj, o.mutate); err != nil {
 			stop()
-			return localLibvirtd{}, v1alpha1.ProviderConnection{}, fmt.Errorf("applying %s: %w", o.GetName(), err)
+			return localLibvirtd{}, v1alpha1.ProviderConnection{}, fmt.Errorf("applying %s: %w", o.obj.GetName(), err)
 		}
 	}
 	return localLibvirtd{d.Daemon, stop}, v1alpha1.ProviderConnection{Endpoint: d.Endpoint,
 		CredentialsRef: v1alpha1.LocalObjectReference{Name: secret.Name},
 		CABundle:       &v1alpha1.CABundleSource{ConfigMapRef: &v1alpha1.KeySelector{Name: ca.Name}}}, nil
-}
-
-// copyData sets o's data to want's (a Secret's or a ConfigMap's): this
-// start's certificates replace the last start's.
-func copyData(o, want client.Object) error {
-	switch o := o.(type) {
-	case *corev1.Secret:
-		o.Type, o.Data = want.(*corev1.Secret).Type, want.(*corev1.Secret).Data
-	case *corev1.ConfigMap:
-		o.Data = want.(*corev1.ConfigMap).Data
-	default:
-		return fmt.Errorf("unexpected %T", o)
-	}
-	return nil
 }
 
 func applyLibvirtObjects(ctx context.Context, env *devenv.Env, conn v1alpha1.ProviderConnection, source *v1alpha1.ImageImport) error {

@@ -59,7 +59,7 @@ func shippedProvider(t *testing.T, class string) {
 	err, done := shipped[class]
 	if !done {
 		if err = env.ApplyProvider(root, class, shippedSettings[class]); err == nil {
-			err = env.RolledOut(context.Background(), ns, "banlieue-provider-"+class)
+			err = env.RolledOut(context.Background(), ns, 2*time.Minute, "banlieue-provider-"+class)
 		}
 		shipped[class] = err
 	}

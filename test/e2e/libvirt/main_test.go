@@ -134,7 +134,7 @@ func install() (err error) {
 	if err := env.ApplyProvider(root, "libvirt", libvirtSettings); err != nil {
 		return err
 	}
-	return env.RolledOut(ctx, ns, "banlieue-controller", "banlieue-provider-libvirt")
+	return env.RolledOut(ctx, ns, 2*time.Minute, "banlieue-controller", "banlieue-provider-libvirt")
 }
 
 // siteCredentials creates the daemon's client certificate and CA as the

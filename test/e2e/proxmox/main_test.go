@@ -117,7 +117,7 @@ func install() (err error) {
 	if err := env.ApplyProvider(root, "proxmox", proxmoxSettings); err != nil {
 		return err
 	}
-	return env.RolledOut(ctx, ns, "banlieue-controller", "banlieue-provider-proxmox")
+	return env.RolledOut(ctx, ns, 2*time.Minute, "banlieue-controller", "banlieue-provider-proxmox")
 }
 
 // proxmoxSettings are what this package changes of the shipped Proxmox VE

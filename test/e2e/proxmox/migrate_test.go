@@ -85,7 +85,7 @@ func startMigrationBackends() error {
 	if err := env.ApplyProvider(root, "vsphere", `{"data":{"BANLIEUE_RESYNC":"2s"}}`); err != nil {
 		return err
 	}
-	if err := env.RolledOut(ctx, ns, "banlieue-provider-vsphere"); err != nil {
+	if err := env.RolledOut(ctx, ns, 2*time.Minute, "banlieue-provider-vsphere"); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mig-vsphere-creds", Namespace: ns},
