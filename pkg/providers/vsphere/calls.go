@@ -57,6 +57,8 @@ type counting struct {
 	// dead session) fail then, and their callers retry on the new session.
 	ended  context.Context
 	endNow context.CancelFunc
+	// tasks answers the session's task waits (taskWatch).
+	tasks *taskWatch
 }
 
 func newCounting(next soap.RoundTripper) *counting {

@@ -226,12 +226,13 @@ func waitResult(ctx context.Context, task *object.Task, record providers.TaskRec
 	return awaitTask(ctx, task)
 }
 
-// awaitTask waits for task to end and returns its outcome. govmomi's wait
-// returns no error when its context ends first (it cancels the wait and
-// reports that as done): this says so, so no caller takes a task still
-// running, and its missing result, for a success.
+// awaitTask waits for task to end and returns its outcome, through the
+// session's task watch (waitTask). govmomi's wait returns no error when
+// its context ends first (it cancels the wait and reports that as done):
+// this says so, so no caller takes a task still running, and its missing
+// result, for a success.
 func awaitTask(ctx context.Context, task *object.Task) (*types.TaskInfo, error) {
-	info, err := task.WaitForResult(ctx)
+	info, err := waitTask(ctx, task)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("waiting for task %s: %w", task.Reference().Value, ctx.Err())
 	}
@@ -690,7 +691,10 @@ func clone(ctx context.Context, l *located, spec providers.MachineSpec, record p
 	poolRef := pool.Reference()
 	cs := types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
-		Config:   &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB, InstanceUuid: spec.InstanceUUID},
+		// The BIOS UUID is the instance UUID too: the providerID
+		// (vsphere://BIOS UUID) is then known before the clone, and
+		// written with the machine's finalizer (ProviderIDScheme).
+		Config: &types.VirtualMachineConfigSpec{NumCPUs: spec.CPUs, MemoryMB: spec.MemoryMiB, InstanceUuid: spec.InstanceUUID, Uuid: spec.InstanceUUID},
 	}
 	if spec.BootTarget() != "" {
 		ds, err := l.datastore(ctx, spec.BootTarget())

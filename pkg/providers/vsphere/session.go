@@ -75,6 +75,7 @@ func Connect(ctx context.Context, conn providers.Connection) (*Client, error) {
 	}
 	calls := newCounting(vc.RoundTripper)
 	vc.RoundTripper = calls
+	calls.tasks = newTaskWatch(vc, calls.ended)
 	c := &govmomi.Client{Client: vc, SessionManager: session.NewManager(vc)}
 	if err := c.Login(ctx, url.UserPassword(conn.Credentials.Username, conn.Credentials.Password)); err != nil {
 		return nil, fmt.Errorf("%w: logging in to %s as %s: %v", providers.ErrConnect, u.Host, conn.Credentials.Username, err)
