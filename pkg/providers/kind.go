@@ -44,6 +44,12 @@ type MachineKind struct {
 	Finalizer string
 	// CreatedReason is the Event reason when the backend made a VM (Cloned).
 	CreatedReason string
+	// ProviderIDScheme is the scheme of the providerID the backend gives
+	// a VM it builds: SCHEME://UID, the object's UID as the VM's BIOS
+	// UUID. Known before the VM exists, it is written with the finalizer
+	// (one request instead of two); "" for a backend whose IDs are known
+	// only once built.
+	ProviderIDScheme string
 	// Spec is what the backend builds for m in location (the failure
 	// domain's place; user data aside), with the spec field each part came
 	// from, so a refusal names the field.

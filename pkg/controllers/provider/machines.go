@@ -192,7 +192,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m infrav1.Machi
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := patch.AddFinalizer(ctx, patch.Object(r.Client), m, r.Kind.Finalizer); err != nil {
+	if err := r.hold(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(moved) == 0 {
@@ -261,10 +261,42 @@ func (r *MachineReconciler) build(ctx context.Context, m infrav1.Machine, provid
 	return st, ctrl.Result{}, false, nil
 }
 
+// hold adds the finalizer that keeps m until its VM is destroyed, before
+// any VM is built. A machine that never reached the backend (no location
+// recorded) gets its planned providerID (ProviderIDScheme) in the same
+// patch: the ID the backend will give the VM it builds.
+func (r *MachineReconciler) hold(ctx context.Context, m infrav1.Machine) error {
+	id, plan := plannedProviderID(r.Kind, m)
+	if controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) && !plan {
+		return nil
+	}
+	merge := client.MergeFromWithOptions(copyOf(m), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(m, r.Kind.Finalizer)
+	if plan {
+		m.CommonSpec().ProviderID = id
+	}
+	return r.Client.Patch(ctx, m, merge)
+}
+
+// plannedProviderID is the providerID kind's backend gives m's VM, and
+// whether to write it now: m has none, and never reached the backend (a
+// VM built before IDs were planned has the backend's own).
+func plannedProviderID(kind providers.MachineKind, m infrav1.Machine) (string, bool) {
+	if kind.ProviderIDScheme == "" || m.CommonSpec().ProviderID != "" || m.CommonStatus().Location != nil {
+		return "", false
+	}
+	return kind.ProviderIDScheme + "://" + string(m.GetUID()), true
+}
+
 // setProviderID writes the backend's ID of the VM into m's spec, once:
 // Cluster API's contract reads it there.
 func (r *MachineReconciler) setProviderID(ctx context.Context, m infrav1.Machine, id string) error {
-	if m.CommonSpec().ProviderID != "" || id == "" {
+	if have := m.CommonSpec().ProviderID; have != "" || id == "" {
+		if have != "" && id != "" && have != id {
+			// Cluster API's field is immutable: a VM built before IDs
+			// were planned keeps the one it was given.
+			log.FromContext(ctx).Info("The VM's providerID differs from the machine's", "providerID", have, "backend", id)
+		}
 		return nil
 	}
 	merge := client.MergeFrom(copyOf(m))

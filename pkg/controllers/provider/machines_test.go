@@ -302,3 +302,35 @@ func TestNextRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestPlannedProviderID: a machine that never reached its backend gets the
+// providerID its VM will have (SCHEME://UID) with its finalizer; one that
+// has an ID, or was built before (its location recorded), keeps its own;
+// a backend without a scheme plans none.
+func TestPlannedProviderID(t *testing.T) {
+	fresh := func() *infrav1.VSphereMachine {
+		return &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "team-a", UID: "6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f60"}}
+	}
+	withID, built := fresh(), fresh()
+	withID.Spec.ProviderID = "vsphere://4210aa"
+	built.Status.Location = &infrav1.BuiltLocation{FailureDomain: "dc0"}
+	noScheme := vspheremachines.MachineKind()
+	noScheme.ProviderIDScheme = ""
+	for _, tc := range []struct {
+		name string
+		kind providers.MachineKind
+		m    infrav1.Machine
+		want string
+		plan bool
+	}{
+		{"never built", vspheremachines.MachineKind(), fresh(), "vsphere://6f1c0e2a-8b7d-4c55-9a0e-1d2c3b4a5f60", true},
+		{"libvirt", libvirtmachines.MachineKind(), &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{UID: "u-1"}}, "libvirt://u-1", true},
+		{"has an ID", vspheremachines.MachineKind(), withID, "", false},
+		{"built before", vspheremachines.MachineKind(), built, "", false},
+		{"no scheme", noScheme, fresh(), "", false},
+	} {
+		if got, plan := plannedProviderID(tc.kind, tc.m); got != tc.want || plan != tc.plan {
+			t.Errorf("%s: %q, %t; want %q, %t", tc.name, got, plan, tc.want, tc.plan)
+		}
+	}
+}

@@ -122,6 +122,9 @@ func TestEnsureMachine(t *testing.T) {
 	if st.InstanceUUID != spec.InstanceUUID || st.BIOSUUID == "" || st.PowerState != infrav1.PowerStatePoweredOn || st.CPUs != 2 || st.MemoryMiB != 2048 {
 		t.Errorf("status %+v", st)
 	}
+	if st.BIOSUUID != spec.InstanceUUID || st.ProviderID != "vsphere://"+spec.InstanceUUID {
+		t.Errorf("BIOS UUID %q, providerID %q: want the instance UUID, the ID the provider planned", st.BIOSUUID, st.ProviderID)
+	}
 	if st.Firmware != "efi-secure" || !st.TPM {
 		t.Errorf("firmware %q tpm %t, want efi-secure with a vTPM", st.Firmware, st.TPM)
 	}

@@ -139,14 +139,15 @@ const MachineFinalizer = "infrastructure.banlieue.io/libvirtmachine"
 // MachineKind is LibvirtMachine for the provider's generic reconcilers.
 func MachineKind() providers.MachineKind {
 	return providers.MachineKind{
-		Name:          "libvirtmachine",
-		New:           func() infrav1.Machine { return &infrav1.LibvirtMachine{} },
-		NewList:       func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
-		Items:         items,
-		Finalizer:     MachineFinalizer,
-		CreatedReason: "Defined",
-		Spec:          machineSpec,
-		Admit:         admitMachine,
+		Name:             "libvirtmachine",
+		New:              func() infrav1.Machine { return &infrav1.LibvirtMachine{} },
+		NewList:          func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
+		Items:            items,
+		Finalizer:        MachineFinalizer,
+		CreatedReason:    "Defined",
+		ProviderIDScheme: "libvirt",
+		Spec:             machineSpec,
+		Admit:            admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			lm := m.(*infrav1.LibvirtMachine)
 			lm.Status.DomainUUID, lm.Status.MACAddresses = st.InstanceUUID, st.MACAddresses

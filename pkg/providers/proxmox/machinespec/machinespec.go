@@ -152,14 +152,15 @@ const MachineFinalizer = "infrastructure.banlieue.io/proxmoxmachine"
 // MachineKind is ProxmoxMachine for the provider's generic reconcilers.
 func MachineKind() providers.MachineKind {
 	return providers.MachineKind{
-		Name:          "proxmoxmachine",
-		New:           func() infrav1.Machine { return &infrav1.ProxmoxMachine{} },
-		NewList:       func() client.ObjectList { return &infrav1.ProxmoxMachineList{} },
-		Items:         items,
-		Finalizer:     MachineFinalizer,
-		CreatedReason: "Cloned",
-		Spec:          machineSpec,
-		Admit:         admitMachine,
+		Name:             "proxmoxmachine",
+		New:              func() infrav1.Machine { return &infrav1.ProxmoxMachine{} },
+		NewList:          func() client.ObjectList { return &infrav1.ProxmoxMachineList{} },
+		Items:            items,
+		Finalizer:        MachineFinalizer,
+		CreatedReason:    "Cloned",
+		ProviderIDScheme: "proxmox",
+		Spec:             machineSpec,
+		Admit:            admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			pm := m.(*infrav1.ProxmoxMachine)
 			pm.Status.MACAddresses = st.MACAddresses

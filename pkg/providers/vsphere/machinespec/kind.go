@@ -38,14 +38,15 @@ const MachineFinalizer = "infrastructure.banlieue.io/vspheremachine"
 // MachineKind is VSphereMachine for the provider's generic reconcilers.
 func MachineKind() providers.MachineKind {
 	return providers.MachineKind{
-		Name:          "vspheremachine",
-		New:           func() infrav1.Machine { return &infrav1.VSphereMachine{} },
-		NewList:       func() client.ObjectList { return &infrav1.VSphereMachineList{} },
-		Items:         items,
-		Finalizer:     MachineFinalizer,
-		CreatedReason: "Cloned",
-		Spec:          machineSpec,
-		Admit:         admitMachine,
+		Name:             "vspheremachine",
+		New:              func() infrav1.Machine { return &infrav1.VSphereMachine{} },
+		NewList:          func() client.ObjectList { return &infrav1.VSphereMachineList{} },
+		Items:            items,
+		Finalizer:        MachineFinalizer,
+		CreatedReason:    "Cloned",
+		ProviderIDScheme: "vsphere",
+		Spec:             machineSpec,
+		Admit:            admitMachine,
 		Observe: func(m infrav1.Machine, st providers.MachineStatus) {
 			vsm := m.(*infrav1.VSphereMachine)
 			vsm.Status.BIOSUUID, vsm.Status.InstanceUUID = st.BIOSUUID, st.InstanceUUID
