@@ -24,6 +24,7 @@ import (
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/machinespec"
@@ -241,6 +242,44 @@ func (l *located) network(ctx context.Context, name string) (object.NetworkRefer
 		p.SetInventoryPath(o.path)
 	}
 	return n, nil
+}
+
+// backing is the NIC backing of the network named name, read once per
+// refTTL: every clone of a template on that network would read it again
+// (a call per NIC per VM).
+func (l *located) backing(ctx context.Context, name string) (types.BaseVirtualDeviceBackingInfo, error) {
+	o, err := l.c.refs.get(refKey("backing", l.dcPath(), name), func() (cachedObject, error) {
+		n, err := l.network(ctx, name)
+		if err != nil {
+			return cachedObject{}, err
+		}
+		b, err := n.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			return cachedObject{}, err
+		}
+		return cachedObject{ref: n.Reference(), value: b}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.value.(types.BaseVirtualDeviceBackingInfo), nil
+}
+
+// templateDevices are tmpl's devices, read once per refTTL (a template is
+// replaced, not edited, by an image import: a new reference). Read only:
+// a caller that changes devices reads its own.
+func (l *located) templateDevices(ctx context.Context, tmpl *object.VirtualMachine) (object.VirtualDeviceList, error) {
+	o, err := l.c.refs.get(refKey("devices", l.dcPath(), tmpl.Reference().Value), func() (cachedObject, error) {
+		devices, err := tmpl.Device(ctx)
+		if err != nil {
+			return cachedObject{}, err
+		}
+		return cachedObject{ref: tmpl.Reference(), value: devices}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.value.(object.VirtualDeviceList), nil
 }
 
 // machine is the VM with instance UUID uuid, or nil.

@@ -85,14 +85,14 @@ func (c *Client) ensureMachine(ctx context.Context, spec providers.MachineSpec, 
 			return providers.MachineStatus{}, err
 		}
 	}
-	offPending, err := converge(ctx, l, vm, spec)
+	offPending, seen, err := converge(ctx, l, vm, spec)
 	if err != nil {
 		return providers.MachineStatus{Created: created}, fmt.Errorf("configuring %s: %w", spec.Name, err)
 	}
 	// A guest asked to shut down for new CPUs or memory has its grace:
 	// no power change meanwhile, the next call looks again.
 	if !offPending {
-		if err := power(ctx, vm, spec); err != nil {
+		if err := power(ctx, vm, spec, seen); err != nil {
 			return providers.MachineStatus{Created: created}, fmt.Errorf("powering %s: %w", spec.Name, err)
 		}
 	}
@@ -278,17 +278,24 @@ func networkName(ctx context.Context, c *vim25.Client, nic types.BaseVirtualEthe
 // sent: a steady-state reconcile changes nothing. CPUs or memory a running
 // VM cannot take wait for it to power off as spec.powerOffMode says:
 // offPending tells that its guest was asked to shut down and is not off
-// yet (the rest is converged meanwhile).
-func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec) (offPending bool, err error) {
-	err = convergeVM(ctx, l, vm, spec, &offPending)
-	return offPending, err
+// yet (the rest is converged meanwhile). seen is the power state converge
+// read last (reconfigures do not change it), so the power step starts
+// from it instead of reading it again.
+func converge(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec) (offPending bool, seen infrav1.PowerState, err error) {
+	err = convergeVM(ctx, l, vm, spec, &offPending, &seen)
+	return offPending, seen, err
 }
 
-func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec, offPending *bool) error {
+func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec providers.MachineSpec, offPending *bool, seen *infrav1.PowerState) (err error) {
 	m, err := settled(ctx, vm)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			*seen = powerState(m.Runtime.PowerState)
+		}
+	}()
 	if m.Config == nil {
 		return fmt.Errorf("VM has no configuration yet")
 	}
@@ -346,7 +353,7 @@ func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec
 		// hard power-off).
 		off := spec
 		off.PowerState = infrav1.PowerStatePoweredOff
-		if err := power(ctx, vm, off); err != nil {
+		if err := power(ctx, vm, off, powerState(m.Runtime.PowerState)); err != nil {
 			return fmt.Errorf("powering off to change CPUs or memory: %w", err)
 		}
 		// The whole read again: the power state decides below.
@@ -379,7 +386,7 @@ func convergeVM(ctx context.Context, l *located, vm *object.VirtualMachine, spec
 		}
 		// A disk file's folder must exist on its datastore (the clone made
 		// it on the first disk's only).
-		if dir := path.Dir(file); strings.Contains(file, "] ") && dir != "." {
+		if dir := path.Dir(file); strings.Contains(file, "] ") && dir != "." && !sameDatastore(devices, name) {
 			err := object.NewFileManager(vm.Client()).MakeDirectory(ctx, dir, l.dc, true)
 			if err != nil && !fault.Is(err, &types.FileAlreadyExists{}) {
 				return types.ManagedObjectReference{}, fmt.Errorf("making %s: %w", dir, err)
@@ -522,11 +529,7 @@ func nicChanges(ctx context.Context, l *located, devices object.VirtualDeviceLis
 			}
 			nic.Network = name
 		}
-		network, err := l.network(ctx, nic.Network)
-		if err != nil {
-			return nil, fmt.Errorf("network %s: %w", nic.Network, err)
-		}
-		backing, err := network.EthernetCardBackingInfo(ctx)
+		backing, err := l.backing(ctx, nic.Network)
 		if err != nil {
 			return nil, fmt.Errorf("network %s: %w", nic.Network, err)
 		}
@@ -611,6 +614,17 @@ func diskChanges(devices object.VirtualDeviceList, disks []providers.Disk, datas
 	return changes, nil
 }
 
+// sameDatastore tells whether the VM's first disk is on datastore name:
+// the clone made the VM's folder there.
+func sameDatastore(devices object.VirtualDeviceList, name string) bool {
+	disks := devices.SelectByType((*types.VirtualDisk)(nil))
+	if len(disks) == 0 {
+		return false
+	}
+	b, ok := disks[0].(*types.VirtualDisk).Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+	return ok && strings.HasPrefix(b.FileName, "["+name+"]")
+}
+
 // provision sets a flat disk backing's allocation for provisioning: thin
 // (also when empty), thick (allocated, zeroed lazily) or eagerZeroed
 // (allocated and scrubbed up front).
@@ -624,8 +638,8 @@ func provision(b *types.VirtualDiskFlatVer2BackingInfo, provisioning string) {
 // backing disk 0's provisioning asks, so the clone's boot disk is thin,
 // thick or eagerly scrubbed whatever the template's is. nil when the
 // template has no disk.
-func bootDiskLocator(ctx context.Context, tmpl *object.VirtualMachine, ds *types.ManagedObjectReference, provisioning string) (*types.VirtualMachineRelocateSpecDiskLocator, error) {
-	devices, err := tmpl.Device(ctx)
+func bootDiskLocator(ctx context.Context, l *located, tmpl *object.VirtualMachine, ds *types.ManagedObjectReference, provisioning string) (*types.VirtualMachineRelocateSpecDiskLocator, error) {
+	devices, err := l.templateDevices(ctx, tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("devices of template %s: %w", tmpl.InventoryPath, err)
 	}
@@ -707,7 +721,7 @@ func clone(ctx context.Context, l *located, spec providers.MachineSpec, record p
 	if len(spec.Disks) > 0 {
 		// Disk 0's provisioning: the clone's boot disk gets the backing
 		// it asks, not the template's.
-		locator, err := bootDiskLocator(ctx, tmpl, cs.Location.Datastore, spec.Disks[0].Provisioning)
+		locator, err := bootDiskLocator(ctx, l, tmpl, cs.Location.Datastore, spec.Disks[0].Provisioning)
 		if err != nil {
 			return nil, err
 		}
@@ -770,36 +784,56 @@ func powerState(s types.VirtualMachinePowerState) infrav1.PowerState {
 	}
 }
 
-// power drives vm to spec.PowerState as package power decides. Power
-// tasks are not recorded: they are safe to repeat, as the state is read
-// again first.
-func power(ctx context.Context, vm *object.VirtualMachine, spec providers.MachineSpec) error {
+// power drives vm to spec.PowerState as package power decides, from seen
+// (the state just read, or "" to read it). Power tasks are not recorded:
+// they are safe to repeat, as the state is read again first.
+func power(ctx context.Context, vm *object.VirtualMachine, spec providers.MachineSpec, seen infrav1.PowerState) error {
 	grace := spec.PowerOffGrace
 	if grace <= 0 {
 		grace = powerpkg.DefaultGrace
 	}
-	return powerpkg.Drive(ctx, vmPower{vm}, powerpkg.Request{Desired: spec.PowerState, Mode: spec.PowerOffMode, Grace: grace,
+	return powerpkg.Drive(ctx, vmPower{vm: vm, seen: &seen}, powerpkg.Request{Desired: spec.PowerState, Mode: spec.PowerOffMode, Grace: grace,
 		SoftRequested: spec.SoftPowerOffTime, Record: spec.RecordSoftPowerOff})
 }
 
 // vmPower is a vSphere VM's power primitives. Suspended is vSphere's
 // suspend: the memory written to the VM's directory, resumed by PowerOn.
-type vmPower struct{ vm *object.VirtualMachine }
+// seen, when set, is the state known without asking vCenter: read by the
+// caller just before, or the one a power task that succeeded reached.
+type vmPower struct {
+	vm   *object.VirtualMachine
+	seen *infrav1.PowerState
+}
 
 func (p vmPower) Observe(ctx context.Context) (infrav1.PowerState, error) {
+	if p.seen != nil && *p.seen != "" {
+		return *p.seen, nil
+	}
 	s, err := p.vm.PowerState(ctx)
 	return powerState(s), err
 }
 
-func (p vmPower) Start(ctx context.Context) error   { return p.task(ctx, p.vm.PowerOn) }
-func (p vmPower) Resume(ctx context.Context) error  { return p.task(ctx, p.vm.PowerOn) }
-func (p vmPower) Suspend(ctx context.Context) error { return p.task(ctx, p.vm.Suspend) }
-func (p vmPower) HardOff(ctx context.Context) error { return p.task(ctx, p.vm.PowerOff) }
+func (p vmPower) Start(ctx context.Context) error {
+	return p.task(ctx, p.vm.PowerOn, infrav1.PowerStatePoweredOn)
+}
+
+func (p vmPower) Resume(ctx context.Context) error {
+	return p.task(ctx, p.vm.PowerOn, infrav1.PowerStatePoweredOn)
+}
+
+func (p vmPower) Suspend(ctx context.Context) error {
+	return p.task(ctx, p.vm.Suspend, infrav1.PowerStateSuspended)
+}
+
+func (p vmPower) HardOff(ctx context.Context) error {
+	return p.task(ctx, p.vm.PowerOff, infrav1.PowerStatePoweredOff)
+}
 
 // SoftOff asks VMware Tools to shut the guest down; it returns at once
 // (vCenter runs no task for it). Without Tools running vCenter refuses
 // the request (ToolsUnavailable): the guest cannot be asked.
 func (p vmPower) SoftOff(ctx context.Context) error {
+	p.know("") // the guest goes off in its own time
 	var m mo.VirtualMachine
 	if err := p.vm.Properties(ctx, p.vm.Reference(), []string{"guest.toolsRunningStatus"}, &m); err != nil {
 		return err
@@ -810,13 +844,25 @@ func (p vmPower) SoftOff(ctx context.Context) error {
 	return p.vm.ShutdownGuest(ctx)
 }
 
-func (p vmPower) task(ctx context.Context, do func(context.Context) (*object.Task, error)) error {
+// task runs a power task; the state it reaches (reached) is known after
+// it succeeds, and nothing is after it fails.
+func (p vmPower) task(ctx context.Context, do func(context.Context) (*object.Task, error), reached infrav1.PowerState) error {
+	p.know("")
 	task, err := do(ctx)
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = awaitTask(ctx, task)
 	}
-	_, err = awaitTask(ctx, task)
+	if err == nil {
+		p.know(reached)
+	}
 	return err
+}
+
+// know records s as the VM's power state ("" unknown).
+func (p vmPower) know(s infrav1.PowerState) {
+	if p.seen != nil {
+		*p.seen = s
+	}
 }
 
 // hardOff powers vm off when it is not off: a VM about to be destroyed
@@ -826,7 +872,7 @@ func hardOff(ctx context.Context, vm *object.VirtualMachine) error {
 	if err != nil || s == types.VirtualMachinePowerStatePoweredOff {
 		return err
 	}
-	return vmPower{vm}.HardOff(ctx)
+	return vmPower{vm: vm}.HardOff(ctx)
 }
 
 // DeleteMachine powers the VM off and destroys it; a VM already gone is

@@ -53,6 +53,10 @@ type refEntry struct {
 type cachedObject struct {
 	ref  types.ManagedObjectReference
 	path string
+	// value is what was read of the object once, where a lookup caches
+	// more than its reference (a network's NIC backing, a template's
+	// devices); read only.
+	value any
 }
 
 // objectOf is what a lookup found, as cached.

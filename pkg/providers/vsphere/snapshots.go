@@ -167,7 +167,7 @@ func powerAsSnapshot(ctx context.Context, vm *object.VirtualMachine, state types
 	if err != nil {
 		return err
 	}
-	p := vmPower{vm}
+	p := vmPower{vm: vm}
 	switch {
 	case now == state:
 		return nil

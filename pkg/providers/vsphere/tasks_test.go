@@ -23,10 +23,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
+
+	infrav1 "github.com/firestoned/banlieue/pkg/apis/infrastructure/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/failuredomain"
+	"github.com/firestoned/banlieue/pkg/providers"
 )
 
 // vcsimVMs are the simulator's own VMs of DC0, powered on.
@@ -58,7 +64,7 @@ func TestTaskWaitsShareOneCollector(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := vmPower{vm}
+			p := vmPower{vm: vm}
 			for range rounds {
 				if err := p.HardOff(ctx); err != nil {
 					errs <- fmt.Errorf("powering off %s: %w", vm.Name(), err)
@@ -163,10 +169,96 @@ func TestTaskWaitOfAnUnknownTask(t *testing.T) {
 		_, err := w.await(ctx, types.ManagedObjectReference{Type: "Task", Value: "task-gone"})
 		gone <- err
 	}()
-	if err := (vmPower{vm}).HardOff(ctx); err != nil {
+	if err := (vmPower{vm: vm}).HardOff(ctx); err != nil {
 		t.Errorf("the power-off beside an unknown task: %v", err)
 	}
 	if err := <-gone; !fault.Is(err, &types.ManagedObjectNotFound{}) {
 		t.Errorf("the unknown task's wait: %v, want ManagedObjectNotFound", err)
+	}
+}
+
+// callsPerMethod are every vSphere method's counts so far.
+func callsPerMethod(t *testing.T) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 256)
+	providers.BackendRequests.Collect(ch)
+	close(ch)
+	out := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{}
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["backend"] == "vsphere" {
+			out[labels["method"]] += pb.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// TestCallsPerBuild: building VMs shaped like make bench's (EFI, two
+// disks on the template's datastore, a NIC, cloud-init user data, powered
+// on), a few at a time as the provider's workers do, costs at most 10
+// vCenter calls per VM: the clone, its reconfigure and power-on, the
+// instance UUID search, two reads of the VM and the shared task reads;
+// no collector per wait, no power state read that a task or the
+// converge read already told, no folder made where the clone made it,
+// the template's devices and the network's backing read once.
+func TestCallsPerBuild(t *testing.T) {
+	ctx := context.Background()
+	c := connected(t)
+	tmpl := template(t, c, "DC0")
+	noop := func(context.Context, string) error { return nil }
+	const vms, workers = 24, 4
+	before := callsPerMethod(t)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	go func() {
+		for i := range vms {
+			next <- i
+		}
+		close(next)
+	}()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				spec := providers.MachineSpec{
+					Name: fmt.Sprintf("calls-%d", i), InstanceUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+					Location: failuredomain.Location{Datacenter: "DC0", Cluster: "DC0_C0"}, Image: tmpl, CPUs: 2, MemoryMiB: 4096, Firmware: "efi",
+					NICs: []providers.NIC{{Name: "eth0", Network: "VM Network"}}, Disks: []providers.Disk{{SizeGiB: 20, Target: "LocalDS_0"}, {SizeGiB: 50, Target: "LocalDS_0"}},
+					UserData: []byte("#cloud-config\n"), PowerState: infrav1.PowerStatePoweredOn,
+				}
+				st, err := c.EnsureMachine(ctx, spec, noop)
+				if err != nil {
+					t.Errorf("%s: %v", spec.Name, err)
+				} else if st.PowerState != infrav1.PowerStatePoweredOn || len(st.DiskSizesGiB) != 2 {
+					t.Errorf("%s: %+v, want powered on with two disks", spec.Name, st)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var total float64
+	perVM := map[string]float64{}
+	for m, n := range callsPerMethod(t) {
+		if d := n - before[m]; d > 0 {
+			perVM[m] = d / vms
+			total += d / vms
+		}
+	}
+	t.Logf("%.1f vCenter calls per VM: %v", total, perVM)
+	if total > 10 {
+		t.Errorf("%.1f vCenter calls per VM, want at most 10: %v", total, perVM)
+	}
+	for _, m := range []string{"CreatePropertyCollector", "CreateFilter", "MakeDirectory"} {
+		if perVM[m] > 0 {
+			t.Errorf("%s %.2f per VM, want none", m, perVM[m])
+		}
 	}
 }
