@@ -63,8 +63,9 @@ import (
 )
 
 const (
-	// Finalizer holds a VM until its infrastructure machine is gone.
-	Finalizer = "banlieue.io/virtualmachine"
+	// Finalizer holds a VM until its infrastructure machine is gone; the
+	// API server adds it with the status write that places the VM.
+	Finalizer = v1alpha1.VirtualMachineFinalizer
 	// NameLabel marks objects banlieue created.
 	NameLabel = "app.kubernetes.io/name"
 	// VMLabel names the VirtualMachine an infrastructure object belongs to.
@@ -301,8 +302,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case !vm.DeletionTimestamp.IsZero():
 		return r.reconcileDelete(ctx, vm)
 	default:
-		if err := patch.AddFinalizer(ctx, patch.Object(r.Client), vm, Finalizer); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		if err := r.holdPlaced(ctx, vm); err != nil {
+			return ctrl.Result{}, err
 		}
 		r.setCondition(vm, v1alpha1.VirtualMachinePaused, metav1.ConditionFalse, reasonNotPaused, "spec.paused is false")
 		result, err = r.reconcileNormal(ctx, vm)
@@ -321,6 +322,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.Info("Scheduled", "provider", s.Provider, "failureDomain", s.FailureDomain)
 	}
 	return result, err
+}
+
+// holdPlaced adds the finalizer to a placed VM that lacks it. The API
+// server adds it with the status write that records the placement; this
+// write is for a VM whose status will not change (its finalizer removed
+// by hand, say).
+func (r *Reconciler) holdPlaced(ctx context.Context, vm *v1alpha1.VirtualMachine) error {
+	if vm.Status.Scheduled == nil {
+		return nil
+	}
+	if err := patch.AddFinalizer(ctx, patch.Object(r.Client), vm, Finalizer); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
 }
 
 // reconcileNormal drives a VM that is neither paused nor deleted, in

@@ -378,6 +378,12 @@ const (
 	VirtualMachineClassOutOfDate = "ClassOutOfDate"
 )
 
+// VirtualMachineFinalizer holds a placed VirtualMachine until its
+// infrastructure machine is gone. banlieue's API server adds it with the
+// status write that first records a placement (status.scheduled), so the
+// controller needs no write of its own for it.
+const VirtualMachineFinalizer = "banlieue.io/virtualmachine"
+
 // VirtualMachineStatus is the observed state of a VirtualMachine, mirrored
 // from its backend infrastructure object.
 type VirtualMachineStatus struct {

@@ -21,6 +21,7 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,10 +110,24 @@ func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 }
 
 // PrepareForUpdate keeps the stored spec, so a status writer can never
-// change what the user asked for.
+// change what the user asked for. A status that records a placement adds
+// the VM's finalizer (holdPlaced).
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	obj.(*banlieue.VirtualMachine).Spec = old.(*banlieue.VirtualMachine).Spec
-	metav1.ResetObjectMetaForStatus(obj.(*banlieue.VirtualMachine), old.(*banlieue.VirtualMachine))
+	vm := obj.(*banlieue.VirtualMachine)
+	vm.Spec = old.(*banlieue.VirtualMachine).Spec
+	metav1.ResetObjectMetaForStatus(vm, old.(*banlieue.VirtualMachine))
+	holdPlaced(vm)
+}
+
+// holdPlaced adds VirtualMachineFinalizer to a placed VM not being
+// deleted: the placement is what may be built, and the VM must outlive
+// what is built of it. Added here, with the status write that places
+// the VM, it costs no request of its own (docs/provisioning.md).
+func holdPlaced(vm *banlieue.VirtualMachine) {
+	if vm.Status.Scheduled == nil || vm.DeletionTimestamp != nil || slices.Contains(vm.Finalizers, banlieue.VirtualMachineFinalizer) {
+		return
+	}
+	vm.Finalizers = append(vm.Finalizers, banlieue.VirtualMachineFinalizer)
 }
 
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
