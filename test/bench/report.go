@@ -158,8 +158,11 @@ func (r *report) ratios() []Ratio {
 		out = append(out,
 			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
 			atLeast("Ready rate / raw vcsim rate (clone, reconfigure, power-on over six clusters)", ratio(p.ReadyPerS, p.VCSimBuildsPerS), 0.8),
-			atMost("requests per provisioned VM (kube-apiserver and banlieue)", totalRequests(p.RequestsPerVM), 5),
-			atMost("control-plane CPU ms per provisioned VM", controlPlaneCPU(p.CPUms), 30))
+			atMost("requests per provisioned VM (kube-apiserver and banlieue)", totalRequests(p.RequestsPerVM), 10),
+			atMost("vCenter calls per provisioned VM", totalRequests(p.VCenterCallsPerVM), 10),
+			Ratio{Name: "control-plane CPU ms per provisioned VM", Value: controlPlaneCPU(p.CPUms)},
+			Ratio{Name: "priced floor, CPU ms per provisioned VM (docs/provisioning.md)", Value: pricedFloor(c, p.RequestsPerVM)},
+			atMost("control-plane CPU per provisioned VM / priced floor", ratio(controlPlaneCPU(p.CPUms), pricedFloor(c, p.RequestsPerVM)), 1.5))
 	}
 	if l := r.libvirt; l != nil && l.Skipped == "" {
 		out = append(out, atLeast("libvirt VMs Ready per minute / raw define+start per minute", ratio(l.ReadyPerMin, l.RawPerMin), 0.8))
@@ -173,6 +176,34 @@ func (r *report) ratios() []Ratio {
 		Ratio{Name: "list of N consistent B/C (JSON latency)", Value: ratio(r.listP50("B", "consistent", "application/json"), r.listP50("C", "consistent", "application/json"))},
 	)
 	return out
+}
+
+// pricedFloor is docs/provisioning.md's lower bound of the servers' CPU per
+// provisioned VM: each machine create priced as the CRUD phase's CRD
+// create, each machine write as its CRD update, each VirtualMachine write
+// as its aggregated update (kube-apiserver, banlieue and etcd alike);
+// Events, reads and the controllers themselves at nothing. 0 without a
+// CRUD phase.
+func pricedFloor(crud []Result, perVM map[string]float64) float64 {
+	servers := func(r Result) float64 { return r.CPUms["kube-apiserver"] + r.CPUms["banlieue"] + r.CPUms["etcd"] }
+	create, update, vmUpdate := mean(crud, "C", "create", servers), mean(crud, "C", "update", servers), mean(crud, "A", "update", servers)
+	if create == 0 || update == 0 || vmUpdate == 0 {
+		return 0
+	}
+	var floor float64
+	for kind, n := range perVM {
+		verb, resource, _ := strings.Cut(kind, " ")
+		switch {
+		case strings.Contains(resource, "(409)"), strings.HasPrefix(resource, "events"):
+		case strings.HasPrefix(resource, "infrastructure.banlieue.io/") && verb == "POST":
+			floor += n * create
+		case strings.HasPrefix(resource, "infrastructure.banlieue.io/") && (verb == "PATCH" || verb == "PUT"):
+			floor += n * update
+		case strings.HasPrefix(resource, "banlieue.io/virtualmachines") && (verb == "PATCH" || verb == "PUT"):
+			floor += n * vmUpdate
+		}
+	}
+	return floor
 }
 
 // controlPlaneCPU sums the CPU per VM of every server, controller and

@@ -79,3 +79,38 @@ func TestExtrapolate(t *testing.T) {
 		}
 	}
 }
+
+// TestPricedFloor: machine creates priced as CRD creates, machine writes
+// (status too) as CRD updates, VM writes as aggregated updates; Events,
+// Secret reads and refused creates at nothing. A change of any count
+// changes the floor by that row's price.
+func TestPricedFloor(t *testing.T) {
+	cpu := func(kube, banlieue, etcd float64) map[string]float64 {
+		return map[string]float64{"kube-apiserver": kube, "banlieue": banlieue, "etcd": etcd}
+	}
+	crud := []Result{
+		{Path: "C CRD", Verb: "create", CPUms: cpu(6, 0, 1)},        // 7
+		{Path: "C CRD", Verb: "update", CPUms: cpu(8, 0, 2)},        // 10
+		{Path: "A aggregated", Verb: "update", CPUms: cpu(2, 3, 1)}, // 6
+		{Path: "B direct", Verb: "update", CPUms: cpu(0, 50, 50)},   // not a priced row
+	}
+	perVM := map[string]float64{
+		"POST infrastructure.banlieue.io/vspheremachines":         1,
+		"POST infrastructure.banlieue.io/vspheremachines (409)":   0.5,
+		"PATCH infrastructure.banlieue.io/vspheremachines":        1,
+		"PATCH infrastructure.banlieue.io/vspheremachines/status": 3,
+		"PATCH banlieue.io/virtualmachines/status (banlieue)":     2,
+		"POST events.k8s.io/events":                               2,
+		"GET secrets":                                             1,
+	}
+	if got, want := pricedFloor(crud, perVM), 7+4*10+2*6.0; got != want {
+		t.Errorf("floor %v, want %v", got, want)
+	}
+	perVM["PATCH banlieue.io/virtualmachines/status (banlieue)"] = 3
+	if got, want := pricedFloor(crud, perVM), 7+4*10+3*6.0; got != want {
+		t.Errorf("one VM write more: floor %v, want %v", got, want)
+	}
+	if got := pricedFloor(nil, perVM); got != 0 {
+		t.Errorf("without CRUD rows: floor %v, want 0 (not priced)", got)
+	}
+}
