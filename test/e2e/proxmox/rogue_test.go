@@ -164,12 +164,11 @@ func waitReady(t *testing.T, name, reason string) *infrav1.ProxmoxMachine {
 }
 
 // TestLocationEditedDuringFirstBuild (issue 31): the provider records
-// where it builds a VM (status.location) before its first Proxmox call;
-// a failureDomain edited while that first clone runs, before providerID
-// is set (the CRD's rule does not hold yet), is not followed: the VM is
-// finished on the recorded node, the edit is named (Ready=False,
-// LocationChanged on spec.failureDomain), and deleting the machine
-// destroys the VM where it was built.
+// where it builds a VM (status.location) and holds the machine with its
+// planned providerID before its first Proxmox call, so the CRD's rule
+// holds from then on: a failureDomain edited while that first clone runs
+// is refused by the API server, naming the field; the VM is finished on
+// the recorded node, and deleting the machine destroys it there.
 func TestLocationEditedDuringFirstBuild(t *testing.T) {
 	ctx := context.Background()
 	p := proxmoxProvider(t, "moved-proxmox", "proxmox-token", nil)
@@ -204,23 +203,21 @@ func TestLocationEditedDuringFirstBuild(t *testing.T) {
 		}
 		return nil
 	})
-	if m.Spec.ProviderID != "" {
-		t.Fatalf("providerID %q is set already: the clone was not held", m.Spec.ProviderID)
+	if want := "proxmox://" + string(m.UID); m.Spec.ProviderID != want {
+		t.Fatalf("providerID %q while the first clone runs, want the planned %q", m.Spec.ProviderID, want)
 	}
 	if got := m.Status.Location; got.FailureDomain != fd.Name || got.Host != fd.Host {
 		t.Errorf("status.location %+v, want failure domain %s on %s", got, fd.Name, fd.Host)
 	}
 	moved := m.DeepCopy()
 	moved.Spec.FailureDomain = other.Name
-	if err := c.Patch(ctx, moved, client.MergeFrom(m)); err != nil {
-		t.Fatalf("editing the failure domain before providerID is set: %v (the CRD allows it)", err)
+	err := c.Patch(ctx, moved, client.MergeFrom(m))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "failureDomain") {
+		t.Fatalf("editing the failure domain during the first build: %v, want it refused naming failureDomain", err)
 	}
 	sim.SetTaskDelay(100 * time.Millisecond)
-	got := waitReady(t, m.Name, "LocationChanged")
-	if cond := meta.FindStatusCondition(got.Status.Conditions, infrav1.ReadyCondition); !strings.Contains(cond.Message, "spec.failureDomain") {
-		t.Errorf("the refusal does not name the field: %q", cond.Message)
-	}
-	if got.Status.FailureDomain != fd.Name || got.Status.Location.FailureDomain != fd.Name {
+	got := waitReady(t, m.Name, "PoweredOn")
+	if got.Spec.FailureDomain != fd.Name || got.Status.FailureDomain != fd.Name || got.Status.Location.FailureDomain != fd.Name {
 		t.Errorf("status failureDomain %q, location %+v: want the recorded %s", got.Status.FailureDomain, got.Status.Location, fd.Name)
 	}
 	vms := vmsNamed(name)
