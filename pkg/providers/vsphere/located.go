@@ -248,38 +248,41 @@ func (l *located) network(ctx context.Context, name string) (object.NetworkRefer
 // refTTL: every clone of a template on that network would read it again
 // (a call per NIC per VM).
 func (l *located) backing(ctx context.Context, name string) (types.BaseVirtualDeviceBackingInfo, error) {
-	o, err := l.c.refs.get(refKey("backing", l.dcPath(), name), func() (cachedObject, error) {
+	return readOnce(l, "backing", name, func() (types.ManagedObjectReference, types.BaseVirtualDeviceBackingInfo, error) {
 		n, err := l.network(ctx, name)
 		if err != nil {
-			return cachedObject{}, err
+			return types.ManagedObjectReference{}, nil, err
 		}
 		b, err := n.EthernetCardBackingInfo(ctx)
-		if err != nil {
-			return cachedObject{}, err
-		}
-		return cachedObject{ref: n.Reference(), value: b}, nil
+		return n.Reference(), b, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return o.value.(types.BaseVirtualDeviceBackingInfo), nil
 }
 
 // templateDevices are tmpl's devices, read once per refTTL (a template is
 // replaced, not edited, by an image import: a new reference). Read only:
 // a caller that changes devices reads its own.
 func (l *located) templateDevices(ctx context.Context, tmpl *object.VirtualMachine) (object.VirtualDeviceList, error) {
-	o, err := l.c.refs.get(refKey("devices", l.dcPath(), tmpl.Reference().Value), func() (cachedObject, error) {
+	return readOnce(l, "devices", tmpl.Reference().Value, func() (types.ManagedObjectReference, object.VirtualDeviceList, error) {
 		devices, err := tmpl.Device(ctx)
+		return tmpl.Reference(), devices, err
+	})
+}
+
+// readOnce is what read returns of the object kind calls name, from the
+// session's reference cache while it is fresh (refTTL); read only.
+func readOnce[T any](l *located, kind, name string, read func() (types.ManagedObjectReference, T, error)) (T, error) {
+	o, err := l.c.refs.get(refKey(kind, l.dcPath(), name), func() (cachedObject, error) {
+		ref, v, err := read()
 		if err != nil {
 			return cachedObject{}, err
 		}
-		return cachedObject{ref: tmpl.Reference(), value: devices}, nil
+		return cachedObject{ref: ref, value: v}, nil
 	})
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return o.value.(object.VirtualDeviceList), nil
+	return o.value.(T), nil
 }
 
 // machine is the VM with instance UUID uuid, or nil.

@@ -480,30 +480,43 @@ func inFlight(t mo.Task) bool {
 	return t.Info.State == types.TaskInfoStateQueued || t.Info.State == types.TaskInfoStateRunning
 }
 
-// taskStates reads the states of refs. One that expired meanwhile fails
-// the whole read in vCenter: then each is read alone, the expired left out
-// (none of them runs any more).
+// taskStates reads the states of refs; one vCenter no longer knows is
+// left out (none of them runs any more).
 func taskStates(ctx context.Context, c *vim25.Client, refs []types.ManagedObjectReference) ([]mo.Task, error) {
-	pc := property.DefaultCollector(c)
-	var tasks []mo.Task
-	err := pc.Retrieve(ctx, refs, []string{"info.state"}, &tasks)
-	switch {
-	case err == nil:
-		return tasks, nil
-	case !fault.Is(err, &types.ManagedObjectNotFound{}):
+	tasks, failed, err := readTasks(ctx, c, refs, []string{"info.state"})
+	if err != nil {
 		return nil, fmt.Errorf("reading the tasks of the VM: %w", err)
 	}
-	tasks = nil
-	for _, ref := range refs {
-		var t mo.Task
-		switch err := pc.RetrieveOne(ctx, ref, []string{"info.state"}, &t); {
-		case err == nil:
-			tasks = append(tasks, t)
-		case !fault.Is(err, &types.ManagedObjectNotFound{}):
-			return nil, fmt.Errorf("reading task %s of the VM: %w", ref.Value, err)
+	for ref, err := range failed {
+		if !fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return nil, fmt.Errorf("reading task %s of the VM: %w", ref, err)
 		}
 	}
 	return tasks, nil
+}
+
+// readTasks reads props of refs in one call. One task that expired fails
+// vCenter's whole read: then each is read alone, and failed holds the
+// error of each one whose own read failed.
+func readTasks(ctx context.Context, c *vim25.Client, refs []types.ManagedObjectReference, props []string) (tasks []mo.Task, failed map[string]error, err error) {
+	pc := property.DefaultCollector(c)
+	err = pc.Retrieve(ctx, refs, props, &tasks)
+	if err == nil || !fault.Is(err, &types.ManagedObjectNotFound{}) {
+		return tasks, nil, err
+	}
+	if len(refs) == 1 {
+		return nil, map[string]error{refs[0].Value: err}, nil
+	}
+	tasks, failed = nil, map[string]error{}
+	for _, ref := range refs {
+		var t mo.Task
+		if err := pc.RetrieveOne(ctx, ref, props, &t); err != nil {
+			failed[ref.Value] = err
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, failed, nil
 }
 
 // nicChanges points the VM's NICs at the spec's networks in order, adds the

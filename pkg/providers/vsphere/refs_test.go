@@ -125,18 +125,34 @@ func TestLookupsCached(t *testing.T) {
 // totalCalls sums every vSphere method counted so far.
 func totalCalls(t *testing.T) float64 {
 	t.Helper()
+	var sum float64
+	for _, n := range callsPerMethod(t) {
+		sum += n
+	}
+	return sum
+}
+
+// callsPerMethod are every vSphere method's counts so far.
+func callsPerMethod(t *testing.T) map[string]float64 {
+	t.Helper()
 	ch := make(chan prometheus.Metric, 256)
 	providers.BackendRequests.Collect(ch)
 	close(ch)
-	var sum float64
+	out := map[string]float64{}
 	for m := range ch {
 		var pb dto.Metric
 		if err := m.Write(&pb); err != nil {
 			t.Fatal(err)
 		}
-		sum += pb.GetCounter().GetValue()
+		labels := map[string]string{}
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["backend"] == "vsphere" {
+			out[labels["method"]] += pb.GetCounter().GetValue()
+		}
 	}
-	return sum
+	return out
 }
 
 // destroyTemplate destroys the template named name in DC0.

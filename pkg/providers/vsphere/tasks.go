@@ -22,12 +22,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -190,33 +187,31 @@ func (w *taskWatch) stopIfIdle() bool {
 	return true
 }
 
-// round reads refs in one call and ends the waits of the tasks that ended.
-// One task vCenter no longer knows fails the whole read: then each is
-// read alone, and that one's waits get the fault.
+// round reads refs in one call (readTasks) and ends the waits of the
+// tasks that ended; a task whose own read failed (one vCenter no longer
+// knows) ends its waits with the fault.
 func (w *taskWatch) round(refs []types.ManagedObjectReference) {
 	ctx, cancel := context.WithTimeout(w.ended, callTimeout)
 	defer cancel()
-	pc := property.DefaultCollector(w.c)
-	var tasks []mo.Task
-	err := pc.Retrieve(ctx, refs, taskProperties, &tasks)
+	tasks, failed, err := readTasks(ctx, w.c, refs, taskProperties)
 	switch {
-	case err == nil:
-		for _, t := range tasks {
-			if ended(t.Info.State) {
-				info, err := outcome(t.Info)
-				w.finish(t.Self.Value, info, err)
-			}
-		}
-	case fault.Is(err, &types.ManagedObjectNotFound{}) && len(refs) > 1:
-		for _, ref := range refs {
-			w.round([]types.ManagedObjectReference{ref})
-		}
-	case ctx.Err() != nil && w.ended.Err() != nil:
+	case err != nil && w.ended.Err() != nil:
 		// The session ended: read exits next.
-	default:
+		return
+	case err != nil:
+		failed = map[string]error{}
 		for _, ref := range refs {
-			w.finish(ref.Value, nil, fmt.Errorf("reading task %s: %w", ref.Value, err))
+			failed[ref.Value] = err
 		}
+	}
+	for _, t := range tasks {
+		if ended(t.Info.State) {
+			info, err := outcome(t.Info)
+			w.finish(t.Self.Value, info, err)
+		}
+	}
+	for ref, err := range failed {
+		w.finish(ref, nil, fmt.Errorf("reading task %s: %w", ref, err))
 	}
 }
 

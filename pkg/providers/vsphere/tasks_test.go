@@ -18,13 +18,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -119,37 +116,25 @@ func TestTaskWaitReturnsTheFault(t *testing.T) {
 }
 
 // TestTaskWaitEndsWithTheSession: a wait in flight when the session is
-// logged out returns an error, not a success and not never.
+// logged out ends with an error, not a success and not never.
 func TestTaskWaitEndsWithTheSession(t *testing.T) {
 	ctx := context.Background()
 	c := connected(t)
 	w := watchOf(c.gc.Client)
-	// A task vCenter never ends: its wait lasts until the session does.
-	never := types.ManagedObjectReference{Type: "Task", Value: "task-never"}
+	// A task vCenter never ends, joined as await joins it: its wait lasts
+	// until the session does.
 	w.mu.Lock()
 	w.first = time.Hour
 	w.mu.Unlock()
-	result := make(chan error, 1)
-	go func() {
-		_, err := w.await(ctx, never)
-		result <- err
-	}()
-	for {
-		w.mu.Lock()
-		_, joined := w.waits[never.Value]
-		w.mu.Unlock()
-		if joined {
-			break
-		}
-		runtime.Gosched()
-	}
+	tw := w.join(types.ManagedObjectReference{Type: "Task", Value: "task-never"})
+	defer w.leave(tw)
 	if err := c.Logout(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-result:
-		if err == nil {
-			t.Error("the wait returned no error after its session ended")
+	case <-tw.done:
+		if tw.err == nil {
+			t.Error("the wait ended with no error after its session ended")
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait still waits 10 s after its session ended")
@@ -175,29 +160,6 @@ func TestTaskWaitOfAnUnknownTask(t *testing.T) {
 	if err := <-gone; !fault.Is(err, &types.ManagedObjectNotFound{}) {
 		t.Errorf("the unknown task's wait: %v, want ManagedObjectNotFound", err)
 	}
-}
-
-// callsPerMethod are every vSphere method's counts so far.
-func callsPerMethod(t *testing.T) map[string]float64 {
-	t.Helper()
-	ch := make(chan prometheus.Metric, 256)
-	providers.BackendRequests.Collect(ch)
-	close(ch)
-	out := map[string]float64{}
-	for m := range ch {
-		var pb dto.Metric
-		if err := m.Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		labels := map[string]string{}
-		for _, l := range pb.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["backend"] == "vsphere" {
-			out[labels["method"]] += pb.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 // TestCallsPerBuild: building VMs shaped like make bench's (EFI, two
