@@ -57,7 +57,7 @@ func AddFinalizer(ctx context.Context, w Writer, obj client.Object, finalizer st
 	if controllerutil.ContainsFinalizer(obj, finalizer) {
 		return nil
 	}
-	return finalizers(ctx, w, obj, func() { controllerutil.AddFinalizer(obj, finalizer) })
+	return Change(ctx, w, obj, func() { controllerutil.AddFinalizer(obj, finalizer) })
 }
 
 // RemoveFinalizer removes finalizer from obj, and from the stored object,
@@ -66,10 +66,13 @@ func RemoveFinalizer(ctx context.Context, w Writer, obj client.Object, finalizer
 	if !controllerutil.ContainsFinalizer(obj, finalizer) {
 		return nil
 	}
-	return client.IgnoreNotFound(finalizers(ctx, w, obj, func() { controllerutil.RemoveFinalizer(obj, finalizer) }))
+	return client.IgnoreNotFound(Change(ctx, w, obj, func() { controllerutil.RemoveFinalizer(obj, finalizer) }))
 }
 
-func finalizers(ctx context.Context, w Writer, obj client.Object, change func()) error {
+// Change applies change to obj and writes it as a merge patch locked to
+// the resourceVersion obj was read at: a change decided on a stale read
+// conflicts instead of overwriting a newer object.
+func Change(ctx context.Context, w Writer, obj client.Object, change func()) error {
 	p := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 	change()
 	return w(ctx, obj, p)

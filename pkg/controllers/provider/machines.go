@@ -270,12 +270,12 @@ func (r *MachineReconciler) hold(ctx context.Context, m infrav1.Machine) error {
 	if controllerutil.ContainsFinalizer(m, r.Kind.Finalizer) && !plan {
 		return nil
 	}
-	merge := client.MergeFromWithOptions(copyOf(m), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(m, r.Kind.Finalizer)
-	if plan {
-		m.CommonSpec().ProviderID = id
-	}
-	return r.Client.Patch(ctx, m, merge)
+	return patch.Change(ctx, patch.Object(r.Client), m, func() {
+		controllerutil.AddFinalizer(m, r.Kind.Finalizer)
+		if plan {
+			m.CommonSpec().ProviderID = id
+		}
+	})
 }
 
 // plannedProviderID is the providerID kind's backend gives m's VM, and
