@@ -29,7 +29,9 @@ import (
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/session/keepalive"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"k8s.io/klog/v2"
 
@@ -42,6 +44,13 @@ const dialTimeout = 15 * time.Second
 // idleConnsPerVCenter bounds the connections kept open to one vCenter:
 // more than the machine workers' default (8) and the inventory's calls.
 const idleConnsPerVCenter = 16
+
+// keepAliveEvery is how often an open session tells vCenter it is in
+// use (one CurrentTime call, counted with the others): well inside
+// vCenter's idle timeout (30 minutes by default), so a Provider quiet for
+// longer keeps its one session instead of logging in again. A variable
+// so a test can watch it tick.
+var keepAliveEvery = 5 * time.Minute
 
 // Connect logs in to a vCenter and returns a Backend for it.
 func Connect(ctx context.Context, conn providers.Connection) (*Client, error) {
@@ -73,7 +82,14 @@ func Connect(ctx context.Context, conn providers.Connection) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, u.Host, err)
 	}
-	calls := newCounting(vc.RoundTripper)
+	// The keep-alive starts at login and stops at logout (or at its first
+	// refused call); it calls through calls, counted and with callTimeout.
+	var calls *counting
+	alive := keepalive.NewHandlerSOAP(vc.RoundTripper, keepAliveEvery, func() error {
+		_, err := methods.GetCurrentTime(context.Background(), calls)
+		return err
+	})
+	calls = newCounting(alive)
 	vc.RoundTripper = calls
 	calls.tasks = newTaskWatch(vc, calls.ended)
 	c := &govmomi.Client{Client: vc, SessionManager: session.NewManager(vc)}

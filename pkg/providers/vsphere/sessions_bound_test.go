@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -91,5 +92,37 @@ func TestConcurrentClonesShareOneSession(t *testing.T) {
 	t.Logf("%d concurrent clones: %d sessions opened on vCenter, %v logins", clones, opened, loggedIn)
 	if opened != 1 || loggedIn != 1 {
 		t.Errorf("%d concurrent clones opened %d sessions on vCenter (%v logins), want 1", clones, opened, loggedIn)
+	}
+}
+
+// TestKeepAlive: an open session tells vCenter it is in use every
+// keepAliveEvery (a CurrentTime call, counted), so an idle Provider keeps
+// its session; the keep-alive ends with the session.
+func TestKeepAlive(t *testing.T) {
+	was := keepAliveEvery
+	keepAliveEvery = 20 * time.Millisecond
+	t.Cleanup(func() { keepAliveEvery = was })
+	ctx := context.Background()
+	_, conn := vcsim(t)
+	kept := calls("CurrentTime")
+	c, err := Connect(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); kept() < 3; time.Sleep(keepAliveEvery) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v keep-alive calls in 5 s of an idle session, want 3 or more (one per %s)", kept(), keepAliveEvery)
+		}
+	}
+	if !c.alive(ctx) {
+		t.Error("the session kept alive is not")
+	}
+	if err := c.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	atLogout := kept()
+	time.Sleep(5 * keepAliveEvery)
+	if n := kept() - atLogout; n != 0 {
+		t.Errorf("%v keep-alive calls after the session was logged out, want none", n)
 	}
 }

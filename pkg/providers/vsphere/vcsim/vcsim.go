@@ -76,6 +76,9 @@ type Simulator struct {
 
 	model  *simulator.Model
 	server *simulator.Server
+	// gc is the simulator's own session (set-up, DHCP, Sessions).
+	gc     *govmomi.Client
+	calls  *callCounter
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -89,6 +92,8 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	}
 	HonourCloneDiskBacking(model)
 	AcquireTickets(model)
+	calls := newCallCounter()
+	model.Map().Handler = calls.handle
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
 	var ca []byte
@@ -103,12 +108,16 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if ca == nil { // httptest's own certificate, self-signed
 		ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})
 	}
-	s := &Simulator{Endpoint: "https://" + server.URL.Host + "/sdk", CABundle: ca, model: model, server: server}
+	s := &Simulator{Endpoint: "https://" + server.URL.Host + "/sdk", CABundle: ca, model: model, server: server, calls: calls}
 	gc, err := Login(ctx, s.Endpoint, cfg.Username, cfg.Password)
+	if err == nil {
+		err = calls.leaveOut(ctx, gc)
+	}
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.gc = gc
 	if cfg.Template != "" {
 		if err := makeTemplates(ctx, gc, cfg.Template); err != nil {
 			s.Close()
