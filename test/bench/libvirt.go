@@ -27,7 +27,6 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -77,56 +76,34 @@ func (h *harness) libvirtProvisioning(ctx context.Context, r *report, vms int) e
 	if err := h.libvirtObjects(ctx, bc, d); err != nil {
 		return err
 	}
-	if !h.controllerStarted {
-		if _, err := h.env.StartController(0); err != nil {
-			return err
-		}
-		h.controllerStarted = true
-	}
-	if _, err := h.env.StartProvider("libvirt", "provider-libvirt", time.Minute, "--domain-type=qemu"); err != nil {
+	if err := h.ensureController(); err != nil {
 		return err
 	}
-	if err := h.namespace(ctx, libvirtNS); err != nil {
+	proc, metrics, err := h.startProvider("libvirt", "--domain-type=qemu")
+	if err != nil {
+		return err
+	}
+	defer proc.Stop()
+	if err := h.userDataFor(ctx, libvirtNS, "libvirt"); err != nil {
 		return err
 	}
 	if err := waitImageReady(ctx, bc, "bench-libvirt-guest", devenv.Namespace+"/bench-libvirt"); err != nil {
 		return err
 	}
-	w, err := watchVMs(ctx, bc, libvirtNS)
+	pids := h.env.PIDs()
+	pids[benchProcess] = os.Getpid()
+	create, name := createVMs(bc, libvirtNS, "lv", "bench-libvirt-small", "bench-libvirt-guest", "libvirt")
+	measured, err := h.provision(ctx, bc, pids, provisionJob{ns: libvirtNS, n: vms, create: create, name: name,
+		sources: map[string]callSource{countedByProvider: func(ctx context.Context) (map[string]float64, error) { return providerCalls(ctx, metrics) }}})
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
-	start := time.Now()
-	for i := range vms {
-		vm := &v1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lv-%d", i)}, Spec: v1alpha1.VirtualMachineSpec{
-			ClassRef: v1alpha1.LocalObjectReference{Name: "bench-libvirt-small"}, ImageRef: v1alpha1.LocalObjectReference{Name: "bench-libvirt-guest"},
-			Placement: &v1alpha1.Placement{ProviderSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "libvirt"}}}}}
-		if _, err := bc.BanlieueV1alpha1().VirtualMachines(libvirtNS).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	ready := map[string]bool{}
-	timeout := time.After(10 * time.Minute)
-	for len(ready) < vms {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			return fmt.Errorf("only %d of %d libvirt VMs became Ready in 10 minutes", len(ready), vms)
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("the watch of VirtualMachines ended")
-			}
-			if vm, isVM := ev.Object.(*v1alpha1.VirtualMachine); isVM && meta.IsStatusConditionTrue(vm.Status.Conditions, v1alpha1.VirtualMachineReady) {
-				ready[vm.Name] = true
-			}
-		}
-	}
-	took := time.Since(start)
+	took := measured.ready
 	r.libvirt = &LibvirtProvisioning{VMs: vms, ReadyPerMin: float64(vms) / took.Minutes(), RawPerMin: raw, SecondsToReady: took.Seconds()}
+	r.backends = append(r.backends, costOf("libvirt (real libvirtd, QEMU)", vms, measured, countedByProvider,
+		"the provider, the RPCs it wrote (libvirtd counts none)"))
 	logf("  libvirt: %d VMs Ready in %.1fs (%.0f per minute; libvirt alone %.0f)", vms, took.Seconds(), r.libvirt.ReadyPerMin, raw)
-	return nil
+	return deleteVMs(ctx, bc, libvirtNS)
 }
 
 // guestLibvirtd starts a private libvirtd with the test guest's image

@@ -142,7 +142,7 @@ func main() {
 const clientProcess = "client"
 
 // allPhases are the benchmark's parts, in the order they run.
-var allPhases = []string{"populated", "crud", "tenant", "encodings", "storage", "watch", "provision", "libvirt"}
+var allPhases = []string{"populated", "crud", "tenant", "encodings", "storage", "watch", "provision", "proxmox", "libvirt"}
 
 // harness is the running environment and the four paths.
 type harness struct {
@@ -244,6 +244,13 @@ func benchmark(ctx context.Context, cfg config) error {
 	if cfg.VMs > 0 && cfg.Phases["provision"] {
 		logf("provisioning: %d VirtualMachines on vcsim through the controllers and the vSphere provider", cfg.VMs)
 		if err := h.provisioning(ctx, r); err != nil {
+			return err
+		}
+	}
+	if cfg.VMs > 0 && cfg.Phases["proxmox"] {
+		vms := min(cfg.VMs, 200)
+		logf("Proxmox VE provisioning: %d VirtualMachines on pvesim through the controller and the Proxmox VE provider", vms)
+		if err := h.proxmoxProvisioning(ctx, r, vms); err != nil {
 			return err
 		}
 	}

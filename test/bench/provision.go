@@ -25,7 +25,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,8 +55,23 @@ type Provisioning struct {
 	// the controllers and the provider sent (requestMeter).
 	RequestsPerVM map[string]float64 `json:"requestsPerVM"`
 	// VCenterCallsPerVM counts the provider's calls to the vCenter per VM
-	// by SOAP method, as the provider's own metric counts them.
-	VCenterCallsPerVM map[string]float64 `json:"vcenterCallsPerVM"`
+	// by SOAP method, as the provider's own metric counts them;
+	// VCenterServedPerVM as vcsim counted what it served.
+	VCenterCallsPerVM  map[string]float64 `json:"vcenterCallsPerVM"`
+	VCenterServedPerVM map[string]float64 `json:"vcenterServedPerVM"`
+	// ToReadyP50 and ToReadyP99: seconds from a VM's create to its Ready.
+	ToReadyP50 float64 `json:"createToReadyP50Seconds"`
+	ToReadyP99 float64 `json:"createToReadyP99Seconds"`
+	Sessions   Sessions `json:"sessions"`
+}
+
+// Sessions are the provider's vCenter sessions over a provisioning: those
+// vcsim holds for it at the end, the logins and reconnects it counted.
+type Sessions struct {
+	Providers  int     `json:"providers"`
+	Open       int     `json:"openAtEnd"`
+	Logins     float64 `json:"logins"`
+	Reconnects float64 `json:"reconnects"`
 }
 
 const (
@@ -116,9 +130,13 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 		return err
 	}
 	h.controllerStarted = true
-	if _, err := h.startVSphereProvider(provArgs...); err != nil {
+	prov, err := h.startVSphereProvider(provArgs...)
+	if err != nil {
 		return err
 	}
+	// Stopped before vcsim closes (deferred after it, so run before it):
+	// it would retry a vCenter gone for the rest of the run.
+	defer prov.Stop()
 	if err := awaitImage(ctx, bc, "bench-vsphere"); err != nil {
 		return err
 	}
@@ -142,30 +160,61 @@ func (h *harness) provisioning(ctx context.Context, r *report) error {
 			w()
 		}
 	}()
-	measured, err := h.provision(ctx, bc, provNS, h.cfg.VMs, pids, nil)
+	sessions0, err := sessionCounts(ctx, h.providerMetrics)
 	if err != nil {
+		return err
+	}
+	measured, err := h.provision(ctx, bc, pids, provisionJob{ns: provNS, n: h.cfg.VMs,
+		sources: map[string]callSource{countedByProvider: h.vcenterCalls, countedByServer: servedCalls(sim.Calls)}})
+	if err != nil {
+		return err
+	}
+	sessions, err := sessionCounts(ctx, h.providerMetrics)
+	if err != nil {
+		return err
+	}
+	sessions.Logins -= sessions0.Logins
+	sessions.Reconnects -= sessions0.Reconnects
+	sessions.Providers = 1
+	if sessions.Open, err = sim.Sessions(ctx); err != nil {
 		return err
 	}
 	logf("  CPU ms per VM provisioned: %v", measured.cpuMs)
 	logf("  requests per VM: %v", measured.requests)
 	n := float64(h.cfg.VMs)
-	logf("  vCenter calls per VM: %v", measured.vcenterCalls)
-	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: measured.cpuMs, RequestsPerVM: measured.requests, VCenterCallsPerVM: measured.vcenterCalls, CreatePerS: n / measured.created.Seconds(), ScheduledPerS: n / measured.scheduled.Seconds(),
+	logf("  vCenter calls per VM: %v (provider), %v (vcsim); sessions %+v", measured.calls[countedByProvider], measured.calls[countedByServer], sessions)
+	r.provisioning = &Provisioning{VMs: h.cfg.VMs, CPUms: measured.cpuMs, RequestsPerVM: measured.requests,
+		VCenterCallsPerVM: measured.calls[countedByProvider], VCenterServedPerVM: measured.calls[countedByServer], Sessions: sessions,
+		ToReadyP50: measured.toReady.quantile(0.5) / 1000, ToReadyP99: measured.toReady.quantile(0.99) / 1000,
+		CreatePerS: n / measured.created.Seconds(), ScheduledPerS: n / measured.scheduled.Seconds(),
 		ReadyPerS: n / measured.ready.Seconds(), VCSimBuildsPerS: raw, SecondsToSchedule: measured.scheduled.Seconds(), SecondsToReady: measured.ready.Seconds()}
+	r.backends = append(r.backends, costOf("vSphere (vcsim)", h.cfg.VMs, measured, countedByServer, "vcsim, the SOAP methods it served"))
 	logf("  created %.0f/s, all Scheduled in %.1fs (%.0f/s), all Ready in %.1fs (%.1f/s)", r.provisioning.CreatePerS,
 		measured.scheduled.Seconds(), r.provisioning.ScheduledPerS, measured.ready.Seconds(), r.provisioning.ReadyPerS)
-	return nil
+	return deleteVMs(ctx, bc, provNS)
 }
 
 // provisionRun is one measured provisioning: how long the creates took
-// and until every VM was Scheduled and Ready, every process's CPU per VM
-// and both servers' requests per VM.
+// and until every VM was Scheduled and Ready, each VM's time from its
+// create to Ready, every process's CPU per VM, both servers' requests per
+// VM and each call source's backend calls per VM.
 type provisionRun struct {
 	created, scheduled, ready time.Duration
+	toReady                   *latencies
 	cpuMs, requests           map[string]float64
-	// vcenterCalls are the provider's calls to its vCenters per VM.
-	vcenterCalls map[string]float64
+	// calls are each callSource's calls per VM, by method.
+	calls map[string]map[string]float64
 }
+
+// callSource counts a backend's calls by method since it started: a
+// provider's own metric, or a simulator's count of what it served.
+type callSource func(ctx context.Context) (map[string]float64, error)
+
+// Where backend calls are counted (provisionRun.calls' keys).
+const (
+	countedByProvider = "provider"
+	countedByServer   = "server"
+)
 
 // startVSphereProvider starts the vSphere provider with its metrics on a
 // loopback port, which h.providerMetrics reaches.
@@ -185,11 +234,53 @@ func (h *harness) startVSphereProvider(args ...string) (devenv.Process, error) {
 
 // vcenterCalls reads the provider's count of its vCenter calls by method.
 func (h *harness) vcenterCalls(ctx context.Context) (map[string]float64, error) {
-	body, _, err := rawGet(ctx, h.providerMetrics, "/metrics", "text/plain")
+	return providerCalls(ctx, h.providerMetrics)
+}
+
+// providerCalls reads a provider's count of its backend calls by method
+// from its /metrics.
+func providerCalls(ctx context.Context, metrics *restclient.Config) (map[string]float64, error) {
+	body, _, err := rawGet(ctx, metrics, "/metrics", "text/plain")
 	if err != nil {
 		return nil, fmt.Errorf("reading the provider's metrics: %w", err)
 	}
 	return parseBackendCounts(string(body)), nil
+}
+
+// sessionCounts reads a provider's successful logins and reconnects
+// (every backend's) from its /metrics; Open is left to the caller.
+func sessionCounts(ctx context.Context, metrics *restclient.Config) (Sessions, error) {
+	body, _, err := rawGet(ctx, metrics, "/metrics", "text/plain")
+	if err != nil {
+		return Sessions{}, fmt.Errorf("reading the provider's metrics: %w", err)
+	}
+	return parseSessions(string(body)), nil
+}
+
+// parseSessions reads the successful logins and the reconnects of every
+// backend from a provider's /metrics page.
+func parseSessions(body string) Sessions {
+	var s Sessions
+	for _, c := range counterSamples(body, "banlieue_provider_session_logins_total") {
+		if c.labels["result"] == "success" {
+			s.Logins += c.value
+		}
+	}
+	for _, c := range counterSamples(body, "banlieue_provider_session_reconnects_total") {
+		s.Reconnects += c.value
+	}
+	return s
+}
+
+// servedCalls is a simulator's count of what it served, as a callSource.
+func servedCalls(counts func() map[string]int) callSource {
+	return func(context.Context) (map[string]float64, error) {
+		out := map[string]float64{}
+		for k, v := range counts() {
+			out[k] = float64(v)
+		}
+		return out, nil
+	}
 }
 
 // perVMGrowth is each key's growth from before to after per VM, of those
@@ -204,13 +295,30 @@ func perVMGrowth(before, after map[string]float64, vms int) map[string]float64 {
 	return out
 }
 
-// provision creates n VMs in ns through the aggregator (path A) and
-// follows them until all are Ready, measuring the processes of pids and
-// both servers' requests meanwhile; onReady is awaitProgress's. Progress
-// comes from one watch on banlieue's own port, so observing costs the
-// servers almost nothing (polling lists of every VM did).
-func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns string, n int, pids map[string]int, onReady func(*v1alpha1.VirtualMachine, time.Duration)) (provisionRun, error) {
-	w, err := watchVMs(ctx, bc, ns)
+// provisionJob is what provision creates and measures: n VMs in ns, the
+// benchmark's VM (path A's create, vmName) unless create and name say
+// otherwise; sources count the backend's calls; onReady is
+// awaitProgress's.
+type provisionJob struct {
+	ns      string
+	n       int
+	create  func(ctx context.Context, i int) error
+	name    func(i int) string
+	sources map[string]callSource
+	onReady func(*v1alpha1.VirtualMachine, time.Duration)
+}
+
+// provision creates the job's VMs and follows them until all are Ready,
+// measuring the processes of pids, both servers' requests and each
+// source's backend calls meanwhile. Progress comes from one watch on
+// banlieue's own port, so observing costs the servers almost nothing
+// (polling lists of every VM did).
+func (h *harness) provision(ctx context.Context, bc clientset.Interface, pids map[string]int, job provisionJob) (provisionRun, error) {
+	if job.create == nil {
+		job.create = func(ctx context.Context, i int) error { return h.a.create(ctx, job.ns, i) }
+		job.name = vmName
+	}
+	w, err := watchVMs(ctx, bc, job.ns)
 	if err != nil {
 		return provisionRun{}, err
 	}
@@ -220,26 +328,58 @@ func (h *harness) provision(ctx context.Context, bc clientset.Interface, ns stri
 	if err != nil {
 		return provisionRun{}, err
 	}
-	calls0, err := h.vcenterCalls(ctx)
+	calls0, err := readCalls(ctx, job.sources)
 	if err != nil {
 		return provisionRun{}, err
 	}
 	start := time.Now()
-	res := run(ctx, h.pids, h.a.Name(), "create", 0, n, h.cfg.C, func(ctx context.Context, i int) error { return h.a.create(ctx, ns, i) })
+	createdAt := make([]time.Duration, job.n)
+	res := run(ctx, h.pids, h.a.Name(), "create", 0, job.n, h.cfg.C, func(ctx context.Context, i int) error {
+		err := job.create(ctx, i)
+		createdAt[i] = time.Since(start) // each i is one goroutine's alone
+		return err
+	})
 	if res.Errors > 0 {
 		return provisionRun{}, fmt.Errorf("%d creates failed", res.Errors)
 	}
-	out := provisionRun{created: time.Since(start)}
-	if out.scheduled, out.ready, err = awaitProgress(ctx, w, start, n, onReady); err != nil {
+	out := provisionRun{created: time.Since(start), toReady: &latencies{}}
+	index := make(map[string]int, job.n)
+	for i := range job.n {
+		index[job.name(i)] = i
+	}
+	if out.scheduled, out.ready, err = awaitProgress(ctx, w, start, job.n, func(vm *v1alpha1.VirtualMachine, at time.Duration) {
+		if i, ok := index[vm.Name]; ok {
+			out.toReady.add(at - createdAt[i])
+		}
+		if job.onReady != nil {
+			job.onReady(vm, at)
+		}
+	}); err != nil {
 		return provisionRun{}, err
 	}
-	out.cpuMs = cpu.perOp(n)
-	if out.requests, err = reqs.perVM(ctx, n); err != nil {
+	out.cpuMs = cpu.perOp(job.n)
+	if out.requests, err = reqs.perVM(ctx, job.n); err != nil {
 		return provisionRun{}, err
 	}
-	calls1, err := h.vcenterCalls(ctx)
-	out.vcenterCalls = perVMGrowth(calls0, calls1, n)
+	calls1, err := readCalls(ctx, job.sources)
+	out.calls = map[string]map[string]float64{}
+	for name := range job.sources {
+		out.calls[name] = perVMGrowth(calls0[name], calls1[name], job.n)
+	}
 	return out, err
+}
+
+// readCalls reads every source.
+func readCalls(ctx context.Context, sources map[string]callSource) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	for name, read := range sources {
+		counts, err := read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("backend calls counted by the %s: %w", name, err)
+		}
+		out[name] = counts
+	}
+	return out, nil
 }
 
 // onlyVMsOf fails when VMs exist outside ns: the controller would
@@ -380,21 +520,9 @@ func awaitImage(ctx context.Context, bc clientset.Interface, providers ...string
 	return nil
 }
 
-// vmNamespace makes ns ready for provisioned VMs: their user data
-// (cloud-init, handed to the guest) and the namespace's consent to the
-// vSphere provider reading it (README).
+// vmNamespace makes ns ready for the benchmark's VMs on vSphere.
 func (h *harness) vmNamespace(ctx context.Context, ns string) error {
-	if err := h.namespace(ctx, ns); err != nil {
-		return err
-	}
-	if _, err := h.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-cloudinit"},
-		StringData: map[string]string{"user-data": "#cloud-config\npackage_update: true\n"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err := h.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-userdata"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-provider-userdata"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere", Namespace: devenv.Namespace}}}, metav1.CreateOptions{})
-	return err
+	return h.userDataFor(ctx, ns, "vsphere")
 }
 
 // requestMeter counts what provisioning costs the API servers: the

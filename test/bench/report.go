@@ -41,6 +41,8 @@ type report struct {
 	watches          []WatchResult
 	provisioning     *Provisioning
 	libvirt          *LibvirtProvisioning
+	// backends: each backend's provisioning cost per VM, side by side.
+	backends []BackendCost
 	encodings        []Result
 	storage          []StorageResult
 	tenant           []Result
@@ -159,7 +161,10 @@ func (r *report) ratios() []Ratio {
 			atLeast("scheduled rate / create rate", ratio(p.ScheduledPerS, p.CreatePerS), 1.0),
 			atLeast("Ready rate / raw vcsim rate (clone, reconfigure, power-on over six clusters)", ratio(p.ReadyPerS, p.VCSimBuildsPerS), 0.8),
 			atMost("requests per provisioned VM (kube-apiserver and banlieue)", totalRequests(p.RequestsPerVM), 10),
-			atMost("vCenter calls per provisioned VM", totalRequests(p.VCenterCallsPerVM), 10),
+			atMost("vCenter calls per provisioned VM (served, vcsim's count)", totalRequests(p.VCenterServedPerVM), 10),
+			Ratio{Name: "vCenter calls per provisioned VM (sent, the provider's count)", Value: totalRequests(p.VCenterCallsPerVM)},
+			atMost("vCenter sessions per Provider open after provisioning (vcsim's sessionList)", ratio(float64(p.Sessions.Open), float64(p.Sessions.Providers)), 1),
+			Ratio{Name: "vCenter logins / reconnects during provisioning (the provider's count)", Value: p.Sessions.Logins + p.Sessions.Reconnects},
 			Ratio{Name: "control-plane CPU ms per provisioned VM", Value: controlPlaneCPU(p.CPUms)},
 			Ratio{Name: "priced floor, CPU ms per provisioned VM (docs/provisioning.md)", Value: pricedFloor(c, p.RequestsPerVM)},
 			atMost("control-plane CPU per provisioned VM / priced floor", ratio(controlPlaneCPU(p.CPUms), pricedFloor(c, p.RequestsPerVM)), 1.5))
@@ -333,9 +338,12 @@ func (r *report) markdown() string {
 		for _, name := range slices.Sorted(maps.Keys(p.RequestsPerVM)) {
 			fmt.Fprintf(&b, " %s %.1f;", name, p.RequestsPerVM[name])
 		}
-		writeVCenterCalls(&b, p.VCenterCallsPerVM)
-		fmt.Fprintln(&b)
+		writeVCenterCalls(&b, "by the provider", p.VCenterCallsPerVM)
+		writeVCenterCalls(&b, "served, as vcsim counted them", p.VCenterServedPerVM)
+		fmt.Fprintf(&b, "\n\nvCenter sessions: %d open for %d Provider after provisioning (vcsim's sessionList); %.0f logins and %.0f reconnects during it (the provider's count). Create to Ready: p50 %.1f s, p99 %.1f s.\n",
+			p.Sessions.Open, p.Sessions.Providers, p.Sessions.Logins, p.Sessions.Reconnects, p.ToReadyP50, p.ToReadyP99)
 	}
+	writeBackendCosts(&b, r.backends)
 	if l := r.libvirt; l != nil {
 		fmt.Fprintf(&b, "\n## Provisioning on a real libvirtd (controller + libvirt provider as processes; QEMU under software emulation)\n\n")
 		if l.Skipped != "" {
@@ -353,7 +361,7 @@ func (r *report) write(stdout io.Writer, dir string) error {
 	return writeReport(stdout, dir, "latest", r.markdown(), map[string]any{
 		"started": r.started, "cores": runtime.NumCPU(), "go": runtime.Version(),
 		"n": r.cfg.N, "c": r.cfg.C, "ratios": r.ratios(), "crud": r.crud, "lists": r.lists, "subresources": r.subresources, "subresourceTails": r.subresourceTails,
-		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt,
+		"watches": r.watches, "memory": r.memory, "provisioning": r.provisioning, "libvirt": r.libvirt, "backends": r.backends,
 		"encodings": r.encodings, "storage": r.storage, "tenant": r.tenant,
 	})
 }
@@ -404,9 +412,35 @@ func (r *report) problems() error {
 	return nil
 }
 
-// writeVCenterCalls lists the provider's vCenter calls per VM by method.
-func writeVCenterCalls(b *strings.Builder, calls map[string]float64) {
-	fmt.Fprintf(b, "\n\nvCenter calls per VM by the provider (%.1f in all):", totalRequests(calls))
+// writeBackendCosts is each backend's provisioning cost per VM, side by
+// side, then each one's requests and backend calls by kind.
+func writeBackendCosts(b *strings.Builder, costs []BackendCost) {
+	if len(costs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Provisioning cost per VM, by backend (controller + that backend's provider as processes)\n\n")
+	fmt.Fprintf(b, "| backend | VMs | requests per VM | backend calls per VM | backend calls counted by | create to Ready p50 / p99 (s) | control-plane CPU ms per VM |\n|---|---:|---:|---:|---|---:|---:|\n")
+	for _, c := range costs {
+		fmt.Fprintf(b, "| %s | %d | %.2f | %.2f | %s | %.1f / %.1f | %.1f |\n", c.Backend, c.VMs, totalRequests(c.RequestsPerVM), totalRequests(c.CallsPerVM),
+			c.CountedBy, c.ToReadyP50, c.ToReadyP99, controlPlaneCPU(c.CPUms))
+	}
+	for _, c := range costs {
+		fmt.Fprintf(b, "\n%s: requests per VM:", c.Backend)
+		for _, name := range slices.Sorted(maps.Keys(c.RequestsPerVM)) {
+			fmt.Fprintf(b, " %s %.1f;", name, c.RequestsPerVM[name])
+		}
+		fmt.Fprintf(b, " backend calls per VM:")
+		for _, name := range slices.Sorted(maps.Keys(c.CallsPerVM)) {
+			fmt.Fprintf(b, " %s %.1f;", name, c.CallsPerVM[name])
+		}
+		fmt.Fprintln(b)
+	}
+}
+
+// writeVCenterCalls lists vCenter calls per VM by method, counted as how
+// says.
+func writeVCenterCalls(b *strings.Builder, how string, calls map[string]float64) {
+	fmt.Fprintf(b, "\n\nvCenter calls per VM %s (%.1f in all):", how, totalRequests(calls))
 	for _, name := range slices.Sorted(maps.Keys(calls)) {
 		fmt.Fprintf(b, " %s %.1f;", name, calls[name])
 	}

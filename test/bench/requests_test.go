@@ -114,3 +114,27 @@ func TestPricedFloor(t *testing.T) {
 		t.Errorf("without CRUD rows: floor %v, want 0 (not priced)", got)
 	}
 }
+
+// TestGroupProviders: the fleet's vSphere provider processes are summed,
+// every other process left out.
+func TestGroupProviders(t *testing.T) {
+	f := &Fleet{VMs: 10,
+		RSS:      map[string]float64{"provider-vsphere-00": 100, "provider-vsphere-01": 300, "kube-apiserver": 5000, "provider-libvirt": 7},
+		RSSPerVM: map[string]float64{"provider-vsphere-00": 2, "provider-vsphere-01": 4, "kube-apiserver": 50},
+		CPUms:    map[string]float64{"provider-vsphere-00": 1.5, "provider-vsphere-01": 2.5, "kube-apiserver": 9}}
+	if g := groupProviders(f); g != (providerGroup{processes: 2, rss: 400, rssPerVM: 6, cpuMs: 4}) {
+		t.Errorf("grouped %+v, want 2 processes, RSS 400, 6 per VM, 4 ms", g)
+	}
+}
+
+// TestSessionCounts: successful logins and every reconnect are read from a
+// provider's /metrics, failed logins left out.
+func TestSessionCounts(t *testing.T) {
+	body := `banlieue_provider_session_logins_total{backend="vsphere",result="success"} 3
+banlieue_provider_session_logins_total{backend="vsphere",result="failure"} 5
+banlieue_provider_session_reconnects_total{backend="vsphere"} 2
+`
+	if s := parseSessions(body); s != (Sessions{Logins: 3, Reconnects: 2}) {
+		t.Errorf("read %+v, want 3 logins and 2 reconnects", s)
+	}
+}

@@ -23,11 +23,14 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
+	"github.com/firestoned/banlieue/pkg/devenv"
 	clientset "github.com/firestoned/banlieue/pkg/generated/clientset/versioned"
 	"github.com/firestoned/banlieue/pkg/providers/vsphere/vcsim"
 )
@@ -45,8 +48,11 @@ const (
 	pageSize = 500
 )
 
-// Fleet is the provisioning of VMs spread over many vCenters.
+// Fleet is the provisioning of VMs spread over many vCenters, in one of
+// the ways the providers can run.
 type Fleet struct {
+	// Mode is fleetSingle or fleetOperator.
+	Mode           string  `json:"mode"`
 	VCenters       int     `json:"vcenters"`
 	VMs            int     `json:"vms"`
 	SecondsToReady float64 `json:"secondsToAllReady"`
@@ -58,8 +64,15 @@ type Fleet struct {
 	RSS           map[string]float64 `json:"rssBytes"`
 	CPUms         map[string]float64 `json:"cpuMsPerVM"`
 	RequestsPerVM map[string]float64 `json:"requestsPerVM"`
-	// VCenterCallsPerVM: the provider's calls to the vCenters per VM.
-	VCenterCallsPerVM map[string]float64 `json:"vcenterCallsPerVM"`
+	// VCenterCallsPerVM: the providers' calls to the vCenters per VM, as
+	// they counted them; VCenterServedPerVM as the vcsims counted them.
+	VCenterCallsPerVM  map[string]float64 `json:"vcenterCallsPerVM"`
+	VCenterServedPerVM map[string]float64 `json:"vcenterServedPerVM"`
+	// ToReadyP50 and ToReadyP99: seconds from a VM's create to its Ready.
+	ToReadyP50 float64 `json:"createToReadyP50Seconds"`
+	ToReadyP99 float64 `json:"createToReadyP99Seconds"`
+	// Sessions open on the vCenters at the end, logins during the run.
+	Sessions Sessions `json:"sessions"`
 	// EtcdPerVM is the growth of etcd's data in use per provisioned VM
 	// (every object the pipeline writes, their revisions and Events).
 	EtcdPerVM float64 `json:"etcdBytesInUsePerVM"`
@@ -111,8 +124,29 @@ type Stored struct {
 type scaleReport struct {
 	cfg     config
 	started time.Time
-	fleet   *Fleet
-	stored  []Stored
+	// fleets: the same fleet in each mode, in the order run.
+	fleets []*Fleet
+	stored []Stored
+}
+
+// The ways the fleet's providers run.
+const (
+	// fleetSingle: one vSphere provider process serves every Provider
+	// (the static install).
+	fleetSingle = "single process"
+	// fleetOperator: one provider process per Provider ("--provider"), as
+	// the operator's per-Provider workloads run; processes, not pods, so
+	// CPU and RSS are read per process.
+	fleetOperator = "operator (one process per Provider)"
+)
+
+// fleetProcess names the fleet's provider process for Provider name in
+// operator mode, or the single process.
+func fleetProcess(name string) string {
+	if name == "" {
+		return "provider-vsphere"
+	}
+	return "provider-vsphere-" + strings.TrimPrefix(name, "vcenter-")
 }
 
 // scale runs the fleet, then the stored sizes, and writes scale.md.
@@ -138,8 +172,9 @@ func (h *harness) scale(ctx context.Context) error {
 }
 
 // fleet provisions FleetVMs over VCenters simulators through the core
-// controller and one vSphere provider, then stops both so the stored
-// steps measure storage alone.
+// controller, once in each mode (fleetSingle, then fleetOperator, the VMs
+// deleted between), then stops everything so the stored steps measure
+// storage alone.
 func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	bc, err := clientset.NewForConfig(h.admin)
 	if err != nil {
@@ -149,6 +184,7 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		return err
 	}
 	var names []string
+	var sims []*vcsim.Simulator
 	for i := 0; i < h.cfg.VCenters; i++ {
 		sim, err := vcsim.Start(ctx, vcsim.Config{Datacenters: 1, Clusters: 2, Template: simTemplate, Username: simUser, Password: simPassword, DHCP: true})
 		if err != nil {
@@ -159,42 +195,104 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 		if err := h.vsphereProvider(ctx, bc, name, sim); err != nil {
 			return err
 		}
-		names = append(names, name)
+		names, sims = append(names, name), append(sims, sim)
 	}
 	ctrl, err := h.env.StartController(0)
 	if err != nil {
 		return err
 	}
 	defer ctrl.Stop()
-	prov, err := h.startVSphereProvider()
-	if err != nil {
-		return err
-	}
-	defer prov.Stop()
-	if err := awaitImage(ctx, bc, names...); err != nil {
-		return err
-	}
 	if err := h.vmNamespace(ctx, fleetNS); err != nil {
 		return err
 	}
+	for _, mode := range []string{fleetSingle, fleetOperator} {
+		f, err := h.fleetIn(ctx, bc, mode, names, sims)
+		if err != nil {
+			return fmt.Errorf("fleet, %s: %w", mode, err)
+		}
+		sr.fleets = append(sr.fleets, f)
+	}
+	return nil
+}
+
+// fleetProviders starts the vSphere providers of mode for the Providers
+// names: one process for all, or one per Provider. metrics reach each
+// one's /metrics.
+func (h *harness) fleetProviders(mode string, names []string) (stop func(), metrics []*restclient.Config, err error) {
+	var procs []devenv.Process
+	stop = func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}
+	only := []string{""}
+	if mode == fleetOperator {
+		only = names
+	}
+	for _, name := range only {
+		addr, err := pprofAddr()
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		args := []string{"--leader-elect", "--metrics-bind-address=" + addr, "--metrics-insecure"}
+		if name != "" {
+			args = append(args, "--provider="+name)
+		}
+		p, err := h.env.StartVSphereProvider(fleetProcess(name), time.Minute, args...)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		procs = append(procs, p)
+		metrics = append(metrics, &restclient.Config{Host: "http://" + addr})
+	}
+	return stop, metrics, nil
+}
+
+// fleetIn provisions the fleet with its providers running as mode says,
+// measures it, and deletes its VMs.
+func (h *harness) fleetIn(ctx context.Context, bc clientset.Interface, mode string, names []string, sims []*vcsim.Simulator) (*Fleet, error) {
+	logf("  %s: starting the providers", mode)
+	stop, metrics, err := h.fleetProviders(mode, names)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if err := awaitImage(ctx, bc, names...); err != nil {
+		return nil, err
+	}
 	pids := h.env.PIDs()
 	pids[benchProcess] = os.Getpid()
+	for name := range pids {
+		if strings.HasPrefix(name, "provider-") && !isFleetProcess(name, mode, names) {
+			delete(pids, name) // a provider of the other mode, stopped
+		}
+	}
+	sessions0, err := fleetSessions(ctx, metrics)
+	if err != nil {
+		return nil, err
+	}
 	rss0 := rssAll(pids)
 	etcd0, err := h.etcdInUse(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	readyAt := map[string][]float64{} // per Provider, in the order its VMs became Ready
-	measured, err := h.provision(ctx, bc, fleetNS, h.cfg.FleetVMs, pids, func(vm *v1alpha1.VirtualMachine, at time.Duration) {
-		if s := vm.Status.Scheduled; s != nil {
-			readyAt[s.Provider] = append(readyAt[s.Provider], at.Seconds())
-		}
-	})
+	measured, err := h.provision(ctx, bc, pids, provisionJob{ns: fleetNS, n: h.cfg.FleetVMs,
+		sources: map[string]callSource{countedByProvider: sumOfProviders(metrics), countedByServer: sumOfSims(sims)},
+		onReady: func(vm *v1alpha1.VirtualMachine, at time.Duration) {
+			if s := vm.Status.Scheduled; s != nil {
+				readyAt[s.Provider] = append(readyAt[s.Provider], at.Seconds())
+			}
+		}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f := &Fleet{VCenters: h.cfg.VCenters, VMs: h.cfg.FleetVMs, SecondsToReady: measured.ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / measured.ready.Seconds(),
-		CPUms: measured.cpuMs, RequestsPerVM: measured.requests, VCenterCallsPerVM: measured.vcenterCalls, RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
+	f := &Fleet{Mode: mode, VCenters: len(names), VMs: h.cfg.FleetVMs, SecondsToReady: measured.ready.Seconds(), ReadyPerS: float64(h.cfg.FleetVMs) / measured.ready.Seconds(),
+		CPUms: measured.cpuMs, RequestsPerVM: measured.requests, VCenterCallsPerVM: measured.calls[countedByProvider], VCenterServedPerVM: measured.calls[countedByServer],
+		ToReadyP50: measured.toReady.quantile(0.5) / 1000, ToReadyP99: measured.toReady.quantile(0.99) / 1000,
+		RSS: rssAll(pids), RSSPerVM: map[string]float64{}}
 	for name, v := range f.RSS {
 		f.RSSPerVM[name] = (v - rss0[name]) / float64(f.VMs)
 	}
@@ -205,12 +303,82 @@ func (h *harness) fleet(ctx context.Context, sr *scaleReport) error {
 	}
 	etcd1, err := h.etcdInUse(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f.EtcdPerVM = float64(etcd1-etcd0) / float64(f.VMs)
-	logf("  all %d Ready in %.1fs (%.1f/s) on %d Providers; provider RSS per VM %.0f B", f.VMs, measured.ready.Seconds(), f.ReadyPerS, len(f.PerProvider), f.RSSPerVM["provider-vsphere"])
-	sr.fleet = f
-	return nil
+	if f.Sessions, err = fleetSessions(ctx, metrics); err != nil {
+		return nil, err
+	}
+	f.Sessions.Logins -= sessions0.Logins
+	f.Sessions.Reconnects -= sessions0.Reconnects
+	f.Sessions.Providers = len(names)
+	for _, sim := range sims {
+		n, err := sim.Sessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f.Sessions.Open += n
+	}
+	logf("  %s: all %d Ready in %.1fs (%.1f/s) on %d Providers, create to Ready p50 %.1fs p99 %.1fs; %d vCenter sessions open",
+		mode, f.VMs, measured.ready.Seconds(), f.ReadyPerS, len(f.PerProvider), f.ToReadyP50, f.ToReadyP99, f.Sessions.Open)
+	return f, deleteVMs(ctx, bc, fleetNS)
+}
+
+// isFleetProcess tells whether the process name is one of mode's providers.
+func isFleetProcess(name, mode string, names []string) bool {
+	if mode == fleetSingle {
+		return name == fleetProcess("")
+	}
+	for _, n := range names {
+		if name == fleetProcess(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// sumOfProviders sums the backend calls every provider counted.
+func sumOfProviders(metrics []*restclient.Config) callSource {
+	return func(ctx context.Context) (map[string]float64, error) {
+		out := map[string]float64{}
+		for _, m := range metrics {
+			calls, err := providerCalls(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range calls {
+				out[k] += v
+			}
+		}
+		return out, nil
+	}
+}
+
+// sumOfSims sums what every simulator served.
+func sumOfSims(sims []*vcsim.Simulator) callSource {
+	return func(context.Context) (map[string]float64, error) {
+		out := map[string]float64{}
+		for _, sim := range sims {
+			for k, v := range sim.Calls() {
+				out[k] += float64(v)
+			}
+		}
+		return out, nil
+	}
+}
+
+// fleetSessions sums every provider's logins and reconnects.
+func fleetSessions(ctx context.Context, metrics []*restclient.Config) (Sessions, error) {
+	var out Sessions
+	for _, m := range metrics {
+		s, err := sessionCounts(ctx, m)
+		if err != nil {
+			return Sessions{}, err
+		}
+		out.Logins += s.Logins
+		out.Reconnects += s.Reconnects
+	}
+	return out, nil
 }
 
 // rssAll is every process's resident set size, in bytes.

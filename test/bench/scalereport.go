@@ -87,18 +87,32 @@ func (sr *scaleReport) projection() []Projection {
 		{fmt.Sprintf("paged list (limit %d), watch cache / none", pageSize), fmt.Sprintf("%.0f ms / %.0f ms", line(func(s Stored) float64 { return s.ListPaged }), line(func(s Stored) float64 { return s.ListPagedNoCache })), between},
 		{"/placement p99 (GET p99)", fmt.Sprintf("%.2f ms (%.2f ms)", line(func(s Stored) float64 { return s.PlacementP99 }), line(func(s Stored) float64 { return s.GetP99 })), between},
 	}
-	if f := sr.fleet; f != nil {
-		perVCenter := N / projectedVCenters
+	single, operator := sr.fleetOf(fleetSingle), sr.fleetOf(fleetOperator)
+	if f := single; f != nil {
 		prov := f.RSSPerVM["provider-vsphere"]
 		provBase := f.RSS["provider-vsphere"] - prov*float64(f.VMs)
-		cpu := controlPlaneCPU(f.CPUms)
-		fleetRow := fmt.Sprintf("fleet: %d VMs on %d vCenters", f.VMs, f.VCenters)
+		fleetRow := fmt.Sprintf("fleet, %s: %d VMs on %d vCenters", f.Mode, f.VMs, f.VCenters)
 		out = append(out,
 			Projection{"etcd growth from provisioning them (machines, Events, revisions before compaction)", fmt.Sprintf("%s (%.1f%% of the quota)", mib(f.EtcdPerVM*N), 100*f.EtcdPerVM*N/etcdQuota), fleetRow + ": etcd B/VM × 100 000"},
 			Projection{"vSphere provider RSS, one process for all 50 vCenters", mib(provBase + prov*N), fleetRow + ": provider RSS at start + RSS/VM × 100 000"},
-			Projection{"vSphere provider RSS, one process per vCenter (2 000 machines)", mib(provBase + prov*perVCenter), fleetRow + ": provider RSS at start + RSS/VM × 2 000"},
-			Projection{"control-plane CPU to provision them", fmt.Sprintf("%.1f core-hours", cpu*N/3.6e6), fleetRow + ": CPU ms/VM of every server, controller and provider × 100 000"},
-			Projection{"time to provision them at the measured rate (these cores)", fmt.Sprintf("%.1f h", N/f.ReadyPerS/3600), fleetRow + ": Ready/s"},
+			Projection{"control-plane CPU to provision them, one provider process", fmt.Sprintf("%.1f core-hours", controlPlaneCPU(f.CPUms)*N/3.6e6), fleetRow + ": CPU ms/VM of every server, controller and provider × 100 000"},
+			Projection{"time to provision them at the measured rate (these cores), one provider process", fmt.Sprintf("%.1f h", N/f.ReadyPerS/3600), fleetRow + ": Ready/s"},
+		)
+	}
+	if f := operator; f != nil {
+		perVCenter := N / projectedVCenters
+		g := groupProviders(f)
+		fleetRow := fmt.Sprintf("fleet, %s: %d VMs on %d vCenters", f.Mode, f.VMs, f.VCenters)
+		// Each process's RSS is its share of the base (the RSS at the end
+		// less the growth) and, per machine it serves, the growth per VM.
+		baseEach := (g.rss - g.rssPerVM*float64(f.VMs)) / float64(max(1, g.processes))
+		each := baseEach + g.rssPerVM*perVCenter
+		out = append(out,
+			Projection{"vSphere provider RSS per Provider's process (2 000 machines each)", mib(each),
+				fleetRow + ": the processes' RSS at the end less their growth, per process, + growth per VM × 2 000"},
+			Projection{"vSphere providers' RSS, 50 processes", mib(projectedVCenters * each), fleetRow + ": the row above × 50"},
+			Projection{"control-plane CPU to provision them, one provider process per Provider", fmt.Sprintf("%.1f core-hours", controlPlaneCPU(f.CPUms)*N/3.6e6), fleetRow + ": CPU ms/VM of every server, controller and provider × 100 000"},
+			Projection{"time to provision them at the measured rate (these cores), one provider process per Provider", fmt.Sprintf("%.1f h", N/f.ReadyPerS/3600), fleetRow + ": Ready/s"},
 		)
 	}
 	return out
@@ -111,23 +125,9 @@ func (sr *scaleReport) markdown() string {
 	fmt.Fprintf(&b, "Run %s on %s: %d cores, %s, %s/%s. Sizes %v, %d simulated vCenters, %d VMs provisioned over them; etcd with fsync. Took %s.\n\n",
 		sr.started.UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		sr.cfg.Sizes, sr.cfg.VCenters, sr.cfg.FleetVMs, time.Since(sr.started).Round(time.Second))
-	if f := sr.fleet; f != nil {
-		fmt.Fprintf(&b, "## Fleet: %d VMs over %d vCenters\n\n", f.VMs, f.VCenters)
-		fmt.Fprintf(&b, "One vcsim per vCenter (1 datacenter, 2 clusters), one Provider each, one core controller and one vSphere provider process for all. All Ready in %.1f s (%.1f VMs/s); etcd grew %.0f B per provisioned VM.\n\n", f.SecondsToReady, f.ReadyPerS, f.EtcdPerVM)
-		fmt.Fprintf(&b, "| Provider | VMs | half Ready (s) | all Ready (s) | Ready/s |\n|---|---:|---:|---:|---:|\n")
-		for _, p := range f.PerProvider {
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.2f |\n", p.Provider, p.VMs, p.MedianSeconds, p.Seconds, p.ReadyPerS)
-		}
-		fmt.Fprintf(&b, "\n| process | RSS after (MiB) | RSS growth per VM (B) | CPU ms per VM |\n|---|---:|---:|---:|\n")
-		for _, name := range slices.Sorted(maps.Keys(f.RSS)) {
-			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.1f |\n", name, f.RSS[name]/(1<<20), f.RSSPerVM[name], f.CPUms[name])
-		}
-		fmt.Fprintf(&b, "\nRequests per VM (%.1f in all; \"(banlieue)\": proxied to banlieue, the user's create left out): ", totalRequests(f.RequestsPerVM))
-		for _, k := range slices.Sorted(maps.Keys(f.RequestsPerVM)) {
-			fmt.Fprintf(&b, "%s %.1f; ", k, f.RequestsPerVM[k])
-		}
-		writeVCenterCalls(&b, f.VCenterCallsPerVM)
-		fmt.Fprintf(&b, "\n\n")
+	writeFleetComparison(&b, sr.fleets)
+	for _, f := range sr.fleets {
+		writeFleet(&b, f)
 	}
 	fmt.Fprintf(&b, "## Stored VMs\n\nVMs created on banlieue's port with no controller running; banlieue restarted before each memory reading (once with `--watch-cache=false`, then as shipped), so every figure is what holding the VMs costs. Lists and /placement on banlieue's port; list times are p50, the paged list walks every VM (limit %d, consistent).\n\n", pageSize)
 	fmt.Fprintf(&b, "| VMs | create/s | etcd value (B) | etcd B/VM | heap (MiB) | heap B/VM | watch cache B/VM | RSS (MiB) | RSS B/VM | list cache JSON ms | list cache protobuf ms | list JSON MiB | paged ms | paged, no cache ms | GET p50/p99 ms | /placement p50/p99 ms | errors |\n")
@@ -151,7 +151,7 @@ func (sr *scaleReport) markdown() string {
 func (sr *scaleReport) write(stdout io.Writer, dir string) error {
 	return writeReport(stdout, dir, "scale", sr.markdown(), map[string]any{
 		"started": sr.started, "cores": runtime.NumCPU(), "go": runtime.Version(), "sizes": sr.cfg.Sizes,
-		"fleet": sr.fleet, "stored": sr.stored, "projection": sr.projection(),
+		"fleets": sr.fleets, "stored": sr.stored, "projection": sr.projection(),
 	})
 }
 
@@ -167,4 +167,101 @@ func (sr *scaleReport) problems() error {
 		return fmt.Errorf("%s", strings.Join(out, "; "))
 	}
 	return nil
+}
+
+// fleetOf is the fleet run in mode, or nil.
+func (sr *scaleReport) fleetOf(mode string) *Fleet {
+	for _, f := range sr.fleets {
+		if f.Mode == mode {
+			return f
+		}
+	}
+	return nil
+}
+
+// providerGroup is a fleet's vSphere provider processes taken together.
+type providerGroup struct {
+	processes            int
+	rss, rssPerVM, cpuMs float64
+}
+
+// groupProviders sums the fleet's vSphere provider processes.
+func groupProviders(f *Fleet) providerGroup {
+	var g providerGroup
+	for name, v := range f.RSS {
+		if strings.HasPrefix(name, "provider-vsphere") {
+			g.processes++
+			g.rss += v
+			g.rssPerVM += f.RSSPerVM[name]
+			g.cpuMs += f.CPUms[name]
+		}
+	}
+	return g
+}
+
+// writeFleetComparison puts the fleet's modes side by side.
+func writeFleetComparison(b *strings.Builder, fleets []*Fleet) {
+	if len(fleets) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Fleet: %d VMs over %d vCenters, each way the providers run\n\n", fleets[0].VMs, fleets[0].VCenters)
+	fmt.Fprintf(b, "The same vcsims (1 datacenter, 2 clusters each), Providers and core controller; the VMs deleted between the runs. Processes, not pods, so CPU and RSS are read per process; every provider runs as the static install's identity (`banlieue-provider-vsphere`) with `--leader-elect`.\n\n")
+	fmt.Fprintf(b, "| figure |")
+	for _, f := range fleets {
+		fmt.Fprintf(b, " %s |", f.Mode)
+	}
+	fmt.Fprintf(b, "\n|---|")
+	for range fleets {
+		fmt.Fprintf(b, "---:|")
+	}
+	row := func(name string, v func(f *Fleet) string) {
+		fmt.Fprintf(b, "\n| %s |", name)
+		for _, f := range fleets {
+			fmt.Fprintf(b, " %s |", v(f))
+		}
+	}
+	row("all Ready (s)", func(f *Fleet) string { return fmt.Sprintf("%.1f", f.SecondsToReady) })
+	row("Ready/s", func(f *Fleet) string { return fmt.Sprintf("%.2f", f.ReadyPerS) })
+	row("create to Ready p50 / p99 (s)", func(f *Fleet) string { return fmt.Sprintf("%.1f / %.1f", f.ToReadyP50, f.ToReadyP99) })
+	row("requests per VM", func(f *Fleet) string { return fmt.Sprintf("%.2f", totalRequests(f.RequestsPerVM)) })
+	row("vCenter calls per VM (served, vcsims' count)", func(f *Fleet) string { return fmt.Sprintf("%.2f", totalRequests(f.VCenterServedPerVM)) })
+	row("vCenter sessions open at the end / Providers", func(f *Fleet) string { return fmt.Sprintf("%d / %d", f.Sessions.Open, f.Sessions.Providers) })
+	row("vCenter logins, reconnects", func(f *Fleet) string { return fmt.Sprintf("%.0f, %.0f", f.Sessions.Logins, f.Sessions.Reconnects) })
+	row("control-plane CPU ms per VM", func(f *Fleet) string { return fmt.Sprintf("%.1f", controlPlaneCPU(f.CPUms)) })
+	for _, name := range []string{"kube-apiserver", "etcd", "banlieue", "controller-0", "kube-controller-manager"} {
+		row(name+" CPU ms per VM", func(f *Fleet) string { return fmt.Sprintf("%.1f", f.CPUms[name]) })
+	}
+	row("vSphere providers CPU ms per VM (processes)", func(f *Fleet) string {
+		g := groupProviders(f)
+		return fmt.Sprintf("%.1f (%d)", g.cpuMs, g.processes)
+	})
+	row("vSphere providers RSS after, MiB (per process)", func(f *Fleet) string {
+		g := groupProviders(f)
+		return fmt.Sprintf("%.0f (%.0f)", g.rss/(1<<20), g.rss/(1<<20)/float64(max(1, g.processes)))
+	})
+	for _, name := range []string{"kube-apiserver", "etcd", "banlieue", "controller-0"} {
+		row(name+" RSS after (MiB)", func(f *Fleet) string { return fmt.Sprintf("%.0f", f.RSS[name]/(1<<20)) })
+	}
+	fmt.Fprintf(b, "\n\n")
+}
+
+// writeFleet is one mode's detail: each Provider's rate, each process,
+// the requests and vCenter calls by kind.
+func writeFleet(b *strings.Builder, f *Fleet) {
+	fmt.Fprintf(b, "### Fleet, %s\n\nAll Ready in %.1f s (%.1f VMs/s); etcd grew %.0f B per provisioned VM.\n\n", f.Mode, f.SecondsToReady, f.ReadyPerS, f.EtcdPerVM)
+	fmt.Fprintf(b, "| Provider | VMs | half Ready (s) | all Ready (s) | Ready/s |\n|---|---:|---:|---:|---:|\n")
+	for _, p := range f.PerProvider {
+		fmt.Fprintf(b, "| %s | %d | %.1f | %.1f | %.2f |\n", p.Provider, p.VMs, p.MedianSeconds, p.Seconds, p.ReadyPerS)
+	}
+	fmt.Fprintf(b, "\n| process | RSS after (MiB) | RSS growth per VM (B) | CPU ms per VM |\n|---|---:|---:|---:|\n")
+	for _, name := range slices.Sorted(maps.Keys(f.RSS)) {
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %.1f |\n", name, f.RSS[name]/(1<<20), f.RSSPerVM[name], f.CPUms[name])
+	}
+	fmt.Fprintf(b, "\nRequests per VM (%.1f in all; \"(banlieue)\": proxied to banlieue, the user's create left out): ", totalRequests(f.RequestsPerVM))
+	for _, k := range slices.Sorted(maps.Keys(f.RequestsPerVM)) {
+		fmt.Fprintf(b, "%s %.1f; ", k, f.RequestsPerVM[k])
+	}
+	writeVCenterCalls(b, "by the providers", f.VCenterCallsPerVM)
+	writeVCenterCalls(b, "served, as the vcsims counted them", f.VCenterServedPerVM)
+	fmt.Fprintf(b, "\n\n")
 }
