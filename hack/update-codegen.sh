@@ -73,3 +73,7 @@ done
 # cluster templates), rendered from the CRDs above, artifacts/capi and the
 # providers' manifests in artifacts/deploy.
 (cd "${SCRIPT_ROOT}" && go run ./hack/clusterctl-repo -out artifacts/clusterctl)
+
+# The names of libvirt's remote procedures, by which the libvirt provider
+# counts the RPCs it sends (go-libvirt keeps its constants internal).
+(cd "${SCRIPT_ROOT}" && go run ./hack/libvirt-procedures -out pkg/providers/libvirt/procedures.go)

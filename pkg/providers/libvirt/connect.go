@@ -82,6 +82,7 @@ func Connect(ctx context.Context, conn providers.Connection, opts Options) (*Cli
 	if err != nil {
 		return nil, err
 	}
+	c = countRPCs(c)
 	cl := &Client{l: golibvirt.NewWithDialer(dialers.NewAlreadyConnected(c)), conn: c, endpoint: conn, host: host}
 	if err := cl.open(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", providers.ErrConnect, conn.Endpoint, err)
