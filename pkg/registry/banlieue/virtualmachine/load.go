@@ -42,21 +42,17 @@ type listWatcher interface {
 // schedulingLoad counts the scheduled VMs of every Provider and failure
 // domain, kept current by a watch of the server's own storage (its watch
 // cache), so /placement costs a few map lookups instead of a list of every
-// VM per request. It keeps only what counting needs of each VM.
+// VM per request. Its store keeps a scheduled VM's few fields (name,
+// labels, where it is placed) and nothing of an unscheduled one.
 type schedulingLoad struct {
 	source listWatcher
-	// placed counts placements as the scheduler's does (placement.Load).
-	placed *placement.Load
+	store  *placedStore
 	once   sync.Once
 	stop   context.CancelFunc
-	store  cache.Indexer
-	synced cache.InformerSynced
-	// mu guards synced for Synced, which may run before start.
-	mu sync.Mutex
 }
 
 func newSchedulingLoad(source listWatcher) *schedulingLoad {
-	return &schedulingLoad{source: source, placed: placement.NewLoad()}
+	return &schedulingLoad{source: source, store: newPlacedStore()}
 }
 
 // start begins watching on first use: the storage serves only once the
@@ -84,7 +80,7 @@ func (l *schedulingLoad) start() {
 					return nil, err
 				}
 				// The watch cache shares its objects wrapped with their
-				// encodings; the informer wants the objects.
+				// encodings; the store wants the objects.
 				return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 					if c, ok := ev.Object.(runtime.CacheableObject); ok {
 						ev.Object = c.GetObject()
@@ -93,26 +89,12 @@ func (l *schedulingLoad) start() {
 				}), nil
 			},
 		}
-		store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
-			ListerWatcher: lw,
-			ObjectType:    &banlieue.VirtualMachine{},
-			Handler:       l.placed.Handler(placedAt, nil),
-			Indexers:      cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			Transform:     keepSchedulingOnly,
-		})
-		l.mu.Lock()
-		l.store, l.synced = store.(cache.Indexer), informer.HasSynced
-		l.mu.Unlock()
-		go informer.RunWithContext(ctx)
+		go cache.NewReflector(lw, &banlieue.VirtualMachine{}, l.store, 0).RunWithContext(ctx)
 	})
 }
 
 // Synced tells whether the watch started and has listed every VM.
-func (l *schedulingLoad) Synced() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.synced != nil && l.synced()
-}
+func (l *schedulingLoad) Synced() bool { return l.store.HasSynced() }
 
 // Stop ends the watch.
 func (l *schedulingLoad) Stop() {
@@ -125,59 +107,123 @@ func (l *schedulingLoad) Stop() {
 // VM with UID self (its own placement must not count against it).
 func (l *schedulingLoad) Load(ctx context.Context, self types.UID) (map[string]int, error) {
 	l.start()
-	if !cache.WaitForCacheSync(ctx.Done(), l.synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), l.store.HasSynced) {
 		return nil, fmt.Errorf("the scheduling load is not known yet: %w", ctx.Err())
 	}
-	return l.placed.Counts(self), nil
+	return l.store.placed.Counts(self), nil
 }
 
 // Peers are the scheduled VMs of namespace other than self, as
 // anti-affinity sees them.
 func (l *schedulingLoad) Peers(ctx context.Context, namespace string, self types.UID) ([]placement.Peer, error) {
 	l.start()
-	if !cache.WaitForCacheSync(ctx.Done(), l.synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), l.store.HasSynced) {
 		return nil, fmt.Errorf("the scheduling load is not known yet: %w", ctx.Err())
 	}
-	objs, err := l.store.ByIndex(cache.NamespaceIndex, namespace)
-	if err != nil {
-		return nil, err
+	return l.store.peers(namespace, self), nil
+}
+
+// placedStore is the scheduling load's reflector store: of every
+// scheduled VM its peer entry (labels shared with the watched object,
+// not copied) and its placement counted in placed; an unscheduled VM
+// leaves nothing behind.
+type placedStore struct {
+	placed *placement.Load
+	mu     sync.RWMutex
+	// byNamespace holds the scheduled VMs of each namespace by UID.
+	byNamespace map[string]map[types.UID]placement.Peer
+	synced      bool
+}
+
+var _ cache.ReflectorStore = &placedStore{}
+
+func newPlacedStore() *placedStore {
+	return &placedStore{placed: placement.NewLoad(), byNamespace: map[string]map[types.UID]placement.Peer{}}
+}
+
+func (s *placedStore) Add(obj any) error    { s.set(obj); return nil }
+func (s *placedStore) Update(obj any) error { s.set(obj); return nil }
+func (s *placedStore) Resync() error        { return nil }
+
+func (s *placedStore) Delete(obj any) error {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
 	}
-	var out []placement.Peer
-	for _, o := range objs {
-		vm := o.(*banlieue.VirtualMachine)
-		if s := vm.Status.Scheduled; s != nil && vm.UID != self {
-			out = append(out, placement.Peer{Name: vm.Name, Labels: vm.Labels, Provider: placement.QualifiedProvider(vm.Namespace, s.Provider), FailureDomain: s.FailureDomain})
+	if vm, ok := obj.(*banlieue.VirtualMachine); ok {
+		s.mu.Lock()
+		s.forgetLocked(vm.Namespace, vm.UID)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Replace starts over from a full list (the reflector's relist).
+func (s *placedStore) Replace(list []any, _ string) error {
+	s.mu.Lock()
+	for ns, vms := range s.byNamespace {
+		for uid := range vms {
+			s.forgetLocked(ns, uid)
 		}
 	}
-	return out, nil
+	s.synced = true
+	s.mu.Unlock()
+	for _, obj := range list {
+		s.set(obj)
+	}
+	return nil
 }
 
-// placedAt is a watched VM's UID and where it is placed, as
-// placement.Load counts it ("" when it is not).
-func placedAt(obj any) (types.UID, string, bool) {
-	vm, ok := obj.(*banlieue.VirtualMachine)
-	if !ok {
-		return "", "", false
-	}
-	key := ""
-	if s := vm.Status.Scheduled; s != nil {
-		key = placement.Key(placement.QualifiedProvider(vm.Namespace, s.Provider), s.FailureDomain)
-	}
-	return vm.UID, key, true
+// HasSynced tells whether the first full list was taken in.
+func (s *placedStore) HasSynced() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced
 }
 
-// keepSchedulingOnly drops everything counting and anti-affinity do not
-// need, so the tracker holds a few dozen bytes per VM (and its labels),
-// not a second copy of each.
-func keepSchedulingOnly(obj any) (any, error) {
+// set records obj's VM as it is now: placed, or forgotten.
+func (s *placedStore) set(obj any) {
 	vm, ok := obj.(*banlieue.VirtualMachine)
 	if !ok {
-		return obj, nil // a tombstone
+		return
 	}
-	return &banlieue.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, ResourceVersion: vm.ResourceVersion, Labels: vm.Labels},
-		Status:     banlieue.VirtualMachineStatus{Scheduled: vm.Status.Scheduled},
-	}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sched := vm.Status.Scheduled
+	if sched == nil {
+		s.forgetLocked(vm.Namespace, vm.UID)
+		return
+	}
+	provider := placement.QualifiedProvider(vm.Namespace, sched.Provider)
+	vms := s.byNamespace[vm.Namespace]
+	if vms == nil {
+		vms = map[types.UID]placement.Peer{}
+		s.byNamespace[vm.Namespace] = vms
+	}
+	vms[vm.UID] = placement.Peer{Name: vm.Name, Labels: vm.Labels, Provider: provider, FailureDomain: sched.FailureDomain}
+	s.placed.Set(vm.UID, placement.Key(provider, sched.FailureDomain))
+}
+
+func (s *placedStore) forgetLocked(namespace string, uid types.UID) {
+	if vms := s.byNamespace[namespace]; vms != nil {
+		delete(vms, uid)
+		if len(vms) == 0 {
+			delete(s.byNamespace, namespace)
+		}
+	}
+	s.placed.Delete(uid)
+}
+
+// peers are the scheduled VMs of namespace but self.
+func (s *placedStore) peers(namespace string, self types.UID) []placement.Peer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]placement.Peer, 0, len(s.byNamespace[namespace]))
+	for uid, p := range s.byNamespace[namespace] {
+		if uid != self {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func internalListOptions(o metav1.ListOptions) (*metainternalversion.ListOptions, error) {
