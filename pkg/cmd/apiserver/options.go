@@ -56,6 +56,7 @@ import (
 	"github.com/firestoned/banlieue/pkg/admission/references"
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
 	"github.com/firestoned/banlieue/pkg/apiserver"
+	"github.com/firestoned/banlieue/pkg/apiserver/intern"
 	"github.com/firestoned/banlieue/pkg/authz"
 	"github.com/firestoned/banlieue/pkg/console"
 	"github.com/firestoned/banlieue/pkg/controllers"
@@ -193,6 +194,8 @@ func (o *Options) Complete() error {
 // accept it, but the storage factory they build keeps the codec given to
 // NewRecommendedOptions. Whatever the media type, objects stored in another
 // one stay readable (the decoder recognizes JSON, YAML and protobuf).
+// Every object it decodes shares the labels and managed fields it repeats
+// with those decoded before it (pkg/apiserver/intern).
 func (o *Options) completeStorageCodec() error {
 	etcd := o.RecommendedOptions.Etcd
 	if etcd == nil || etcd.DefaultStorageMediaType == "" {
@@ -208,7 +211,7 @@ func (o *Options) completeStorageCodec() error {
 	if err != nil {
 		return fmt.Errorf("--storage-media-type: %w", err)
 	}
-	etcd.StorageConfig.Codec = codec
+	etcd.StorageConfig.Codec = intern.Codec(codec)
 	return nil
 }
 
