@@ -95,7 +95,7 @@ func main() {
 	flag.StringVar(&cfg.Out, "out", "bench/results", "Where latest.md and latest.json are written.")
 	flag.BoolVar(&cfg.Strict, "strict", false, "Fail on any failed operation or undelivered watch event.")
 	flag.StringVar(&cfg.Profile, "profile", "", "Write CPU profiles to this folder: of banlieue (path B) and kube-apiserver (path C) during round 1 of each CRUD verb, of every process during provisioning.")
-	profiled := flag.String("profile-phases", "crud,provision", "With -profile: the phases profiled (crud, provision).")
+	profiled := flag.String("profile-phases", "crud,provision", "With -profile: the phases profiled (crud, provision; populated writes each server's heap with N objects stored).")
 	flag.StringVar(&cfg.Bin, "bin", "bin", "Folder with etcd, kube-apiserver, kube-controller-manager, kubectl and banlieue.")
 	flag.BoolVar(&cfg.Images, "images", false, "Measure image import instead (make bench-images): on libvirt, Proxmox VE (pvesim) and vSphere (vcsim), a VMImage import against the same bytes copied straight to the same backend; writes images.md and images.json.")
 	flag.IntVar(&cfg.ImageMiB, "image-mib", 1024, "With -images: the image's size in MiB.")

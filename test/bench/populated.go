@@ -165,6 +165,9 @@ func (h *harness) memoryOf(ctx context.Context, server string, p *apiPath) (Memo
 	if err != nil {
 		return Memory{}, err
 	}
+	if h.cfg.Profile != "" && h.cfg.ProfilePhases["populated"] {
+		heapProfile(ctx, cfg, h.cfg.Profile, "populated-heap-"+server)
+	}
 	n := float64(h.cfg.N)
 	return Memory{Server: server, Objects: h.cfg.N, RSSPerObject: float64(rss1-rss0) / n, HeapPerObject: float64(heap1-heap0) / n}, nil
 }

@@ -104,3 +104,24 @@ func pprofAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// heapProfile writes the live heap of the server behind cfg (garbage
+// collected first) to dir as <name>.pprof; a failure is reported, never
+// fatal.
+func heapProfile(ctx context.Context, cfg *restclient.Config, dir, name string) {
+	body, status, err := rawGet(ctx, cfg, "/debug/pprof/heap?gc=1", "*/*")
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("HTTP %d", status)
+	}
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+	}
+	if err != nil {
+		logf("  heap profile %s: %v", name, err)
+		return
+	}
+	logf("  heap profile written to %s", filepath.Join(dir, name+".pprof"))
+}
