@@ -60,8 +60,8 @@ type Provisioning struct {
 	VCenterCallsPerVM  map[string]float64 `json:"vcenterCallsPerVM"`
 	VCenterServedPerVM map[string]float64 `json:"vcenterServedPerVM"`
 	// ToReadyP50 and ToReadyP99: seconds from a VM's create to its Ready.
-	ToReadyP50 float64 `json:"createToReadyP50Seconds"`
-	ToReadyP99 float64 `json:"createToReadyP99Seconds"`
+	ToReadyP50 float64  `json:"createToReadyP50Seconds"`
+	ToReadyP99 float64  `json:"createToReadyP99Seconds"`
 	Sessions   Sessions `json:"sessions"`
 }
 

@@ -42,10 +42,10 @@ type report struct {
 	provisioning     *Provisioning
 	libvirt          *LibvirtProvisioning
 	// backends: each backend's provisioning cost per VM, side by side.
-	backends []BackendCost
-	encodings        []Result
-	storage          []StorageResult
-	tenant           []Result
+	backends  []BackendCost
+	encodings []Result
+	storage   []StorageResult
+	tenant    []Result
 }
 
 // Ratio is one comparison, with its target when the issue sets one.

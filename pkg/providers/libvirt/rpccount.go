@@ -50,7 +50,9 @@ type rpcCounting struct {
 	body uint32
 }
 
-func countRPCs(c net.Conn) net.Conn { return &rpcCounting{Conn: c, head: make([]byte, 0, rpcHeaderLen)} }
+func countRPCs(c net.Conn) net.Conn {
+	return &rpcCounting{Conn: c, head: make([]byte, 0, rpcHeaderLen)}
+}
 
 func (c *rpcCounting) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)

@@ -19,8 +19,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmware/govmomi/vim25/mo"
