@@ -90,10 +90,11 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if err := model.Create(); err != nil {
 		return nil, fmt.Errorf("creating the vCenter model: %w", err)
 	}
-	HonourCloneDiskBacking(model)
-	AcquireTickets(model)
+	// The counter first: the handlers below chain to the one before them.
 	calls := newCallCounter()
 	model.Map().Handler = calls.handle
+	HonourCloneDiskBacking(model)
+	AcquireTickets(model)
 	model.Service.Listen = &url.URL{User: url.UserPassword(cfg.Username, cfg.Password)}
 	model.Service.TLS = new(tls.Config)
 	var ca []byte
