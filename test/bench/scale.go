@@ -27,6 +27,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/firestoned/banlieue/pkg/apis/banlieue/v1alpha1"
@@ -245,9 +246,22 @@ func (h *harness) fleetProviders(mode string, names []string) (stop func(), metr
 			return nil, nil, err
 		}
 		procs = append(procs, p)
-		metrics = append(metrics, &restclient.Config{Host: "http://" + addr})
+		m := &restclient.Config{Host: "http://" + addr}
+		if err := awaitMetrics(m); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("%s: %w", fleetProcess(name), err)
+		}
+		metrics = append(metrics, m)
 	}
 	return stop, metrics, nil
+}
+
+// awaitMetrics waits until a provider just started serves its /metrics.
+func awaitMetrics(m *restclient.Config) error {
+	return wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := providerCalls(ctx, m)
+		return err == nil, nil
+	})
 }
 
 // fleetIn provisions the fleet with its providers running as mode says,
