@@ -58,15 +58,15 @@ func costOf(backend string, vms int, m provisionRun, source, countedBy string) B
 		RequestsPerVM: m.requests, CallsPerVM: m.calls[source], CountedBy: countedBy, CPUms: m.cpuMs}
 }
 
-// startProvider starts class's provider with its metrics served on
-// loopback, returning how to read them.
-func (h *harness) startProvider(class string, args ...string) (devenv.Process, *restclient.Config, error) {
+// startProvider starts class's provider as the process name with its
+// metrics served on loopback, returning how to read them.
+func (h *harness) startProvider(class, name string, args ...string) (devenv.Process, *restclient.Config, error) {
 	addr, err := pprofAddr()
 	if err != nil {
 		return devenv.Process{}, nil, err
 	}
 	args = append(args, "--metrics-bind-address="+addr, "--metrics-insecure")
-	p, err := h.env.StartProvider(class, "provider-"+class, time.Minute, args...)
+	p, err := h.env.StartProvider(class, name, time.Minute, args...)
 	if err != nil {
 		return devenv.Process{}, nil, err
 	}
@@ -152,7 +152,7 @@ func (h *harness) proxmoxProvisioning(ctx context.Context, r *report, vms int) e
 	if err := h.ensureController(); err != nil {
 		return err
 	}
-	proc, _, err := h.startProvider("proxmox", "--task-poll="+pveTaskPoll.String())
+	proc, _, err := h.startProvider("proxmox", "provider-proxmox", "--task-poll="+pveTaskPoll.String())
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func (h *harness) libvirtProvisioning(ctx context.Context, r *report, vms int) e
 	if err := h.ensureController(); err != nil {
 		return err
 	}
-	proc, metrics, err := h.startProvider("libvirt", "--domain-type=qemu")
+	proc, metrics, err := h.startProvider("libvirt", "provider-libvirt", "--domain-type=qemu")
 	if err != nil {
 		return err
 	}

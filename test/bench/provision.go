@@ -219,16 +219,11 @@ const (
 // startVSphereProvider starts the vSphere provider with its metrics on a
 // loopback port, which h.providerMetrics reaches.
 func (h *harness) startVSphereProvider(args ...string) (devenv.Process, error) {
-	addr, err := pprofAddr()
+	p, metrics, err := h.startProvider("vsphere", "provider-vsphere", args...)
 	if err != nil {
 		return devenv.Process{}, err
 	}
-	args = append(args, "--metrics-bind-address="+addr, "--metrics-insecure")
-	p, err := h.env.StartVSphereProvider("provider-vsphere", time.Minute, args...)
-	if err != nil {
-		return devenv.Process{}, err
-	}
-	h.providerMetrics = &restclient.Config{Host: "http://" + addr}
+	h.providerMetrics = metrics
 	return p, nil
 }
 

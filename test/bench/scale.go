@@ -231,22 +231,16 @@ func (h *harness) fleetProviders(mode string, names []string) (stop func(), metr
 		only = names
 	}
 	for _, name := range only {
-		addr, err := pprofAddr()
-		if err != nil {
-			stop()
-			return nil, nil, err
-		}
-		args := []string{"--leader-elect", "--metrics-bind-address=" + addr, "--metrics-insecure"}
+		args := []string{"--leader-elect"}
 		if name != "" {
 			args = append(args, "--provider="+name)
 		}
-		p, err := h.env.StartVSphereProvider(fleetProcess(name), time.Minute, args...)
+		p, m, err := h.startProvider("vsphere", fleetProcess(name), args...)
 		if err != nil {
 			stop()
 			return nil, nil, err
 		}
 		procs = append(procs, p)
-		m := &restclient.Config{Host: "http://" + addr}
 		if err := awaitMetrics(m); err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("%s: %w", fleetProcess(name), err)
